@@ -1,0 +1,193 @@
+// The one place where Mailroom reads its environment. Each setting is declared once below: its
+// variable, its default (as the text a user would write, parsed like their input), what it means, and
+// how it is checked. `loadConfig` validates them all at boot and names the variable at fault;
+// docs/configuration.md documents the same table (a test keeps the two in step).
+
+export class ConfigError extends Error {
+  readonly variable: string;
+  constructor(variable: string, problem: string) {
+    super(`${variable}: ${problem}`);
+    this.name = 'ConfigError';
+    this.variable = variable;
+  }
+}
+
+/** Turns the variable's text (or its default; undefined when unset without one) into a value. */
+type Parse<T> = (value: string | undefined, variable: string) => T;
+
+interface Setting<T> {
+  variable: string;
+  /** The default as written in the docs; undefined when "unset" is the default. */
+  default: string | undefined;
+  doc: string;
+  parse: Parse<T>;
+}
+
+const setting = <T>(variable: string, defaultText: string | undefined, doc: string, parse: Parse<T>): Setting<T> => ({
+  variable,
+  default: defaultText,
+  doc,
+  parse,
+});
+
+const SETTING_TABLE = {
+  databaseUrl: setting(
+    'DATABASE_URL',
+    undefined,
+    'PostgreSQL 15+ connection string, e.g. `postgres://user@host:5432/mailroom`. Unset: embedded PGlite under `MAILROOM_DATA_DIR`.',
+    optionalUrl(['postgres:', 'postgresql:']),
+  ),
+  dataDir: setting(
+    'MAILROOM_DATA_DIR',
+    './.mailroom',
+    'Where the embedded PGlite database lives. One process at a time may open it.',
+    text,
+  ),
+  port: setting('PORT', '3000', 'HTTP port of the API.', integer(0, 65535)),
+  host: setting('HOST', '127.0.0.1', 'Address the API listens on; `0.0.0.0` for every interface.', text),
+  logLevel: setting(
+    'MAILROOM_LOG_LEVEL',
+    'info',
+    'fatal, error, warn, info, debug, trace or silent. Logs are JSON lines on stdout; debug adds one line per request.',
+    oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
+  ),
+  bodyLimitBytes: setting(
+    'MAILROOM_BODY_LIMIT_BYTES',
+    '41943040',
+    'Largest request body accepted (40 MiB); a larger one is refused with 413 `payload_too_large`.',
+    integer(1024, 1024 ** 3),
+  ),
+  dbPoolSize: setting(
+    'MAILROOM_DB_POOL_SIZE',
+    '10',
+    'PostgreSQL connections per process (PGlite has one).',
+    integer(1, 1000),
+  ),
+  sessionTtlHours: setting(
+    'MAILROOM_SESSION_TTL_HOURS',
+    '168',
+    'Lifetime of a dashboard session token, in hours (7 days).',
+    integer(1, 24 * 366),
+  ),
+  devDomain: setting(
+    'MAILROOM_DEV_DOMAIN',
+    'example.test',
+    'Verified domain of the development organization made on the first embedded start.',
+    domainName,
+  ),
+  dnsServers: setting(
+    'MAILROOM_DNS_SERVERS',
+    undefined,
+    'Comma-separated DNS servers (`ip` or `ip:port`, IPv6 as `[ip]:port`) for domain verification. Unset: the system resolver.',
+    dnsServerList,
+  ),
+  dnsTimeoutMs: setting(
+    'MAILROOM_DNS_TIMEOUT_MS',
+    '5000',
+    'Time allowed for one DNS look-up during domain verification.',
+    integer(100, 60_000),
+  ),
+  dkimSelector: setting(
+    'MAILROOM_DKIM_SELECTOR',
+    'mailroom',
+    'DKIM selector of newly added domains: their key is published at `<selector>._domainkey.<domain>`.',
+    dnsLabel,
+  ),
+  shutdownTimeoutMs: setting(
+    'MAILROOM_SHUTDOWN_TIMEOUT_MS',
+    '10000',
+    'On SIGTERM, how long in-flight work may take before the process exits anyway.',
+    integer(0, 600_000),
+  ),
+};
+
+type Table = typeof SETTING_TABLE;
+export type Config = { [K in keyof Table]: Table[K] extends Setting<infer T> ? T : never };
+
+/** Every setting, for the documentation. */
+export const SETTINGS: ReadonlyArray<Setting<unknown>> = Object.values(SETTING_TABLE);
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const config: Record<string, unknown> = {};
+  for (const [key, { variable, default: fallback, parse }] of Object.entries(SETTING_TABLE)) {
+    const value = env[variable]?.trim();
+    config[key] = (parse as Parse<unknown>)(value === undefined || value === '' ? fallback : value, variable);
+  }
+  return config as Config;
+}
+
+// Parsers. Each receives the text (or undefined for "unset") and the variable name for its errors.
+
+function text(value: string | undefined, variable: string): string {
+  if (value === undefined) throw new ConfigError(variable, 'is required');
+  return value;
+}
+
+function integer(min: number, max: number): Parse<number> {
+  return (value, variable) => {
+    if (value === undefined || !/^\d+$/.test(value)) {
+      throw new ConfigError(variable, `expected a whole number, got "${value ?? ''}"`);
+    }
+    const n = Number(value);
+    if (n < min || n > max) throw new ConfigError(variable, `expected a number from ${min} to ${max}, got ${n}`);
+    return n;
+  };
+}
+
+function oneOf<T extends string>(allowed: readonly T[]): Parse<T> {
+  return (value, variable) => {
+    if (!(allowed as readonly (string | undefined)[]).includes(value)) {
+      throw new ConfigError(variable, `expected one of ${allowed.join(', ')}, got "${value ?? ''}"`);
+    }
+    return value as T;
+  };
+}
+
+function optionalUrl(protocols: string[]): Parse<string | undefined> {
+  return (value, variable) => {
+    if (value === undefined) return undefined;
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      throw new ConfigError(variable, 'not a valid URL');
+    }
+    if (!protocols.includes(url.protocol)) {
+      throw new ConfigError(variable, `expected a ${protocols.join(' or ')} URL, got ${url.protocol}`);
+    }
+    return value;
+  };
+}
+
+const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/i;
+
+function domainName(value: string | undefined, variable: string): string {
+  const name = text(value, variable).toLowerCase();
+  if (name.length > 253 || !name.includes('.') || !name.split('.').every((label) => LABEL.test(label))) {
+    throw new ConfigError(variable, `"${name}" is not a domain name`);
+  }
+  return name;
+}
+
+function dnsLabel(value: string | undefined, variable: string): string {
+  const label = text(value, variable).toLowerCase();
+  if (!LABEL.test(label)) throw new ConfigError(variable, `"${label}" is not a DNS label`);
+  return label;
+}
+
+function dnsServerList(value: string | undefined, variable: string): string[] {
+  if (value === undefined) return [];
+  const servers = value
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+  for (const server of servers) {
+    // The forms dns.Resolver#setServers takes: 1.2.3.4, 1.2.3.4:53, ::1, [::1]:53.
+    const ok =
+      /^\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?$/.test(server) ||
+      /^\[[0-9a-f:.]+\](:\d{1,5})?$/i.test(server) ||
+      /^[0-9a-f:]+$/i.test(server);
+    if (!ok) throw new ConfigError(variable, `"${server}" is not an IP address with an optional port`);
+  }
+  return servers;
+}

@@ -1,0 +1,97 @@
+import { mkdir, open, readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import type { Database, QueryResult } from './database.ts';
+
+// PGlite is one Postgres backend in this process. It queues queries itself, and its transaction() holds
+// that queue until commit or rollback, so the seam maps onto it directly.
+function wrap(db: PGlite, onClose: () => Promise<void>): Database {
+  const run = async <Row>(
+    target: Pick<PGlite, 'query'>,
+    text: string,
+    params?: readonly unknown[],
+  ): Promise<QueryResult<Row>> => {
+    const result = await target.query<Row>(text, params as unknown[] | undefined);
+    // As node-postgres counts: rows returned, else rows changed (PGlite reports 0 changed for a SELECT).
+    return { rows: result.rows, rowCount: result.rows.length || (result.affectedRows ?? 0) };
+  };
+  return {
+    kind: 'pglite',
+    query: (text, params) => run(db, text, params),
+    transaction: (fn) =>
+      db.transaction((tx) =>
+        fn({
+          query: (text, params) => run(tx, text, params),
+          exec: async (script) => {
+            await tx.exec(script);
+          },
+        }),
+      ),
+    async close() {
+      await db.close();
+      await onClose();
+    },
+  };
+}
+
+/** An in-memory PGlite database: tests, and nothing else. */
+export async function openPGliteInMemory(): Promise<Database> {
+  return wrap(await PGlite.create(), async () => {});
+}
+
+export class DataDirInUseError extends Error {
+  constructor(dataDir: string, pid: number) {
+    super(
+      `The embedded database in ${dataDir} is in use by process ${pid} (probably "mailroom serve"). ` +
+        'PGlite can be opened by one process at a time: stop that process first, or run Mailroom on PostgreSQL (DATABASE_URL).',
+    );
+    this.name = 'DataDirInUseError';
+  }
+}
+
+/**
+ * Opens the PGlite database under dataDir, holding a lock file so that a second process (a CLI command
+ * while the server runs) is told plainly instead of corrupting the files. A lock left by a dead
+ * process is taken over.
+ */
+export async function openPGliteDirectory(dataDir: string): Promise<Database> {
+  const dir = path.resolve(dataDir);
+  await mkdir(dir, { recursive: true });
+  const lockPath = path.join(dir, 'mailroom.lock');
+  await acquireLock(lockPath, dir);
+  try {
+    const db = await PGlite.create(path.join(dir, 'pgdata'));
+    return wrap(db, () => rm(lockPath, { force: true }));
+  } catch (error) {
+    await rm(lockPath, { force: true });
+    throw error;
+  }
+}
+
+async function acquireLock(lockPath: string, dir: string): Promise<void> {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const handle = await open(lockPath, 'wx');
+      await handle.writeFile(String(process.pid));
+      await handle.close();
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const holder = Number.parseInt(await readFile(lockPath, 'utf8').catch(() => ''), 10);
+      if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder)) {
+        throw new DataDirInUseError(dir, holder);
+      }
+      await rm(lockPath, { force: true }); // stale: its process is gone
+    }
+  }
+  throw new Error(`Could not take the lock ${lockPath}`);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

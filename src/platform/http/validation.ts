@@ -1,0 +1,41 @@
+import { Ajv, type ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
+import type { FastifySchema, FastifySchemaCompiler } from 'fastify';
+import { ApiError } from './errors.ts';
+
+// Bodies are validated as sent: no type coercion and no silent dropping of unknown fields, so a typo
+// in a field name is an error, not a message sent without it. Query strings and path parameters
+// arrive as text, so they are coerced ("10" -> 10).
+function makeAjv(coerceTypes: boolean): Ajv {
+  const ajv = new Ajv({ coerceTypes, removeAdditional: false, useDefaults: true, allErrors: false, strict: false });
+  addFormats.default(ajv);
+  return ajv;
+}
+
+const bodyAjv = makeAjv(false);
+const textAjv = makeAjv(true);
+
+export const validatorCompiler: FastifySchemaCompiler<FastifySchema> = ({ schema, httpPart }) => {
+  const validate: ValidateFunction = (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object);
+  return (data: unknown) => (validate(data) ? { value: data } : { error: toApiError(validate, httpPart) });
+};
+
+function toApiError(validate: ValidateFunction, httpPart: string | undefined): ApiError {
+  const first = validate.errors?.[0];
+  const where = httpPart === 'body' ? '' : `${httpPart ?? 'request'} `;
+  if (!first) return new ApiError('validation_error', `Invalid ${where}request`);
+  const path = first.instancePath.replace(/^\//, '').replaceAll('/', '.');
+  if (first.keyword === 'required') {
+    const missing = (first.params as { missingProperty: string }).missingProperty;
+    const field = path ? `${path}.${missing}` : missing;
+    return new ApiError('missing_required_field', `Missing required ${where}field: ${field}`, field);
+  }
+  if (first.keyword === 'additionalProperties') {
+    const extra = (first.params as { additionalProperty: string }).additionalProperty;
+    const field = path ? `${path}.${extra}` : extra;
+    return new ApiError('validation_error', `Unknown ${where}field: ${field}`, field);
+  }
+  const field = path || undefined;
+  const subject = field ? `${where}field ${field}` : `${where || 'request '}body`;
+  return new ApiError('validation_error', `Invalid ${subject}: ${first.message ?? 'invalid value'}`, field);
+}
