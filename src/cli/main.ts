@@ -1,0 +1,248 @@
+// The operator CLI (`npx mailroom …`). Each command prints one JSON object with --json, a readable
+// line without it; failures exit 1 with the reason (as {"error": {...}} under --json).
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ConfigError, loadConfig, type Config } from '../platform/config.ts';
+import type { Database } from '../platform/db/database.ts';
+import { migrate } from '../platform/db/migrate.ts';
+import { openDatabase } from '../platform/db/open.ts';
+import { ApiError } from '../platform/http/errors.ts';
+import { runServer, type Role } from '../server.ts';
+import { createApiKey } from '../tenancy/api-keys.ts';
+import { createOrganization, findOrganization } from '../tenancy/organizations.ts';
+import { createSession } from '../tenancy/sessions.ts';
+import { createUser, findUserByEmail } from '../tenancy/users.ts';
+import { addDomain, findDomainByName, trustDomain, verifyDomain } from '../domains/domains.ts';
+import { randomBytes } from 'node:crypto';
+
+type Values = Record<string, string | boolean | (string | boolean)[] | undefined>;
+
+interface Output {
+  json: object;
+  text: string;
+}
+
+interface Command {
+  usage: string;
+  options: NonNullable<ParseArgsConfig['options']>;
+  positionals?: number;
+  run(input: { config: Config; values: Values; positionals: string[] }): Promise<Output | void>;
+}
+
+class UsageError extends Error {}
+
+/** Opens the configured database, migrated, for the length of one command. */
+async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> {
+  const db = await openDatabase(config);
+  try {
+    await migrate(db);
+    return await fn(db);
+  } finally {
+    await db.close();
+  }
+}
+
+async function requireOrganization(db: Database, id: string) {
+  const org = await findOrganization(db, id);
+  if (!org) throw new UsageError(`organization ${id} not found`);
+  return org;
+}
+
+function wholeNumber(values: Values, name: string): number | undefined {
+  const value = values[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || !/^\d+$/.test(value)) throw new UsageError(`--${name} takes a whole number`);
+  return Number(value);
+}
+
+const text = (values: Values, name: string) => values[name] as string;
+
+const COMMANDS: Record<string, Command> = {
+  serve: {
+    usage: 'serve [--role all|api|worker]',
+    options: { role: { type: 'string', default: 'all' } },
+    async run({ config, values }) {
+      const role = text(values, 'role');
+      if (!['all', 'api', 'worker'].includes(role)) throw new UsageError('--role is all, api or worker');
+      await runServer(config, role as Role);
+    },
+  },
+
+  migrate: {
+    usage: 'migrate',
+    options: {},
+    async run({ config }) {
+      const db = await openDatabase(config);
+      try {
+        const applied = await migrate(db);
+        return {
+          json: { applied },
+          text: applied.length
+            ? `applied ${applied.length} migration(s): ${applied.join(', ')}`
+            : 'database is up to date',
+        };
+      } finally {
+        await db.close();
+      }
+    },
+  },
+
+  'org create': {
+    usage: 'org create --name N [--monthly-quota Q] [--rate-limit R]',
+    options: { name: { type: 'string' }, 'monthly-quota': { type: 'string' }, 'rate-limit': { type: 'string' } },
+    async run({ config, values }) {
+      const monthlyQuota = wholeNumber(values, 'monthly-quota');
+      const rateLimit = wholeNumber(values, 'rate-limit');
+      if (rateLimit === 0) throw new UsageError('--rate-limit must be at least 1 message per second');
+      const org = await withDatabase(config, (db) =>
+        createOrganization(db, { name: text(values, 'name'), monthlyQuota, rateLimit }),
+      );
+      const json = { id: org.id, name: org.name, monthly_quota: org.monthly_quota, rate_limit: org.rate_limit };
+      return {
+        json,
+        text: `organization ${org.id} "${org.name}" (quota ${org.monthly_quota}/month, ${org.rate_limit} msg/s)`,
+      };
+    },
+  },
+
+  'domain add': {
+    usage: 'domain add --org ID NAME',
+    options: { org: { type: 'string' } },
+    positionals: 1,
+    async run({ config, values, positionals }) {
+      const domain = await withDatabase(config, async (db) => {
+        await requireOrganization(db, text(values, 'org'));
+        return addDomain(db, config, text(values, 'org'), positionals[0]!);
+      });
+      const records = domain.records
+        .map((r: { type: string; name: string; value: string }) => `  ${r.type} ${r.name}  "${r.value}"`)
+        .join('\n');
+      return { json: domain, text: `domain ${domain.name} added (${domain.status}); publish:\n${records}` };
+    },
+  },
+
+  'domain verify': {
+    usage: 'domain verify --org ID NAME [--trust]',
+    options: { org: { type: 'string' }, trust: { type: 'boolean', default: false } },
+    positionals: 1,
+    async run({ config, values, positionals }) {
+      const domain = await withDatabase(config, async (db) => {
+        await requireOrganization(db, text(values, 'org'));
+        const found = await findDomainByName(db, text(values, 'org'), positionals[0]!);
+        if (!found) throw new UsageError(`domain ${positionals[0]} is not one of this organization's`);
+        return values.trust
+          ? trustDomain(db, text(values, 'org'), found.id)
+          : verifyDomain(db, config, text(values, 'org'), found.id);
+      });
+      return { json: domain, text: `domain ${domain.name}: ${domain.status}` };
+    },
+  },
+
+  'key create': {
+    usage: 'key create --org ID --name N --permission full_access|sending_access',
+    options: { org: { type: 'string' }, name: { type: 'string' }, permission: { type: 'string' } },
+    async run({ config, values }) {
+      const permission = text(values, 'permission');
+      if (permission !== 'full_access' && permission !== 'sending_access') {
+        throw new UsageError('--permission is full_access or sending_access');
+      }
+      const key = await withDatabase(config, async (db) => {
+        await requireOrganization(db, text(values, 'org'));
+        return createApiKey(db, { organizationId: text(values, 'org'), name: text(values, 'name'), permission });
+      });
+      return { json: key, text: `${permission} key ${key.id}: ${key.token}  (shown only now)` };
+    },
+  },
+
+  'user create': {
+    usage: 'user create --org ID --email E [--password P]',
+    options: { org: { type: 'string' }, email: { type: 'string' }, password: { type: 'string' } },
+    async run({ config, values }) {
+      // Without --password one is generated and printed once, so the user can log in.
+      const generated = values.password === undefined ? randomBytes(18).toString('base64url') : undefined;
+      const password = (values.password as string | undefined) ?? generated!;
+      const user = await withDatabase(config, async (db) => {
+        await requireOrganization(db, text(values, 'org'));
+        return createUser(db, { organizationId: text(values, 'org'), email: text(values, 'email'), password });
+      });
+      const json = { id: user.id, email: user.email, ...(generated ? { password: generated } : {}) };
+      return {
+        json,
+        text: `user ${user.id} <${user.email}>${generated ? ` password: ${generated}  (shown only now)` : ''}`,
+      };
+    },
+  },
+
+  'session create': {
+    usage: 'session create --org ID --email E',
+    options: { org: { type: 'string' }, email: { type: 'string' } },
+    async run({ config, values }) {
+      const session = await withDatabase(config, async (db) => {
+        await requireOrganization(db, text(values, 'org'));
+        const user = await findUserByEmail(db, text(values, 'email'));
+        if (!user || user.organization_id !== values.org) {
+          throw new UsageError(`no user ${values.email} in organization ${values.org}`);
+        }
+        return createSession(db, user, config.sessionTtlHours);
+      });
+      const json = { token: session.token, expires_at: session.expires_at.toISOString() };
+      return { json, text: `session token ${json.token} (expires ${json.expires_at})` };
+    },
+  },
+};
+
+const REQUIRED: Record<string, string[]> = {
+  'org create': ['name'],
+  'domain add': ['org'],
+  'domain verify': ['org'],
+  'key create': ['org', 'name', 'permission'],
+  'user create': ['org', 'email'],
+  'session create': ['org', 'email'],
+};
+
+function help(): string {
+  return ['usage: mailroom <command> [--json]', ...Object.values(COMMANDS).map((c) => `  mailroom ${c.usage}`)].join(
+    '\n',
+  );
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const json = argv.includes('--json');
+  const args = argv.filter((arg) => arg !== '--json');
+  const name = COMMANDS[`${args[0]} ${args[1]}`] ? `${args[0]} ${args[1]}` : args[0];
+  const command = name ? COMMANDS[name] : undefined;
+  const fail = (error: { name: string; message: string }, code = 1) => {
+    if (json) process.stdout.write(`${JSON.stringify({ error })}\n`);
+    else process.stderr.write(`mailroom: ${error.message}\n`);
+    return code;
+  };
+  if (!name || !command) {
+    if (args.length === 0 || args[0] === 'help' || args[0] === '--help') {
+      process.stdout.write(`${help()}\n`);
+      return args.length === 0 ? 2 : 0;
+    }
+    return fail({ name: 'usage', message: `unknown command "${args.slice(0, 2).join(' ')}"\n${help()}` }, 2);
+  }
+  try {
+    const rest = args.slice(name.split(' ').length);
+    const { values, positionals } = parseArgs({ args: rest, options: command.options, allowPositionals: true });
+    if (positionals.length !== (command.positionals ?? 0)) throw new UsageError(`usage: mailroom ${command.usage}`);
+    for (const option of REQUIRED[name] ?? []) {
+      if (typeof values[option] !== 'string' || values[option] === '') {
+        throw new UsageError(`--${option} is required (usage: mailroom ${command.usage})`);
+      }
+    }
+    const config = loadConfig();
+    const output = await command.run({ config, values, positionals });
+    if (output) process.stdout.write(`${json ? JSON.stringify(output.json) : output.text}\n`);
+    return 0;
+  } catch (error) {
+    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      return fail({ name: 'usage', message: (error as Error).message }, 2);
+    }
+    if (error instanceof ApiError) return fail({ name: error.name, message: error.message });
+    if (error instanceof ConfigError) return fail({ name: 'configuration', message: error.message });
+    if ((error as Error).name === 'DataDirInUseError')
+      return fail({ name: 'data_dir_in_use', message: (error as Error).message });
+    return fail({ name: 'error', message: (error as Error).stack ?? String(error) });
+  }
+}

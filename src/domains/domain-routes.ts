@@ -1,0 +1,41 @@
+import { Type } from 'typebox';
+import type { App } from '../platform/http/app.ts';
+import { addDomain, deleteDomain, getDomain, listDomains, verifyDomain } from './domains.ts';
+
+const IdParams = Type.Object({ id: Type.String() });
+
+/** Resend's /domains: add (with the DNS records to publish), list, read, delete, verify now. */
+export async function domainRoutes(app: App) {
+  app.post(
+    '/domains',
+    {
+      config: { access: 'full' },
+      schema: {
+        // The name's rules live in normalizeDomainName (the CLI shares them); the bound only keeps junk out.
+        body: Type.Object({ name: Type.String({ maxLength: 1024 }) }, { additionalProperties: false }),
+      },
+    },
+    async (request, reply) => {
+      const domain = await addDomain(app.db, app.config, request.principal.organizationId, request.body.name);
+      return reply.code(201).send(domain);
+    },
+  );
+
+  app.get('/domains', { config: { access: 'full' } }, async (request) => {
+    return { object: 'list', data: await listDomains(app.db, request.principal.organizationId) };
+  });
+
+  app.get('/domains/:id', { config: { access: 'full' }, schema: { params: IdParams } }, async (request) => {
+    return getDomain(app.db, request.principal.organizationId, request.params.id);
+  });
+
+  app.delete('/domains/:id', { config: { access: 'full' }, schema: { params: IdParams } }, async (request) => {
+    await deleteDomain(app.db, request.principal.organizationId, request.params.id);
+    return { object: 'domain', id: request.params.id, deleted: true };
+  });
+
+  // Synchronous: the caller gets the outcome of this check, bounded by MAILROOM_DNS_TIMEOUT_MS.
+  app.post('/domains/:id/verify', { config: { access: 'full' }, schema: { params: IdParams } }, async (request) => {
+    return verifyDomain(app.db, app.config, request.principal.organizationId, request.params.id);
+  });
+}

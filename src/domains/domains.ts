@@ -1,0 +1,237 @@
+import type { Config } from '../platform/config.ts';
+import { isUniqueViolation, type Queryable } from '../platform/db/database.ts';
+import { ApiError, notFound } from '../platform/http/errors.ts';
+import { isUuid } from '../tenancy/organizations.ts';
+import { generateDkimKeyPair } from './dkim.ts';
+import { checkRecords } from './dns-verification.ts';
+import { normalizeDomainName } from './domain-name.ts';
+import { recordsToPublish, type RecordKind, type RecordStatus, type RecordStatuses } from './domain-records.ts';
+
+// A domain is verified (allowed to send) once its DKIM key is found in DNS, or when the operator
+// attests it (trustDomain). It then stays verified: a later check that cannot find the records only
+// updates their statuses, so a DNS outage or a zone edit does not stop an organization's mail. At most
+// one organization holds a name verified (the partial unique index domains_verified_name_key).
+
+export type DomainStatus = 'pending' | 'verified';
+
+/** A domain as stored, without its private key (only findSendingDomain reads that). */
+export interface Domain {
+  id: string;
+  organization_id: string;
+  name: string;
+  status: DomainStatus;
+  dkim_selector: string;
+  dkim_public_key: string;
+  record_status: RecordStatuses;
+  verified_at: Date | null;
+  last_checked_at: Date | null;
+  created_at: Date;
+}
+
+/** The API shape, Resend's. */
+export interface DomainView {
+  object: 'domain';
+  id: string;
+  name: string;
+  status: DomainStatus;
+  created_at: string;
+  records: DomainRecordView[];
+}
+
+export interface DomainRecordView {
+  record: RecordKind;
+  name: string;
+  type: 'TXT';
+  ttl: 'Auto';
+  status: RecordStatus;
+  value: string;
+  required: boolean;
+}
+
+/** What sending needs to accept a `from` address and sign it. */
+export interface SendingDomain {
+  id: string;
+  name: string;
+  dkimSelector: string;
+  dkimPrivateKey: string;
+}
+
+const COLUMNS = `id, organization_id, name, status, dkim_selector, dkim_public_key, record_status,
+  verified_at, last_checked_at, created_at`;
+
+// Guards status = 'verified' in the statements below, so that the common conflict is an answer rather
+// than a failed statement (which would abort a caller's transaction); the unique index settles races.
+const NAME_FREE = `NOT EXISTS (SELECT 1 FROM domains other
+  WHERE other.name = domains.name AND other.status = 'verified' AND other.id <> domains.id)`;
+
+export async function addDomain(
+  db: Queryable,
+  config: Config,
+  organizationId: string,
+  name: string,
+): Promise<DomainView> {
+  const domainName = normalizeDomainName(name);
+  const keys = await generateDkimKeyPair();
+  // ON CONFLICT rather than catching the violation: a failed INSERT would abort a caller's transaction.
+  const { rows } = await db.query<Domain>(
+    `INSERT INTO domains (organization_id, name, dkim_selector, dkim_private_key, dkim_public_key)
+     VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (organization_id, name) DO NOTHING
+     RETURNING ${COLUMNS}`,
+    [organizationId, domainName, config.dkimSelector, keys.privateKey, keys.publicKey],
+  );
+  if (rows.length === 0) throw new ApiError('conflict', `Domain ${domainName} has already been added`, 'name');
+  return toView(rows[0]!);
+}
+
+export async function listDomains(db: Queryable, organizationId: string): Promise<DomainView[]> {
+  const { rows } = await db.query<Domain>(
+    `SELECT ${COLUMNS} FROM domains WHERE organization_id = $1 ORDER BY created_at DESC, id`,
+    [organizationId],
+  );
+  return rows.map(toView);
+}
+
+export async function getDomain(db: Queryable, organizationId: string, id: string): Promise<DomainView> {
+  return toView(await requireDomain(db, organizationId, id));
+}
+
+export async function deleteDomain(db: Queryable, organizationId: string, id: string): Promise<void> {
+  const { rowCount } = isUuid(id)
+    ? await db.query('DELETE FROM domains WHERE id = $1 AND organization_id = $2', [id, organizationId])
+    : { rowCount: 0 };
+  if (rowCount === 0) throw notFound('Domain');
+}
+
+/** The operator attests the domain is the organization's: verified without looking at DNS. */
+export async function trustDomain(db: Queryable, organizationId: string, id: string): Promise<DomainView> {
+  const domain = await requireDomain(db, organizationId, id);
+  const { rows } = await guardVerifiedName(domain.name, () =>
+    db.query<Domain>(
+      `UPDATE domains SET status = 'verified', verified_at = coalesce(verified_at, now())
+        WHERE id = $1 AND organization_id = $2 AND ${NAME_FREE}
+        RETURNING ${COLUMNS}`,
+      [domain.id, organizationId],
+    ),
+  );
+  if (rows.length === 0) throw verifiedElsewhere(domain.name);
+  return toView(rows[0]!);
+}
+
+/** Looks the domain's records up in DNS now, stores what was found, and verifies it when DKIM is found. */
+export async function verifyDomain(
+  db: Queryable,
+  config: Config,
+  organizationId: string,
+  id: string,
+): Promise<DomainView> {
+  const domain = await requireDomain(db, organizationId, id);
+  // No transaction is held across the look-ups: they can take as long as the DNS timeout.
+  const records = recordsToPublish(keysOf(domain));
+  const statuses = await checkRecords(config, records);
+  const dkimFound = records.every((record) => !record.required || statuses[record.record] === 'verified');
+  const { rows } = await guardVerifiedName(domain.name, () =>
+    db.query<Domain>(
+      `UPDATE domains SET
+          record_status = $3::jsonb,
+          last_checked_at = now(),
+          status = CASE WHEN status = 'verified' OR ($4::boolean AND ${NAME_FREE}) THEN 'verified' ELSE 'pending' END,
+          verified_at = CASE WHEN status = 'verified' THEN verified_at
+                             WHEN $4::boolean AND ${NAME_FREE} THEN now() END
+        WHERE id = $1 AND organization_id = $2
+        RETURNING ${COLUMNS}`,
+      [domain.id, organizationId, JSON.stringify(statuses), dkimFound],
+    ),
+  );
+  const updated = rows[0];
+  if (!updated) throw notFound('Domain'); // deleted while DNS was being asked
+  if (dkimFound && updated.status !== 'verified') throw verifiedElsewhere(domain.name);
+  return toView(updated);
+}
+
+/** One of the organization's domains by name (the CLI takes names), whatever its status. */
+export async function findDomainByName(
+  db: Queryable,
+  organizationId: string,
+  name: string,
+): Promise<Domain | undefined> {
+  const domainName = normalizedOrUndefined(name);
+  if (domainName === undefined) return undefined;
+  const { rows } = await db.query<Domain>(`SELECT ${COLUMNS} FROM domains WHERE organization_id = $1 AND name = $2`, [
+    organizationId,
+    domainName,
+  ]);
+  return rows[0];
+}
+
+/** The organization's domain of that name if it may send (verified), with the key to sign with. */
+export async function findSendingDomain(
+  db: Queryable,
+  organizationId: string,
+  name: string,
+): Promise<SendingDomain | undefined> {
+  const domainName = normalizedOrUndefined(name);
+  if (domainName === undefined) return undefined;
+  const { rows } = await db.query<SendingDomain>(
+    `SELECT id, name, dkim_selector AS "dkimSelector", dkim_private_key AS "dkimPrivateKey" FROM domains
+      WHERE organization_id = $1 AND name = $2 AND status = 'verified'`,
+    [organizationId, domainName],
+  );
+  return rows[0];
+}
+
+async function requireDomain(db: Queryable, organizationId: string, id: string): Promise<Domain> {
+  if (!isUuid(id)) throw notFound('Domain');
+  const { rows } = await db.query<Domain>(`SELECT ${COLUMNS} FROM domains WHERE id = $1 AND organization_id = $2`, [
+    id,
+    organizationId,
+  ]);
+  if (!rows[0]) throw notFound('Domain');
+  return rows[0];
+}
+
+/** Runs a statement that may set status = 'verified', turning the lost race for the name into a conflict. */
+async function guardVerifiedName<T>(name: string, statement: () => Promise<T>): Promise<T> {
+  try {
+    return await statement();
+  } catch (error) {
+    if (isUniqueViolation(error)) throw verifiedElsewhere(name);
+    throw error;
+  }
+}
+
+const verifiedElsewhere = (name: string) =>
+  new ApiError('conflict', `Domain ${name} is already verified by another organization`);
+
+function normalizedOrUndefined(name: string): string | undefined {
+  try {
+    return normalizeDomainName(name);
+  } catch {
+    return undefined;
+  }
+}
+
+const keysOf = (domain: Domain) => ({
+  name: domain.name,
+  dkimSelector: domain.dkim_selector,
+  dkimPublicKey: domain.dkim_public_key,
+});
+
+function toView(domain: Domain): DomainView {
+  return {
+    object: 'domain',
+    id: domain.id,
+    name: domain.name,
+    status: domain.status,
+    created_at: new Date(domain.created_at).toISOString(),
+    records: recordsToPublish(keysOf(domain)).map((record) => ({
+      record: record.record,
+      name: record.name,
+      type: 'TXT',
+      ttl: 'Auto',
+      status: domain.record_status[record.record] ?? 'not_started',
+      value: record.value,
+      required: record.required,
+    })),
+  };
+}

@@ -1,0 +1,42 @@
+import { Type } from 'typebox';
+import type { App } from '../platform/http/app.ts';
+import { createApiKey, listApiKeys, revokeApiKey } from './api-keys.ts';
+
+const IdParams = Type.Object({ id: Type.String() });
+
+/** Resend's /api-keys: create (token shown once), list (no tokens), revoke. */
+export async function apiKeyRoutes(app: App) {
+  app.post(
+    '/api-keys',
+    {
+      config: { access: 'full' },
+      schema: {
+        body: Type.Object(
+          {
+            name: Type.String({ minLength: 1, maxLength: 50 }),
+            permission: Type.Optional(Type.Union([Type.Literal('full_access'), Type.Literal('sending_access')])),
+          },
+          { additionalProperties: false },
+        ),
+      },
+    },
+    async (request, reply) => {
+      const key = await createApiKey(app.db, {
+        organizationId: request.principal.organizationId,
+        name: request.body.name,
+        permission: request.body.permission ?? 'full_access',
+      });
+      return reply.code(201).send({ object: 'api_key', ...key });
+    },
+  );
+
+  app.get('/api-keys', { config: { access: 'full' } }, async (request) => {
+    const keys = await listApiKeys(app.db, request.principal.organizationId);
+    return { object: 'list', data: keys.map((key) => ({ object: 'api_key', ...key })) };
+  });
+
+  app.delete('/api-keys/:id', { config: { access: 'full' }, schema: { params: IdParams } }, async (request) => {
+    await revokeApiKey(app.db, request.principal.organizationId, request.params.id);
+    return { object: 'api_key', id: request.params.id, deleted: true };
+  });
+}

@@ -1,0 +1,46 @@
+import type { Queryable } from '../platform/db/database.ts';
+import { notFound } from '../platform/http/errors.ts';
+import { hashToken, newToken } from '../platform/tokens.ts';
+import { API_KEY_PREFIX } from './credentials.ts';
+import { isUuid } from './organizations.ts';
+import type { ApiKeyPermission } from './principal.ts';
+
+export interface ApiKey {
+  id: string;
+  name: string;
+  permission: ApiKeyPermission;
+  created_at: Date;
+}
+
+/** Creates a key. The token is returned here and never again: only its hash is kept. */
+export async function createApiKey(
+  db: Queryable,
+  input: { organizationId: string; name: string; permission: ApiKeyPermission },
+): Promise<{ id: string; token: string; permission: ApiKeyPermission }> {
+  const token = newToken(API_KEY_PREFIX);
+  const { rows } = await db.query<{ id: string }>(
+    `INSERT INTO api_keys (organization_id, name, permission, token_hash) VALUES ($1, $2, $3, $4) RETURNING id`,
+    [input.organizationId, input.name, input.permission, hashToken(token)],
+  );
+  return { id: rows[0]!.id, token, permission: input.permission };
+}
+
+export async function listApiKeys(db: Queryable, organizationId: string): Promise<ApiKey[]> {
+  const { rows } = await db.query<ApiKey>(
+    `SELECT id, name, permission, created_at FROM api_keys
+      WHERE organization_id = $1 AND revoked_at IS NULL ORDER BY created_at DESC, id`,
+    [organizationId],
+  );
+  return rows;
+}
+
+/** Revokes a key at once, for every process: authentication reads the table on each request. */
+export async function revokeApiKey(db: Queryable, organizationId: string, id: string): Promise<void> {
+  const { rowCount } = isUuid(id)
+    ? await db.query(
+        'UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL',
+        [id, organizationId],
+      )
+    : { rowCount: 0 };
+  if (rowCount === 0) throw notFound('API key');
+}

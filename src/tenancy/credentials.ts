@@ -1,0 +1,49 @@
+import type { Queryable } from '../platform/db/database.ts';
+import { ApiError } from '../platform/http/errors.ts';
+import { hashToken } from '../platform/tokens.ts';
+import type { Access, ApiKeyPermission, Principal } from './principal.ts';
+
+export const API_KEY_PREFIX = 'mr_';
+export const SESSION_PREFIX = 'mrs_';
+
+interface CredentialRow {
+  kind: 'api_key' | 'session';
+  id: string;
+  organization_id: string;
+  permission: ApiKeyPermission | null;
+  user_id: string | null;
+}
+
+// One indexed query whatever the token looks like, so a made-up token costs what a real one does and
+// the answer time says nothing about which tokens exist.
+const RESOLVE_SQL = `
+  SELECT 'api_key' AS kind, id, organization_id, permission, NULL::uuid AS user_id
+    FROM api_keys WHERE token_hash = $1 AND revoked_at IS NULL
+  UNION ALL
+  SELECT 'session' AS kind, id, organization_id, NULL AS permission, user_id
+    FROM sessions WHERE token_hash = $1 AND expires_at > now()`;
+
+export async function resolveBearer(db: Queryable, authorization: string | undefined): Promise<Principal> {
+  if (authorization === undefined || authorization.trim() === '') {
+    throw new ApiError('missing_api_key', 'Missing API key in the Authorization header (Bearer <token>)');
+  }
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+  const token = match?.[1] ?? '';
+  const { rows } = await db.query<CredentialRow>(RESOLVE_SQL, [hashToken(token)]);
+  const row = rows[0];
+  if (!match || !row) throw new ApiError('invalid_api_key', 'API key is invalid');
+  if (row.kind === 'session') {
+    return { kind: 'session', organizationId: row.organization_id, sessionId: row.id, userId: row.user_id! };
+  }
+  return { kind: 'api_key', organizationId: row.organization_id, apiKeyId: row.id, permission: row.permission! };
+}
+
+/** Throws the 401 the spec asks for when a principal may not use a route of the given access. */
+export function checkAccess(principal: Principal, access: Access): void {
+  if (access === 'session' && principal.kind !== 'session') {
+    throw new ApiError('session_required', 'This endpoint needs a dashboard session token, not an API key');
+  }
+  if (access === 'full' && principal.kind === 'api_key' && principal.permission !== 'full_access') {
+    throw new ApiError('restricted_api_key', 'This API key is restricted to sending emails only');
+  }
+}

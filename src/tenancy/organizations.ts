@@ -1,0 +1,40 @@
+import type { Queryable } from '../platform/db/database.ts';
+
+export interface Organization {
+  id: string;
+  name: string;
+  monthly_quota: number;
+  rate_limit: number;
+  created_at: Date;
+}
+
+/** Recipients per calendar month and messages per second, unless the operator says otherwise. */
+export const DEFAULT_MONTHLY_QUOTA = 100_000;
+export const DEFAULT_RATE_LIMIT = 10;
+
+export async function createOrganization(
+  db: Queryable,
+  input: { name: string; monthlyQuota?: number; rateLimit?: number },
+): Promise<Organization> {
+  const { rows } = await db.query<Organization>(
+    `INSERT INTO organizations (name, monthly_quota, rate_limit) VALUES ($1, $2, $3)
+     RETURNING id, name, monthly_quota, rate_limit, created_at`,
+    [input.name, input.monthlyQuota ?? DEFAULT_MONTHLY_QUOTA, input.rateLimit ?? DEFAULT_RATE_LIMIT],
+  );
+  return rows[0]!;
+}
+
+export async function findOrganization(db: Queryable, id: string): Promise<Organization | undefined> {
+  if (!isUuid(id)) return undefined;
+  const { rows } = await db.query<Organization>(
+    'SELECT id, name, monthly_quota, rate_limit, created_at FROM organizations WHERE id = $1',
+    [id],
+  );
+  return rows[0];
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Ids from outside are checked before they reach SQL, where a malformed uuid would be an error. */
+export function isUuid(value: string): boolean {
+  return UUID.test(value);
+}
