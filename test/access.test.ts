@@ -1,0 +1,177 @@
+// One table, every route: who may call it and what each kind of caller gets. A route added to the app
+// without a row here fails the last test, so every later route joins this table.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import type { Access } from '../src/tenancy/principal.ts';
+
+interface Row {
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  /** `:own` is replaced with an id of the caller's organization made by `fixture`, `:other` with one of another organization. */
+  url: string;
+  access: Access;
+  /** Status for a caller who may use the route (the request is valid). */
+  ok: number;
+  body?: (org: TestOrganization) => unknown;
+  /** Makes the resource the url names, for the given organization; returns its id. */
+  fixture?: (t: TestApp, org: TestOrganization) => Promise<string>;
+}
+
+const domainFixture = async (t: TestApp, org: TestOrganization) => {
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/domains',
+    headers: bearer(org.fullKey),
+    payload: { name: `d${Math.random().toString(36).slice(2)}.example.test` },
+  });
+  return res.json().id as string;
+};
+const apiKeyFixture = async (t: TestApp, org: TestOrganization) => {
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/api-keys',
+    headers: bearer(org.fullKey),
+    payload: { name: 'fixture' },
+  });
+  return res.json().id as string;
+};
+
+export const ROUTES: Row[] = [
+  { method: 'GET', url: '/healthz', access: 'public', ok: 200 },
+  { method: 'GET', url: '/readyz', access: 'public', ok: 200 },
+  {
+    method: 'POST',
+    url: '/auth/login',
+    access: 'public',
+    ok: 200,
+    body: (org) => ({ email: org.userEmail, password: org.password }),
+  },
+  { method: 'POST', url: '/auth/logout', access: 'session', ok: 200 },
+  { method: 'POST', url: '/api-keys', access: 'full', ok: 201, body: () => ({ name: 'new key' }) },
+  { method: 'GET', url: '/api-keys', access: 'full', ok: 200 },
+  { method: 'DELETE', url: '/api-keys/:own', access: 'full', ok: 200, fixture: apiKeyFixture },
+  {
+    method: 'POST',
+    url: '/domains',
+    access: 'full',
+    ok: 201,
+    body: () => ({ name: `n${Math.random().toString(36).slice(2)}.example.test` }),
+  },
+  { method: 'GET', url: '/domains', access: 'full', ok: 200 },
+  { method: 'GET', url: '/domains/:own', access: 'full', ok: 200, fixture: domainFixture },
+  { method: 'DELETE', url: '/domains/:own', access: 'full', ok: 200, fixture: domainFixture },
+  { method: 'POST', url: '/domains/:own/verify', access: 'full', ok: 200, fixture: domainFixture },
+];
+
+// Who calls, and for each access level what they get: a status and an error name.
+type Caller = 'none' | 'bad' | 'full' | 'sending' | 'session';
+const EXPECTED: Record<Access, Record<Caller, [number, string] | 'ok'>> = {
+  public: { none: 'ok', bad: 'ok', full: 'ok', sending: 'ok', session: 'ok' },
+  send: { none: [401, 'missing_api_key'], bad: [401, 'invalid_api_key'], full: 'ok', sending: 'ok', session: 'ok' },
+  full: {
+    none: [401, 'missing_api_key'],
+    bad: [401, 'invalid_api_key'],
+    full: 'ok',
+    sending: [401, 'restricted_api_key'],
+    session: 'ok',
+  },
+  session: {
+    none: [401, 'missing_api_key'],
+    bad: [401, 'invalid_api_key'],
+    full: [401, 'session_required'],
+    sending: [401, 'session_required'],
+    session: 'ok',
+  },
+};
+
+describe('access to every route', () => {
+  let t: TestApp;
+  let orgs: { a: TestOrganization; b: TestOrganization };
+
+  before(async () => {
+    // Fast DNS failure: verify is called with nothing published.
+    t = await buildTestApp({ MAILROOM_DNS_SERVERS: '127.0.0.1:9', MAILROOM_DNS_TIMEOUT_MS: '200' });
+    orgs = {
+      a: await createTestOrganization(t.db, t.config, 'a'),
+      b: await createTestOrganization(t.db, t.config, 'b'),
+    };
+  });
+  after(() => t.close());
+
+  const tokenOf = async (caller: Caller, org: TestOrganization): Promise<Record<string, string>> => {
+    switch (caller) {
+      case 'none':
+        return {};
+      case 'bad':
+        return bearer('mr_' + 'x'.repeat(43));
+      case 'full':
+        return bearer(org.fullKey);
+      case 'sending':
+        return bearer(org.sendingKey);
+      case 'session': {
+        // A fresh session each time: /auth/logout ends the one it is called with.
+        const res = await t.app.inject({
+          method: 'POST',
+          url: '/auth/login',
+          payload: { email: org.userEmail, password: org.password },
+        });
+        return bearer(res.json().token);
+      }
+    }
+  };
+
+  for (const route of ROUTES) {
+    for (const caller of ['none', 'bad', 'full', 'sending', 'session'] as const) {
+      test(`${route.method} ${route.url} as ${caller}`, async () => {
+        const url = route.fixture ? route.url.replace(':own', await route.fixture(t, orgs.a)) : route.url;
+        const res = await t.app.inject({
+          method: route.method,
+          url,
+          headers: await tokenOf(caller, orgs.a),
+          ...(route.body ? { payload: route.body(orgs.a) as object } : {}),
+        });
+        const expected = EXPECTED[route.access][caller];
+        if (expected === 'ok') {
+          assert.equal(res.statusCode, route.ok, res.body);
+        } else {
+          assert.equal(res.statusCode, expected[0], res.body);
+          assert.deepEqual(
+            { statusCode: res.json().statusCode, name: res.json().name },
+            { statusCode: expected[0], name: expected[1] },
+          );
+        }
+      });
+    }
+
+    if (route.fixture) {
+      test(`${route.method} ${route.url} with another organization's id is 404`, async () => {
+        const othersId = await route.fixture!(t, orgs.b);
+        for (const caller of ['full', 'session'] as const) {
+          const res = await t.app.inject({
+            method: route.method,
+            url: route.url.replace(':own', othersId),
+            headers: await tokenOf(caller, orgs.a),
+            ...(route.body ? { payload: route.body(orgs.a) as object } : {}),
+          });
+          assert.equal(res.statusCode, 404, res.body);
+          assert.equal(res.json().name, 'not_found');
+        }
+        // And it is still there for its owner.
+        if (route.method !== 'DELETE') return;
+        const owner = await t.app.inject({
+          method: route.method,
+          url: route.url.replace(':own', othersId),
+          headers: bearer(orgs.b.fullKey),
+        });
+        assert.equal(owner.statusCode, route.ok, owner.body);
+      });
+    }
+  }
+
+  test('every route of the app has a row in this table', () => {
+    const declared = new Set(ROUTES.map((r) => `${r.method} ${r.url.replace(':own', ':id')} ${r.access}`));
+    const registered = t.app.routeList.map((r) => `${r.method} ${r.url} ${r.access}`);
+    const missing = registered.filter((route) => !declared.has(route));
+    assert.deepEqual(missing, [], 'routes without a row (or with another access) in test/access.test.ts');
+  });
+});

@@ -1,0 +1,531 @@
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createPublicKey } from 'node:crypto';
+import dgram from 'node:dgram';
+import dns2, { type DnsHandler } from 'dns2';
+import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import {
+  addDomain,
+  findDomainByName,
+  findSendingDomain,
+  trustDomain,
+  verifyDomain,
+  type DomainView,
+} from '../src/domains/domains.ts';
+
+const { Packet } = dns2;
+// Response codes (RFC 1035 §4.1.1); dns2 has them at runtime but not in its types.
+const RCODE = { SERVFAIL: 2, NXDOMAIN: 3 };
+
+// A real DNS server on loopback whose zone the tests edit: name -> TXT records, each a list of
+// character-strings as published (long values split in 255-octet chunks), or 'servfail'.
+type Zone = Map<string, string[][] | 'servfail'>;
+
+interface DnsServer {
+  address: string;
+  close(): Promise<void>;
+}
+
+/** UDP, plus TCP on the same port for answers too long for UDP (the resolver retries over TCP then). */
+async function startDnsServer(zone: Zone): Promise<DnsServer> {
+  const handle: DnsHandler = (request, send) => {
+    const response = Packet.createResponseFromRequest(request);
+    const question = request.questions[0]!;
+    const entry = zone.get(question.name.toLowerCase()); // resolvers may randomise case (DNS 0x20)
+    if (entry === 'servfail') response.header.rcode = RCODE.SERVFAIL;
+    else if (entry === undefined) response.header.rcode = RCODE.NXDOMAIN;
+    else if (question.type === Packet.TYPE.TXT) {
+      for (const data of entry) {
+        response.answers.push(
+          Packet.createResourceFromQuestion(question, { type: Packet.TYPE.TXT, class: Packet.CLASS.IN, ttl: 60, data }),
+        );
+      }
+    }
+    send(response);
+  };
+  for (let attempt = 0; ; attempt++) {
+    const udp = dns2.createServer({ udp: true, handle });
+    const { udp: bound } = await udp.listen({ udp: { port: 0, address: '127.0.0.1' } });
+    const port = bound!.port;
+    const tcp = dns2.createServer({ tcp: true, handle });
+    const listening = await new Promise<boolean>((resolve) => {
+      tcp.once('error', () => resolve(false));
+      tcp.listen({ tcp: { port, address: '127.0.0.1' } }).then(
+        () => resolve(true),
+        () => resolve(false),
+      );
+    });
+    if (listening) {
+      return {
+        address: `127.0.0.1:${port}`,
+        close: async () => void (await Promise.all([udp.close(), tcp.close()])),
+      };
+    }
+    await udp.close();
+    if (attempt === 5) throw new Error('no port free for both UDP and TCP');
+  }
+}
+
+/** Splits a TXT value the way zone files and DNS providers do: 255-octet character-strings. */
+function chunked(value: string, size = 255): string[] {
+  const chunks: string[] = [];
+  for (let at = 0; at < value.length; at += size) chunks.push(value.slice(at, at + size));
+  return chunks;
+}
+
+function recordOf(domain: DomainView, kind: 'DKIM' | 'SPF' | 'DMARC') {
+  const record = domain.records.find((r) => r.record === kind);
+  assert.ok(record, `${kind} record missing`);
+  return record;
+}
+
+const publicKeyOf = (domain: DomainView) => recordOf(domain, 'DKIM').value.replace(/^.*p=/, '');
+
+describe('domains', () => {
+  const zone: Zone = new Map();
+  let dns: DnsServer;
+  let t: TestApp;
+  let org: TestOrganization;
+  let other: TestOrganization;
+  let sequence = 0;
+  // Unique per test, so tests share one database without sharing domains.
+  const uniqueName = (label: string) => `${label}-${++sequence}-${process.pid}.mailroom-test.example`;
+
+  before(async () => {
+    dns = await startDnsServer(zone);
+    t = await buildTestApp({ MAILROOM_DNS_SERVERS: dns.address, MAILROOM_DNS_TIMEOUT_MS: '2000' });
+    org = await createTestOrganization(t.db, t.config, 'domains');
+    other = await createTestOrganization(t.db, t.config, 'other');
+  });
+
+  after(async () => {
+    await t?.close();
+    await dns?.close();
+  });
+
+  const add = (name: string, key = org.fullKey) =>
+    t.app.inject({ method: 'POST', url: '/domains', headers: bearer(key), payload: { name } });
+  const verify = (id: string, key = org.fullKey) =>
+    t.app.inject({ method: 'POST', url: `/domains/${id}/verify`, headers: bearer(key) });
+  const get = (id: string, key = org.fullKey) =>
+    t.app.inject({ method: 'GET', url: `/domains/${id}`, headers: bearer(key) });
+  const remove = (id: string, key = org.fullKey) =>
+    t.app.inject({ method: 'DELETE', url: `/domains/${id}`, headers: bearer(key) });
+
+  async function added(name: string): Promise<DomainView> {
+    const response = await add(name);
+    assert.equal(response.statusCode, 201, response.body);
+    return response.json();
+  }
+
+  test('adding a domain answers pending with the three TXT records to publish', async () => {
+    const name = uniqueName('add');
+    const response = await add(name);
+    assert.equal(response.statusCode, 201, response.body);
+    const domain: DomainView = response.json();
+    assert.equal(domain.object, 'domain');
+    assert.equal(domain.name, name);
+    assert.equal(domain.status, 'pending');
+    assert.ok(!Number.isNaN(Date.parse(domain.created_at)));
+    assert.deepEqual(
+      domain.records.map(({ record, name, type, ttl, status, required }) => ({
+        record,
+        name,
+        type,
+        ttl,
+        status,
+        required,
+      })),
+      [
+        {
+          record: 'DKIM',
+          name: `mailroom._domainkey.${name}`,
+          type: 'TXT',
+          ttl: 'Auto',
+          status: 'not_started',
+          required: true,
+        },
+        { record: 'SPF', name, type: 'TXT', ttl: 'Auto', status: 'not_started', required: false },
+        { record: 'DMARC', name: `_dmarc.${name}`, type: 'TXT', ttl: 'Auto', status: 'not_started', required: false },
+      ],
+    );
+    assert.equal(recordOf(domain, 'SPF').value, 'v=spf1 a mx ~all');
+    assert.equal(recordOf(domain, 'DMARC').value, 'v=DMARC1; p=none;');
+    assert.doesNotMatch(response.body, /PRIVATE KEY/);
+
+    // The published p= is the public half of the key that signs: derive it from the stored private key.
+    const { rows } = await t.db.query<{ dkim_private_key: string }>(
+      'SELECT dkim_private_key FROM domains WHERE id = $1',
+      [domain.id],
+    );
+    const expected = createPublicKey(rows[0]!.dkim_private_key)
+      .export({ type: 'spki', format: 'der' })
+      .toString('base64');
+    assert.equal(recordOf(domain, 'DKIM').value, `v=DKIM1; k=rsa; p=${expected}`);
+    assert.equal(createPublicKey(rows[0]!.dkim_private_key).asymmetricKeyDetails?.modulusLength, 2048);
+
+    const read = await get(domain.id);
+    assert.equal(read.statusCode, 200);
+    assert.deepEqual(read.json(), domain);
+  });
+
+  test('verifying with nothing published leaves the domain pending and says which records failed', async () => {
+    const domain = await added(uniqueName('bare'));
+    const response = await verify(domain.id);
+    assert.equal(response.statusCode, 200, response.body);
+    const checked: DomainView = response.json();
+    assert.equal(checked.status, 'pending');
+    assert.deepEqual(
+      checked.records.map((r) => [r.record, r.status]),
+      [
+        ['DKIM', 'failed'],
+        ['SPF', 'failed'],
+        ['DMARC', 'failed'],
+      ],
+    );
+    const { rows } = await t.db.query<{ last_checked_at: Date | null }>(
+      'SELECT last_checked_at FROM domains WHERE id = $1',
+      [domain.id],
+    );
+    assert.ok(rows[0]!.last_checked_at);
+  });
+
+  test('a DKIM record split in 255-octet chunks verifies the domain; SPF and DMARC are reported apart', async () => {
+    const domain = await added(uniqueName('dkim'));
+    const dkim = recordOf(domain, 'DKIM');
+    assert.ok(dkim.value.length > 255);
+    zone.set(dkim.name, [chunked(dkim.value)]);
+    // Unrelated TXT records at the apex (site verification tokens) sit beside SPF in real zones.
+    zone.set(domain.name, [['google-site-verification=abc']]);
+
+    const first: DomainView = (await verify(domain.id)).json();
+    assert.equal(first.status, 'verified');
+    assert.deepEqual(
+      first.records.map((r) => [r.record, r.status]),
+      [
+        ['DKIM', 'verified'],
+        ['SPF', 'failed'],
+        ['DMARC', 'failed'],
+      ],
+    );
+    assert.ok(await findSendingDomain(t.db, org.id, domain.name));
+
+    zone.set(domain.name, [['google-site-verification=abc'], chunked('v=spf1 include:_spf.example.net -all', 10)]);
+    zone.set(`_dmarc.${domain.name}`, [['v=DMARC1; p=reject; rua=mailto:dmarc@example.net']]);
+    const second: DomainView = (await verify(domain.id)).json();
+    assert.deepEqual(
+      second.records.map((r) => [r.record, r.status]),
+      [
+        ['DKIM', 'verified'],
+        ['SPF', 'verified'],
+        ['DMARC', 'verified'],
+      ],
+    );
+  });
+
+  test('a DKIM answer too long for UDP is fetched over TCP, as from a real server', async () => {
+    const domain = await added(`${'long-label-'.repeat(5)}${++sequence}.${uniqueName('tcp')}`);
+    const dkim = recordOf(domain, 'DKIM');
+    assert.ok(dkim.name.length + dkim.value.length > 512);
+    zone.set(dkim.name, [chunked(dkim.value)]);
+    const checked: DomainView = (await verify(domain.id)).json();
+    assert.equal(checked.status, 'verified');
+  });
+
+  test('DKIM p= may be published with whitespace, tags in another order and without v=', async () => {
+    const domain = await added(uniqueName('spaced'));
+    const key = publicKeyOf(domain);
+    const spaced = `k=rsa;  p=${key.slice(0, 100)} ${key.slice(100, 200)}\t${key.slice(200)} ;`;
+    zone.set(recordOf(domain, 'DKIM').name, [chunked(spaced)]);
+    const checked: DomainView = (await verify(domain.id)).json();
+    assert.equal(checked.status, 'verified');
+  });
+
+  test('a DKIM record with another key, two SPF records or a malformed DMARC record fail', async () => {
+    const domain = await added(uniqueName('wrong'));
+    const stranger = await added(uniqueName('stranger'));
+    zone.set(recordOf(domain, 'DKIM').name, [chunked(recordOf(stranger, 'DKIM').value)]);
+    zone.set(domain.name, [['v=spf1 a -all'], ['v=spf1 mx -all']]);
+    zone.set(`_dmarc.${domain.name}`, [['v=DMARC2; p=none']]);
+    const checked: DomainView = (await verify(domain.id)).json();
+    assert.equal(checked.status, 'pending');
+    assert.deepEqual(
+      checked.records.map((r) => [r.record, r.status]),
+      [
+        ['DKIM', 'failed'],
+        ['SPF', 'failed'],
+        ['DMARC', 'failed'],
+      ],
+    );
+  });
+
+  test('a record whose look-up fails (SERVFAIL) is pending, not failed', async () => {
+    const domain = await added(uniqueName('servfail'));
+    zone.set(recordOf(domain, 'DKIM').name, 'servfail');
+    zone.set(domain.name, [['v=spf1 -all']]);
+    const checked: DomainView = (await verify(domain.id)).json();
+    assert.equal(checked.status, 'pending');
+    assert.deepEqual(
+      checked.records.map((r) => [r.record, r.status]),
+      [
+        ['DKIM', 'pending'],
+        ['SPF', 'verified'],
+        ['DMARC', 'failed'],
+      ],
+    );
+  });
+
+  test('a verified domain stays verified when a later check cannot find its records', async () => {
+    const domain = await added(uniqueName('stays'));
+    const dkim = recordOf(domain, 'DKIM');
+    zone.set(dkim.name, [chunked(dkim.value)]);
+    assert.equal((await verify(domain.id)).json().status, 'verified');
+    zone.delete(dkim.name);
+    const checked: DomainView = (await verify(domain.id)).json();
+    assert.equal(checked.status, 'verified');
+    assert.equal(recordOf(checked, 'DKIM').status, 'failed');
+  });
+
+  describe('names', () => {
+    const invalid: [string, string][] = [
+      ['empty', ''],
+      ['blank', '   '],
+      ['no dot', 'localhost'],
+      ['label starting with a hyphen', '-bad.example.com'],
+      ['label ending with a hyphen', 'bad-.example.com'],
+      ['underscore', 'bad_label.example.com'],
+      ['empty label', 'a..example.com'],
+      ['label over 63', `${'a'.repeat(64)}.example.com`],
+      ['name over 253', `${Array.from({ length: 5 }, () => 'a'.repeat(60)).join('.')}.com`],
+      ['path', 'example.com/evil'],
+      ['user', 'user@example.com'],
+      ['port', 'example.com:25'],
+      ['space', 'exa mple.com'],
+      ['ip address', '192.0.2.1'],
+    ];
+    for (const [why, name] of invalid) {
+      test(`refuses ${why}: ${JSON.stringify(name.slice(0, 40))}`, async () => {
+        const response = await add(name);
+        assert.equal(response.statusCode, 400, response.body);
+        assert.equal(response.json().name, 'validation_error');
+        assert.equal(response.json().field, 'name');
+      });
+    }
+
+    test('refuses a body without a name, or with unknown fields', async () => {
+      const missing = await t.app.inject({
+        method: 'POST',
+        url: '/domains',
+        headers: bearer(org.fullKey),
+        payload: {},
+      });
+      assert.equal(missing.statusCode, 400);
+      assert.equal(missing.json().name, 'missing_required_field');
+      const extra = await t.app.inject({
+        method: 'POST',
+        url: '/domains',
+        headers: bearer(org.fullKey),
+        payload: { name: uniqueName('extra'), colour: 'blue' },
+      });
+      assert.equal(extra.statusCode, 400);
+      assert.equal(extra.json().name, 'validation_error');
+    });
+
+    test('stores internationalised names as punycode, lower case, without the trailing dot', async () => {
+      const idn = await added('Bücher.Mailroom-Test.Example.');
+      assert.equal(idn.name, 'xn--bcher-kva.mailroom-test.example');
+      assert.equal(recordOf(idn, 'DKIM').name, 'mailroom._domainkey.xn--bcher-kva.mailroom-test.example');
+      // The same name written either way is the same domain.
+      const again = await add('xn--bcher-kva.mailroom-test.example');
+      assert.equal(again.statusCode, 409);
+      assert.equal((await findDomainByName(t.db, org.id, 'bücher.mailroom-test.example'))?.id, idn.id);
+    });
+
+    test('adding a name the organization already has is a conflict', async () => {
+      const name = uniqueName('dup');
+      await added(name);
+      const response = await add(name.toUpperCase());
+      assert.equal(response.statusCode, 409);
+      assert.equal(response.json().name, 'conflict');
+    });
+  });
+
+  describe('ownership', () => {
+    test("another organization's domain is not found, on every route", async () => {
+      const domain = await added(uniqueName('mine'));
+      for (const response of [
+        await get(domain.id, other.fullKey),
+        await verify(domain.id, other.fullKey),
+        await remove(domain.id, other.fullKey),
+      ]) {
+        assert.equal(response.statusCode, 404, response.body);
+        assert.equal(response.json().name, 'not_found');
+      }
+      assert.equal((await get(domain.id)).statusCode, 200);
+      const list = await t.app.inject({ method: 'GET', url: '/domains', headers: bearer(other.fullKey) });
+      assert.ok(!list.json().data.some((d: DomainView) => d.id === domain.id));
+    });
+
+    test('a malformed or unknown id is not found', async () => {
+      for (const id of ['not-a-uuid', '00000000-0000-4000-8000-000000000000']) {
+        for (const response of [await get(id), await verify(id), await remove(id)]) {
+          assert.equal(response.statusCode, 404, response.body);
+          assert.equal(response.json().name, 'not_found');
+        }
+      }
+    });
+
+    test('list shows the organization its own domains, newest first', async () => {
+      const older = await added(uniqueName('older'));
+      const newer = await added(uniqueName('newer'));
+      const response = await t.app.inject({ method: 'GET', url: '/domains', headers: bearer(org.fullKey) });
+      assert.equal(response.statusCode, 200);
+      const body = response.json();
+      assert.equal(body.object, 'list');
+      const ids = body.data.map((d: DomainView) => d.id);
+      assert.ok(ids.indexOf(newer.id) < ids.indexOf(older.id));
+      assert.ok(body.data.some((d: DomainView) => d.name === org.domain && d.status === 'verified'));
+    });
+
+    test('a deleted domain is gone', async () => {
+      const domain = await added(uniqueName('gone'));
+      const response = await remove(domain.id);
+      assert.equal(response.statusCode, 200);
+      assert.deepEqual(response.json(), { object: 'domain', id: domain.id, deleted: true });
+      assert.equal((await get(domain.id)).statusCode, 404);
+      assert.equal((await remove(domain.id)).statusCode, 404);
+    });
+
+    test('a sending_access key may not manage domains', async () => {
+      const response = await t.app.inject({ method: 'GET', url: '/domains', headers: bearer(org.sendingKey) });
+      assert.equal(response.statusCode, 401);
+      assert.equal(response.json().name, 'restricted_api_key');
+    });
+  });
+
+  describe('one verified owner per name', () => {
+    test('trusting a name another organization holds verified is a conflict', async () => {
+      const name = uniqueName('contested');
+      const mine = await addDomain(t.db, t.config, org.id, name);
+      await trustDomain(t.db, org.id, mine.id);
+      const theirs = await addDomain(t.db, t.config, other.id, name); // pending in several orgs is fine
+      await assert.rejects(trustDomain(t.db, other.id, theirs.id), { name: 'conflict', statusCode: 409 });
+      assert.equal((await get(theirs.id, other.fullKey)).json().status, 'pending');
+      assert.equal(await findSendingDomain(t.db, other.id, name), undefined);
+    });
+
+    test('verifying through DNS a name another organization holds verified is a conflict', async () => {
+      const name = uniqueName('claimed');
+      const mine = await addDomain(t.db, t.config, org.id, name);
+      await trustDomain(t.db, org.id, mine.id);
+      const theirs = await addDomain(t.db, t.config, other.id, name);
+      zone.set(recordOf(theirs, 'DKIM').name, [chunked(recordOf(theirs, 'DKIM').value)]);
+      const response = await verify(theirs.id, other.fullKey);
+      assert.equal(response.statusCode, 409);
+      assert.equal(response.json().name, 'conflict');
+      const after = (await get(theirs.id, other.fullKey)).json();
+      assert.equal(after.status, 'pending');
+      assert.equal(recordOf(after, 'DKIM').status, 'verified'); // the check itself is still recorded
+    });
+
+    test('of two organizations verifying the same name at once, one wins and the other gets a conflict', async () => {
+      const name = uniqueName('race');
+      const a = await addDomain(t.db, t.config, org.id, name);
+      const b = await addDomain(t.db, t.config, other.id, name);
+      const outcomes = await Promise.allSettled([trustDomain(t.db, org.id, a.id), trustDomain(t.db, other.id, b.id)]);
+      assert.equal(outcomes.filter((o) => o.status === 'fulfilled').length, 1);
+      const lost = outcomes.find((o) => o.status === 'rejected');
+      assert.equal((lost?.reason as { name?: string }).name, 'conflict');
+      const { rows } = await t.db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM domains WHERE name = $1 AND status = 'verified'",
+        [name],
+      );
+      assert.equal(rows[0]!.n, 1);
+    });
+
+    test('trusting is idempotent, and verifyDomain works from the service too', async () => {
+      const domain = await addDomain(t.db, t.config, org.id, uniqueName('trusted'));
+      assert.equal((await trustDomain(t.db, org.id, domain.id)).status, 'verified');
+      assert.equal((await trustDomain(t.db, org.id, domain.id)).status, 'verified');
+      const checked = await verifyDomain(t.db, t.config, org.id, domain.id);
+      assert.equal(checked.status, 'verified');
+      assert.equal(recordOf(checked, 'DKIM').status, 'failed');
+    });
+  });
+
+  describe('lookups by name', () => {
+    test('findSendingDomain returns the signing key of a verified domain of the organization only', async () => {
+      const name = uniqueName('sender');
+      const domain = await addDomain(t.db, t.config, org.id, name);
+      assert.equal(await findSendingDomain(t.db, org.id, name), undefined);
+      await trustDomain(t.db, org.id, domain.id);
+      const sending = await findSendingDomain(t.db, org.id, name.toUpperCase());
+      assert.ok(sending);
+      assert.equal(sending.id, domain.id);
+      assert.equal(sending.name, name);
+      assert.equal(sending.dkimSelector, 'mailroom');
+      assert.match(sending.dkimPrivateKey, /^-----BEGIN PRIVATE KEY-----/);
+      assert.equal(await findSendingDomain(t.db, other.id, name), undefined);
+      assert.equal(await findSendingDomain(t.db, org.id, 'not a domain'), undefined);
+    });
+
+    test('findDomainByName finds pending domains too, never without the key', async () => {
+      const name = uniqueName('byname');
+      const domain = await addDomain(t.db, t.config, org.id, name);
+      const found = await findDomainByName(t.db, org.id, `${name}.`);
+      assert.equal(found?.id, domain.id);
+      assert.equal(found?.status, 'pending');
+      assert.ok(!('dkim_private_key' in found!));
+      assert.equal(await findDomainByName(t.db, other.id, name), undefined);
+    });
+  });
+});
+
+describe('domains with an unanswering DNS server', () => {
+  let silent: dgram.Socket;
+  let t: TestApp;
+  let org: TestOrganization;
+
+  before(async () => {
+    // Takes queries and never answers, like a firewalled resolver.
+    silent = dgram.createSocket('udp4');
+    await new Promise<void>((resolve) => silent.bind(0, '127.0.0.1', resolve));
+    t = await buildTestApp({
+      MAILROOM_DNS_SERVERS: `127.0.0.1:${silent.address().port}`,
+      MAILROOM_DNS_TIMEOUT_MS: '300',
+      MAILROOM_DKIM_SELECTOR: 'sel2024',
+    });
+    org = await createTestOrganization(t.db, t.config);
+  });
+
+  after(async () => {
+    await t?.close();
+    silent?.close();
+  });
+
+  test('verify answers 200 pending within the timeout, every record pending', async () => {
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/domains',
+      headers: bearer(org.fullKey),
+      payload: { name: `slow-${process.pid}.mailroom-test.example` },
+    });
+    const domain: DomainView = created.json();
+    assert.equal(recordOf(domain, 'DKIM').name, `sel2024._domainkey.${domain.name}`);
+    const started = Date.now();
+    const response = await t.app.inject({
+      method: 'POST',
+      url: `/domains/${domain.id}/verify`,
+      headers: bearer(org.fullKey),
+    });
+    const elapsed = Date.now() - started;
+    assert.equal(response.statusCode, 200, response.body);
+    const checked: DomainView = response.json();
+    assert.equal(checked.status, 'pending');
+    assert.deepEqual(
+      checked.records.map((r) => r.status),
+      ['pending', 'pending', 'pending'],
+    );
+    assert.ok(elapsed < 3000, `took ${elapsed} ms`);
+  });
+});

@@ -1,0 +1,138 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { loadConfig } from '../src/platform/config.ts';
+import { buildApp, type App } from '../src/platform/http/app.ts';
+import { bearer, createTestOrganization, type TestOrganization } from './helpers/app.ts';
+import { openTestDatabase, type TestDatabase } from './helpers/database.ts';
+
+let database: TestDatabase;
+let app: App;
+let org: TestOrganization;
+const logged: string[] = [];
+
+before(async () => {
+  database = await openTestDatabase();
+  const config = loadConfig({ MAILROOM_BODY_LIMIT_BYTES: '2048' });
+  app = await buildApp({ db: database.db, config, logger: false });
+  // A route that fails the way a bug would, to see what a 500 shows.
+  app.get('/test/explode', { config: { access: 'public' } }, async (request) => {
+    const withErrors = (_key: string, value: unknown) =>
+      value instanceof Error ? { message: value.message, stack: value.stack } : value;
+    request.log.error = ((obj: unknown) => logged.push(JSON.stringify(obj, withErrors))) as never;
+    throw new Error('connection to 10.0.0.7 refused: password=hunter2');
+  });
+  await app.ready();
+  org = await createTestOrganization(database.db, config);
+});
+after(async () => {
+  await app.close();
+  await database.close();
+});
+
+const isEnvelope = (body: Record<string, unknown>, statusCode: number, name: string) => {
+  assert.equal(body.statusCode, statusCode);
+  assert.equal(body.name, name);
+  assert.equal(typeof body.message, 'string');
+  assert.ok((body.message as string).length > 0);
+};
+
+test('an unknown route is 404 not_found in the envelope', async () => {
+  const res = await app.inject({ method: 'GET', url: '/nope?x=1' });
+  assert.equal(res.statusCode, 404);
+  isEnvelope(res.json(), 404, 'not_found');
+});
+
+test('a body over the limit is 413 payload_too_large', async () => {
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api-keys',
+    headers: bearer(org.fullKey),
+    payload: { name: 'x'.repeat(5000) },
+  });
+  assert.equal(res.statusCode, 413);
+  isEnvelope(res.json(), 413, 'payload_too_large');
+});
+
+test('malformed JSON is 400 validation_error', async () => {
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api-keys',
+    headers: { ...bearer(org.fullKey), 'content-type': 'application/json' },
+    payload: '{"name": ',
+  });
+  assert.equal(res.statusCode, 400);
+  isEnvelope(res.json(), 400, 'validation_error');
+});
+
+test('a body that is not JSON is 400 validation_error', async () => {
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api-keys',
+    headers: { ...bearer(org.fullKey), 'content-type': 'text/plain' },
+    payload: 'name=x',
+  });
+  assert.equal(res.statusCode, 400);
+  isEnvelope(res.json(), 400, 'validation_error');
+});
+
+test('a missing field is 400 missing_required_field naming it', async () => {
+  const res = await app.inject({ method: 'POST', url: '/api-keys', headers: bearer(org.fullKey), payload: {} });
+  assert.equal(res.statusCode, 400);
+  isEnvelope(res.json(), 400, 'missing_required_field');
+  assert.equal(res.json().field, 'name');
+});
+
+test('an unknown field and a wrong type are 400 validation_error naming the field', async () => {
+  const extra = await app.inject({
+    method: 'POST',
+    url: '/api-keys',
+    headers: bearer(org.fullKey),
+    payload: { name: 'k', nmae: 'typo' },
+  });
+  isEnvelope(extra.json(), 400, 'validation_error');
+  assert.equal(extra.json().field, 'nmae');
+  const wrong = await app.inject({
+    method: 'POST',
+    url: '/api-keys',
+    headers: bearer(org.fullKey),
+    payload: { name: 'k', permission: 'everything' },
+  });
+  isEnvelope(wrong.json(), 400, 'validation_error');
+  assert.equal(wrong.json().field, 'permission');
+  const notObject = await app.inject({
+    method: 'POST',
+    url: '/api-keys',
+    headers: bearer(org.fullKey),
+    payload: [1, 2],
+  });
+  isEnvelope(notObject.json(), 400, 'validation_error');
+});
+
+test('a 500 shows no internals, names the request id, and logs the error', async () => {
+  const res = await app.inject({ method: 'GET', url: '/test/explode' });
+  assert.equal(res.statusCode, 500);
+  isEnvelope(res.json(), 500, 'application_error');
+  assert.doesNotMatch(res.body, /hunter2|10\.0\.0\.7|Error:|at /);
+  const requestId = res.headers['x-request-id'] as string;
+  assert.match(requestId, /^[0-9a-f-]{36}$/);
+  assert.ok(res.json().message.includes(requestId));
+  assert.ok(logged.some((line) => line.includes('hunter2') && line.includes(requestId)));
+});
+
+test('an empty body with Content-Type application/json is no body (SDKs send it on bodiless POSTs)', async () => {
+  const logout = await app.inject({
+    method: 'POST',
+    url: '/auth/logout',
+    headers: { ...bearer(org.session), 'content-type': 'application/json' },
+    payload: '',
+  });
+  assert.equal(logout.statusCode, 200, logout.body);
+  const needsBody = await app.inject({
+    method: 'POST',
+    url: '/api-keys',
+    headers: { ...bearer(org.fullKey), 'content-type': 'application/json' },
+    payload: '',
+  });
+  assert.equal(needsBody.statusCode, 400);
+  isEnvelope(needsBody.json(), 400, 'validation_error');
+});

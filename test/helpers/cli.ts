@@ -1,0 +1,36 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const MAILROOM_BIN = fileURLToPath(new URL('../../bin/mailroom.ts', import.meta.url));
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  /** stdout parsed, for --json commands. */
+  json: Record<string, unknown> | undefined;
+}
+
+/** Runs `mailroom ARGS` in a child process with the given environment added to a clean one. */
+export function runCli(args: string[], env: Record<string, string | undefined>): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [MAILROOM_BIN, ...args], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, MAILROOM_LOG_LEVEL: 'silent', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      let json: Record<string, unknown> | undefined;
+      try {
+        json = JSON.parse(stdout);
+      } catch {
+        json = undefined;
+      }
+      resolve({ code, stdout, stderr, json });
+    });
+  });
+}

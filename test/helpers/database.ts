@@ -1,0 +1,59 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import type { Database } from '../../src/platform/db/database.ts';
+import { migrate } from '../../src/platform/db/migrate.ts';
+import { openPGliteInMemory } from '../../src/platform/db/pglite.ts';
+import { openPostgres } from '../../src/platform/db/postgres.ts';
+
+// Each test file gets a database of its own: with DATABASE_URL set, a fresh database created on that
+// server (dropped at the end); without it, an in-memory PGlite. Both are migrated before use.
+
+export interface TestDatabase {
+  db: Database;
+  /** The connection string of the fresh PostgreSQL database, for tests that start other processes. */
+  url: string | undefined;
+  close(): Promise<void>;
+}
+
+export const onPostgres = Boolean(process.env.DATABASE_URL);
+
+/** A fresh, empty PostgreSQL database on the DATABASE_URL server; dropped by the returned function. */
+export async function createPostgresDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const serverUrl = process.env.DATABASE_URL!;
+  const name = `mailroom_test_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const client = new pg.Client({ connectionString: serverUrl });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+    },
+  };
+}
+
+export async function openTestDatabase(options: { migrated?: boolean } = {}): Promise<TestDatabase> {
+  const migrated = options.migrated ?? true;
+  if (!onPostgres) {
+    const db = await openPGliteInMemory();
+    if (migrated) await migrate(db);
+    return { db, url: undefined, close: () => db.close() };
+  }
+  const created = await createPostgresDatabase();
+  const db = openPostgres(created.url, 5);
+  if (migrated) await migrate(db);
+  return {
+    db,
+    url: created.url,
+    async close() {
+      await db.close();
+      await created.drop();
+    },
+  };
+}

@@ -1,0 +1,143 @@
+// `mailroom serve` as a real process: first start, health, the credentials it prints, and a SIGTERM
+// that lets an in-flight request finish before exiting 0.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import dgram from 'node:dgram';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createPostgresDatabase, onPostgres } from './helpers/database.ts';
+import { MAILROOM_BIN, runCli } from './helpers/cli.ts';
+
+let env: Record<string, string>;
+let cleanup: () => Promise<void>;
+let silentDns: dgram.Socket;
+
+before(async () => {
+  // A DNS "server" that never answers, so that a domain verification stays in flight until its timeout.
+  silentDns = dgram.createSocket('udp4');
+  await new Promise<void>((resolve) => silentDns.bind(0, '127.0.0.1', resolve));
+  const dns = { MAILROOM_DNS_SERVERS: `127.0.0.1:${silentDns.address().port}`, MAILROOM_DNS_TIMEOUT_MS: '1500' };
+  if (onPostgres) {
+    const created = await createPostgresDatabase();
+    env = { ...dns, DATABASE_URL: created.url };
+    cleanup = created.drop;
+  } else {
+    const dir = await mkdtemp(path.join(tmpdir(), 'mailroom-serve-'));
+    env = { ...dns, MAILROOM_DATA_DIR: dir };
+    cleanup = () => rm(dir, { recursive: true, force: true });
+  }
+});
+after(async () => {
+  silentDns.close();
+  await cleanup();
+});
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+interface Running {
+  child: ChildProcess;
+  base: string;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+async function start(): Promise<Running> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [MAILROOM_BIN, 'serve'], {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: String(port), MAILROOM_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const deadline = Date.now() + 30_000;
+  while (!output.includes('mailroom started')) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`server did not start:\n${output}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return { child, base: `http://127.0.0.1:${port}`, output: () => output, exited };
+}
+
+test('serve: first start, credentials, health, graceful SIGTERM, second start', async () => {
+  const first = await start();
+  try {
+    assert.equal((await fetch(`${first.base}/healthz`)).status, 200);
+    const ready = await fetch(`${first.base}/readyz`);
+    assert.deepEqual([ready.status, await ready.json()], [200, { status: 'ready' }]);
+
+    const fullKey = /full_access key\s+(mr_\S+)/.exec(first.output())?.[1];
+    const sendingKey = /sending_access key\s+(mr_\S+)/.exec(first.output())?.[1];
+    let domainId: string;
+    if (onPostgres) {
+      // Never on PostgreSQL: the operator creates organizations with the CLI.
+      assert.equal(fullKey, undefined);
+      const org = (await runCli(['org', 'create', '--name', 'P', '--json'], env)).json!;
+      const key = (
+        await runCli(
+          ['key', 'create', '--org', String(org.id), '--name', 'k', '--permission', 'full_access', '--json'],
+          env,
+        )
+      ).json!;
+      const res = await fetch(`${first.base}/domains`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'pg.example.test' }),
+      });
+      domainId = ((await res.json()) as { id: string }).id;
+      env.KEY = String(key.token);
+    } else {
+      assert.ok(fullKey && sendingKey, first.output());
+      const res = await fetch(`${first.base}/domains`, { headers: { authorization: `Bearer ${fullKey}` } });
+      const domains = ((await res.json()) as { data: Array<{ id: string; name: string; status: string }> }).data;
+      assert.deepEqual(
+        domains.map((d) => [d.name, d.status]),
+        [['example.test', 'verified']],
+      );
+      domainId = domains[0]!.id;
+      env.KEY = fullKey;
+      const restricted = await fetch(`${first.base}/domains`, { headers: { authorization: `Bearer ${sendingKey}` } });
+      assert.equal(restricted.status, 401);
+    }
+
+    // A request in flight (its DNS look-up waits 1.5 s) when SIGTERM arrives still gets its answer.
+    const inFlight = fetch(`${first.base}/domains/${domainId}/verify`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${env.KEY}` },
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    first.child.kill('SIGTERM');
+    const answer = await inFlight;
+    assert.equal(answer.status, 200);
+    assert.equal(await first.exited, 0, first.output());
+  } finally {
+    first.child.kill('SIGKILL');
+  }
+
+  // Second start on the same data: no new development organization, and the old key still works.
+  const second = await start();
+  try {
+    assert.doesNotMatch(second.output(), /full_access key/);
+    const res = await fetch(`${second.base}/api-keys`, { headers: { authorization: `Bearer ${env.KEY}` } });
+    assert.equal(res.status, 200);
+    if (!onPostgres) {
+      // The embedded database is this process's: a second server is told so and exits.
+      const third = await runCli(['serve'], env);
+      assert.equal(third.code, 1);
+      assert.match(third.stderr, /in use by process/);
+    }
+    second.child.kill('SIGTERM');
+    assert.equal(await second.exited, 0);
+  } finally {
+    second.child.kill('SIGKILL');
+  }
+});
