@@ -136,3 +136,14 @@ test('an empty body with Content-Type application/json is no body (SDKs send it 
   assert.equal(needsBody.statusCode, 400);
   isEnvelope(needsBody.json(), 400, 'validation_error');
 });
+
+test('/readyz is 503 service_unavailable when the database does not answer; /healthz still 200', async () => {
+  const own = await openTestDatabase();
+  const lonely = await buildApp({ db: own.db, config: loadConfig({}), logger: false });
+  await own.close();
+  const ready = await lonely.inject({ method: 'GET', url: '/readyz' });
+  assert.equal(ready.statusCode, 503);
+  isEnvelope(ready.json(), 503, 'service_unavailable');
+  assert.equal((await lonely.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
+  await lonely.close();
+});
