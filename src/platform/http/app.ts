@@ -12,6 +12,8 @@ import { healthRoutes } from './health-routes.ts';
 import { authRoutes } from '../../tenancy/auth-routes.ts';
 import { apiKeyRoutes } from '../../tenancy/api-key-routes.ts';
 import { domainRoutes } from '../../domains/domain-routes.ts';
+import { emailRoutes } from '../../emails/email-routes.ts';
+import { templateRoutes } from '../../templates/template-routes.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -104,5 +106,7 @@ export async function buildApp({ db, config, logger = true }: AppOptions): Promi
   await app.register(authRoutes);
   await app.register(apiKeyRoutes);
   await app.register(domainRoutes);
+  await app.register(templateRoutes);
+  await app.register(emailRoutes);
   return app;
 }

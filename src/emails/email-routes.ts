@@ -1,0 +1,3 @@
+import type { App } from '../platform/http/app.ts';
+
+export async function emailRoutes(_app: App) {}
