@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Database, QueryResult, Transaction } from './database.ts';
 
@@ -9,13 +10,26 @@ const types = {
   },
 } as pg.CustomTypesConfig;
 
+const names = new Map<string, string>();
+function statementName(text: string): string {
+  let name = names.get(text);
+  if (name === undefined) {
+    name = `mr_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`;
+    names.set(text, name);
+  }
+  return name;
+}
+
 export function openPostgres(connectionString: string, poolSize: number): Database {
   const pool = new pg.Pool({ connectionString, max: poolSize, types });
   // An idle client that loses its connection emits here; without a listener the process would crash.
   pool.on('error', () => {});
 
   const run = async <Row>(client: pg.Pool | pg.PoolClient, text: string, params?: readonly unknown[]) => {
-    const result = await client.query(text, params as unknown[] | undefined);
+    // Statements with parameters are prepared once per connection under a name derived from their text,
+    // so PostgreSQL parses and plans each of Mailroom's statements once instead of on every call.
+    const query = params === undefined ? { text } : { name: statementName(text), text, values: params as unknown[] };
+    const result = await client.query(query);
     return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 } satisfies QueryResult<Row>;
   };
 
