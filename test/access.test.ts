@@ -4,6 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import type { Access } from '../src/tenancy/principal.ts';
+import { message } from './helpers/emails.ts';
 
 interface Row {
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -36,6 +37,16 @@ const apiKeyFixture = async (t: TestApp, org: TestOrganization) => {
   return res.json().id as string;
 };
 
+const templateFixture = async (t: TestApp, org: TestOrganization) => {
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/templates',
+    headers: bearer(org.fullKey),
+    payload: { name: 'fixture', html: '<p>{{name}}</p>', variables: [{ key: 'name', type: 'string' }] },
+  });
+  return res.json().id as string;
+};
+
 export const ROUTES: Row[] = [
   { method: 'GET', url: '/healthz', access: 'public', ok: 200 },
   { method: 'GET', url: '/readyz', access: 'public', ok: 200 },
@@ -61,6 +72,27 @@ export const ROUTES: Row[] = [
   { method: 'GET', url: '/domains/:own', access: 'full', ok: 200, fixture: domainFixture },
   { method: 'DELETE', url: '/domains/:own', access: 'full', ok: 200, fixture: domainFixture },
   { method: 'POST', url: '/domains/:own/verify', access: 'full', ok: 200, fixture: domainFixture },
+  {
+    method: 'POST',
+    url: '/templates',
+    access: 'full',
+    ok: 201,
+    body: () => ({ name: 'new template', subject: 'Hi {{name}}', text: 'Hello {{name}}' }),
+  },
+  { method: 'GET', url: '/templates', access: 'full', ok: 200 },
+  { method: 'GET', url: '/templates/:own', access: 'full', ok: 200, fixture: templateFixture },
+  {
+    method: 'PATCH',
+    url: '/templates/:own',
+    access: 'full',
+    ok: 200,
+    body: () => ({ name: 'renamed' }),
+    fixture: templateFixture,
+  },
+  { method: 'DELETE', url: '/templates/:own', access: 'full', ok: 200, fixture: templateFixture },
+  { method: 'GET', url: '/openapi.json', access: 'public', ok: 200 },
+  { method: 'POST', url: '/emails', access: 'send', ok: 200, body: (org) => message(org) },
+  { method: 'POST', url: '/emails/batch', access: 'send', ok: 200, body: (org) => [message(org), message(org)] },
 ];
 
 // Who calls, and for each access level what they get: a status and an error name.

@@ -57,6 +57,12 @@ const SETTING_TABLE = {
     'Largest request body accepted (40 MiB); a larger one is refused with 413 `payload_too_large`.',
     integer(1024, 1024 ** 3),
   ),
+  attachmentsMaxBytes: setting(
+    'MAILROOM_ATTACHMENTS_MAX_BYTES',
+    '31457280',
+    "Largest total size of one message's attachments once decoded from base64 (30 MiB); more is 400 `invalid_attachment`.",
+    integer(0, 1024 ** 3),
+  ),
   dbPoolSize: setting(
     'MAILROOM_DB_POOL_SIZE',
     '10',

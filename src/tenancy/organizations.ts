@@ -10,7 +10,7 @@ export interface Organization {
 
 /** Recipients per calendar month and messages per second, unless the operator says otherwise. */
 export const DEFAULT_MONTHLY_QUOTA = 100_000;
-export const DEFAULT_RATE_LIMIT = 10;
+export const DEFAULT_RATE_LIMIT = 100;
 
 export async function createOrganization(
   db: Queryable,

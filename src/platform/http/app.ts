@@ -8,6 +8,7 @@ import { checkAccess, resolveBearer } from '../../tenancy/credentials.ts';
 import type { Access, Principal } from '../../tenancy/principal.ts';
 import { handleError, handleNotFound } from './error-handler.ts';
 import { validatorCompiler } from './validation.ts';
+import { apiReference, API_REFERENCE_PREFIX } from './api-reference.ts';
 import { healthRoutes } from './health-routes.ts';
 import { authRoutes } from '../../tenancy/auth-routes.ts';
 import { apiKeyRoutes } from '../../tenancy/api-key-routes.ts';
@@ -76,8 +77,14 @@ export async function buildApp({ db, config, logger = true }: AppOptions): Promi
 
   app.decorate('routeList', []);
   app.addHook('onRoute', (route) => {
+    // The browsable API reference (static pages of @fastify/swagger-ui) is public documentation.
+    if (route.url === API_REFERENCE_PREFIX || route.url.startsWith(`${API_REFERENCE_PREFIX}/`)) {
+      route.config = { ...route.config, access: 'public' };
+      return;
+    }
     const access = (route.config as { access?: Access } | undefined)?.access;
     if (!access) throw new Error(`Route ${route.method} ${route.url} does not declare config.access`);
+    if (access === 'public') route.schema = { ...route.schema, security: [] }; // no credential, in the OpenAPI document
     for (const method of [route.method].flat()) {
       if (method !== 'HEAD') app.routeList.push({ method, url: route.url, access });
     }
@@ -102,6 +109,7 @@ export async function buildApp({ db, config, logger = true }: AppOptions): Promi
     if (closing) reply.header('connection', 'close');
   });
 
+  await apiReference(app);
   await app.register(healthRoutes);
   await app.register(authRoutes);
   await app.register(apiKeyRoutes);

@@ -20,6 +20,15 @@ export const validatorCompiler: FastifySchemaCompiler<FastifySchema> = ({ schema
   return (data: unknown) => (validate(data) ? { value: data } : { error: toApiError(validate, httpPart) });
 };
 
+/** A checker for a value that is validated outside a route's schema (e.g. each entry of a batch). */
+export function compileBodyValidator<T>(schema: object): (data: unknown) => T {
+  const validate = bodyAjv.compile(schema);
+  return (data) => {
+    if (!validate(data)) throw toApiError(validate, 'body');
+    return data as T;
+  };
+}
+
 function toApiError(validate: ValidateFunction, httpPart: string | undefined): ApiError {
   const first = validate.errors?.[0];
   const where = httpPart === 'body' ? '' : `${httpPart ?? 'request'} `;

@@ -92,18 +92,22 @@ CREATE TABLE jobs (
 );
 CREATE INDEX jobs_ready_idx ON jobs (queue, run_at);
 
--- Recipients charged per organization and calendar month (UTC).
+-- Recipients charged per organization and calendar month (UTC), split over a few rows (shards) so that
+-- concurrent sends of one organization lock different rows; the month's usage is their sum.
 CREATE TABLE monthly_usage (
   organization_id uuid NOT NULL REFERENCES organizations (id) ON DELETE CASCADE,
   month date NOT NULL,
+  shard smallint NOT NULL,
   recipients integer NOT NULL DEFAULT 0,
-  PRIMARY KEY (organization_id, month)
+  PRIMARY KEY (organization_id, month, shard)
 );
 
--- One token bucket per organization, counted in messages, shared by every API process.
+-- One token bucket per organization, counted in messages, shared by every API process. last_granted is
+-- what the latest take granted (a single upsert both refills and takes).
 CREATE TABLE rate_limit_buckets (
   organization_id uuid PRIMARY KEY REFERENCES organizations (id) ON DELETE CASCADE,
   tokens double precision NOT NULL,
+  last_granted integer NOT NULL DEFAULT 0,
   refilled_at timestamptz NOT NULL
 );
 

@@ -1,0 +1,79 @@
+// Accept benchmark: POST /emails accepted per second and p99 latency, on PostgreSQL with durable
+// commits (synchronous_commit on), beside a bare Fastify route on the same machine in the same run.
+//
+//   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node bench/accept.ts
+//
+// DURATION (seconds per measurement, default 15) and CONNECTIONS (default 50) may be set.
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import autocannon from 'autocannon';
+import pg from 'pg';
+
+const DURATION = Number(process.env.DURATION ?? 15);
+const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
+if (!process.env.DATABASE_URL) {
+  console.error('Set DATABASE_URL to a PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/postgres');
+  process.exit(2);
+}
+
+const settings = new pg.Client({ connectionString: process.env.DATABASE_URL });
+await settings.connect();
+const show = async (name: string) => (await settings.query(`SHOW ${name}`)).rows[0][name];
+const durability = { synchronous_commit: await show('synchronous_commit'), fsync: await show('fsync') };
+await settings.end();
+
+const server = spawn(process.execPath, [new URL('./accept-server.ts', import.meta.url).pathname], {
+  stdio: ['ignore', 'pipe', 'inherit'],
+  env: process.env,
+});
+const first = await new Promise<string>((resolve) => createInterface({ input: server.stdout! }).once('line', resolve));
+const target = JSON.parse(first) as { mailroom: string; bare: string; token: string; from: string };
+
+const body = JSON.stringify({
+  from: target.from,
+  to: ['alice@example.com', 'Bob <bob@example.com>'],
+  subject: 'Your receipt',
+  html: '<p>Thanks for your order.</p>',
+  text: 'Thanks for your order.',
+  tags: [{ name: 'category', value: 'receipt' }],
+});
+
+async function measure(name: string, url: string, seconds: number) {
+  const result = await autocannon({
+    url: `${url}/emails`,
+    method: 'POST',
+    connections: CONNECTIONS,
+    duration: seconds,
+    headers: { authorization: `Bearer ${target.token}`, 'content-type': 'application/json' },
+    body,
+  });
+  const ok = result['2xx'];
+  const perSecond = ok / (result.duration || seconds);
+  return {
+    name,
+    perSecond,
+    p99: result.latency.p99,
+    p50: result.latency.p50,
+    non2xx: result.non2xx,
+    errors: result.errors,
+  };
+}
+
+// Warm both up (JIT, connection pools, PostgreSQL caches), then measure each in turn.
+await measure('warm-up', target.mailroom, 3);
+await measure('warm-up', target.bare, 3);
+const mailroom = await measure('POST /emails (Mailroom)', target.mailroom, DURATION);
+const bare = await measure('POST /emails (bare Fastify)', target.bare, DURATION);
+
+console.log(
+  `PostgreSQL synchronous_commit=${durability.synchronous_commit} fsync=${durability.fsync}; ${CONNECTIONS} connections, ${DURATION} s each`,
+);
+for (const r of [mailroom, bare]) {
+  console.log(
+    `${r.name.padEnd(28)} ${r.perSecond.toFixed(0).padStart(7)} accepted/s   p50 ${r.p50} ms   p99 ${r.p99} ms   non-2xx ${r.non2xx}   errors ${r.errors}`,
+  );
+}
+console.log(`ratio (Mailroom / bare): ${(mailroom.perSecond / bare.perSecond).toFixed(3)}`);
+
+server.kill('SIGTERM');
+await new Promise((resolve) => server.once('exit', resolve));

@@ -1,0 +1,26 @@
+import { ApiError } from '../platform/http/errors.ts';
+import { compileBodyValidator } from '../platform/http/validation.ts';
+import { EmailMessageSchema, type EmailMessage } from './message-schema.ts';
+
+export const MAX_BATCH = 100;
+
+/** Fields a batch entry may not carry: they are refused, not ignored (spec, Endpoints rule 4). */
+const NOT_IN_BATCH = ['template', 'topic_id'] as const;
+
+const validateShape = compileBodyValidator<EmailMessage>(EmailMessageSchema);
+
+/** One batch entry's shape, checked on its own so that a bad entry refuses only itself. */
+export function validateBatchEntry(entry: unknown): EmailMessage {
+  if (entry !== null && typeof entry === 'object' && !Array.isArray(entry)) {
+    for (const field of NOT_IN_BATCH) {
+      if (field in entry) {
+        throw new ApiError(
+          'unsupported_in_batch',
+          `${field} is not supported in a batch; send it with POST /emails`,
+          field,
+        );
+      }
+    }
+  }
+  return validateShape(entry);
+}

@@ -1,0 +1,74 @@
+import { Type, type Static } from 'typebox';
+
+// The shape of one message, as the spec's table gives it. Only types and sizes are checked here (and
+// feed the OpenAPI document); everything that needs reasoning is in validate-message.ts.
+
+const AddressList = Type.Union([Type.String(), Type.Array(Type.String())], {
+  description: 'One address or a list; each `address` or `Name <address>`.',
+});
+
+const TagValue = Type.Union([Type.String({ maxLength: 256 }), Type.Number(), Type.Boolean()]);
+
+export const EmailMessageSchema = Type.Object(
+  {
+    from: Type.String({
+      description: 'Sender, `Name <address>` or an address, on a verified domain of the organization.',
+    }),
+    to: AddressList,
+    subject: Type.Optional(Type.String({ maxLength: 998, description: 'Required unless the template supplies one.' })),
+    html: Type.Optional(Type.String()),
+    text: Type.Optional(Type.String()),
+    template: Type.Optional(
+      Type.Object(
+        {
+          id: Type.String(),
+          variables: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+        },
+        { additionalProperties: false, description: 'Exclusive with html and text. Refused in batches.' },
+      ),
+    ),
+    cc: Type.Optional(AddressList),
+    bcc: Type.Optional(AddressList),
+    reply_to: Type.Optional(AddressList),
+    scheduled_at: Type.Optional(Type.String({ description: 'ISO 8601 with an offset, in the future.' })),
+    tags: Type.Optional(
+      Type.Union([
+        Type.Record(Type.String({ maxLength: 256 }), TagValue),
+        Type.Array(
+          Type.Union([
+            Type.String({ maxLength: 256 }),
+            Type.Object({ name: Type.String({ maxLength: 256 }), value: TagValue }, { additionalProperties: false }),
+          ]),
+          { maxItems: 50 },
+        ),
+      ]),
+    ),
+    headers: Type.Optional(Type.Record(Type.String(), Type.String())),
+    topic_id: Type.Optional(Type.String({ description: 'Refused in batches.' })),
+    attachments: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            filename: Type.String(),
+            content: Type.Optional(Type.String({ description: 'Base64. Required.' })),
+            path: Type.Optional(Type.String({ description: 'Not supported: Mailroom does not fetch URLs.' })),
+            content_type: Type.Optional(Type.String()),
+            content_id: Type.Optional(
+              Type.String({ description: 'For inline images: referenced as cid:<content_id>.' }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
+        { maxItems: 100 },
+      ),
+    ),
+  },
+  { additionalProperties: false, $id: 'EmailMessage' },
+);
+
+export type EmailMessage = Static<typeof EmailMessageSchema>;
+
+export const SendResponseSchema = Type.Object({
+  object: Type.Literal('email'),
+  id: Type.String({ format: 'uuid' }),
+});

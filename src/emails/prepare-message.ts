@@ -1,0 +1,62 @@
+import { randomUUID } from 'node:crypto';
+import type { Config } from '../platform/config.ts';
+import type { Queryable } from '../platform/db/database.ts';
+import { ApiError } from '../platform/http/errors.ts';
+import { findSendingDomain } from '../domains/domains.ts';
+import { isUuid } from '../tenancy/organizations.ts';
+import { renderTemplate } from '../templates/templates.ts';
+import type { EmailMessage } from './message-schema.ts';
+import { validateMessage, type ValidMessage } from './validate-message.ts';
+
+/** A message that passed every check and is ready to be stored: what accept-messages.ts takes. */
+export interface PreparedMessage extends ValidMessage {
+  id: string;
+  domainId: string;
+  subject: string;
+  messageId: string;
+}
+
+/** Checks one message against the spec's rules and the organization's data (domains, templates, topics). */
+export async function prepareMessage(
+  db: Queryable,
+  config: Config,
+  organizationId: string,
+  message: EmailMessage,
+  now: Date,
+): Promise<PreparedMessage> {
+  const valid = validateMessage(message, { now, maxAttachmentBytes: config.attachmentsMaxBytes });
+
+  const domain = await findSendingDomain(db, organizationId, valid.from.domain);
+  if (!domain) {
+    throw new ApiError(
+      'invalid_from_address',
+      `The domain ${valid.from.domain} is not a verified domain of this organization`,
+      'from',
+    );
+  }
+
+  let { subject, html, text } = valid;
+  if (valid.template) {
+    const rendered = await renderTemplate(db, organizationId, valid.template);
+    subject ??= rendered.subject ?? undefined;
+    html = rendered.html ?? undefined;
+    text = rendered.text ?? undefined;
+    if (subject === undefined) {
+      throw new ApiError(
+        'missing_required_field',
+        'Missing required field: subject (the template has none)',
+        'subject',
+      );
+    }
+  }
+
+  if (valid.topicId !== undefined) {
+    const { rowCount } = isUuid(valid.topicId)
+      ? await db.query('SELECT 1 FROM topics WHERE id = $1 AND organization_id = $2', [valid.topicId, organizationId])
+      : { rowCount: 0 };
+    if (rowCount === 0) throw new ApiError('validation_error', `Topic ${valid.topicId} not found`, 'topic_id');
+  }
+
+  const id = randomUUID();
+  return { ...valid, subject: subject!, html, text, id, domainId: domain.id, messageId: `<${id}@${domain.name}>` };
+}

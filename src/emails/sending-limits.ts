@@ -1,0 +1,162 @@
+import type { Queryable } from '../platform/db/database.ts';
+
+// Two limits per organization, both kept in the database so that every API process enforces the same:
+// - a token bucket counted in messages: capacity rate_limit, refilled at rate_limit per second (the
+//   database clock, shared by all processes, is the one that counts);
+// - a monthly quota counted in recipients (to + cc + bcc), per calendar month in UTC, charged in the
+//   transaction that accepts the messages.
+// Both are hot rows (every send of the organization touches them), so neither may hold a lock across a
+// durable commit: see takeRateTokens and reserveQuota.
+
+export interface RateLimitState {
+  limit: number;
+  /** Whole messages that could be sent now. */
+  remaining: number;
+  /** Seconds until the bucket is full again. */
+  resetSeconds: number;
+}
+
+/** Usage counter rows per organization and month. */
+const QUOTA_SHARDS = 16;
+/**
+ * While more than this many recipients of the quota remain, a charge touches one shard without reading
+ * the others under lock; closer to the limit every shard is locked and the check is exact. The count can
+ * only overshoot if more recipients than this are being accepted in the same instant.
+ */
+export const QUOTA_EXACT_MARGIN = 10_000;
+const MONTH = `date_trunc('month', now() AT TIME ZONE 'UTC')::date`;
+/** The bucket refilled up to now (capacity and rate: the organization's rate_limit), and what a take of $2 grants. */
+const RATE = '(SELECT rate_limit FROM org)::float8';
+const REFILLED = `least(${RATE}, b.tokens + greatest(0, extract(epoch FROM clock_timestamp() - b.refilled_at))::float8 * ${RATE})`;
+const GRANTED = `least($2, floor(${REFILLED})::int)`;
+
+/** The organization's bucket as it stands, without taking anything or locking (for error answers). */
+export async function peekRateLimit(db: Queryable, organizationId: string): Promise<RateLimitState> {
+  const { rows } = await db.query<{ rate_limit: number; tokens: number | null; elapsed: number | null }>(
+    `SELECT o.rate_limit, b.tokens, extract(epoch FROM clock_timestamp() - b.refilled_at)::float8 AS elapsed
+       FROM organizations o LEFT JOIN rate_limit_buckets b ON b.organization_id = o.id
+      WHERE o.id = $1`,
+    [organizationId],
+  );
+  const row = rows[0]!;
+  const tokens = row.tokens === null ? row.rate_limit : refill(row.tokens, row.elapsed ?? 0, row.rate_limit);
+  return rateState(row.rate_limit, tokens);
+}
+
+// set_config(…, true) lasts to the end of the transaction, which for a statement sent on its own is that
+// statement's commit: the commit then does not wait for the disk. A token taken or refunded is not worth
+// an fsync, and the bucket row, which every send of the organization updates, is locked only while the
+// statement runs (not across a client round trip). A crash can at worst forget a few tokens taken.
+const NOT_DURABLE = `SELECT set_config('synchronous_commit', 'off', true)`;
+
+/**
+ * Takes up to `wanted` tokens from the organization's bucket in one statement (refill, then take) and
+ * returns how many were granted. The capacity and rate are the organization's rate_limit.
+ */
+export async function takeRateTokens(
+  db: Queryable,
+  organizationId: string,
+  wanted: number,
+): Promise<{ granted: number; state: RateLimitState }> {
+  // The refill is computed from the row being updated (b.*), not from a snapshot read earlier: when two
+  // takes race, the second waits for the row lock and then sees the first one's result.
+  const { rows } = await db.query<{ tokens: number; last_granted: number; rate_limit: number }>(
+    `WITH not_durable AS (${NOT_DURABLE}),
+          org AS (SELECT id, rate_limit FROM organizations, not_durable WHERE id = $1)
+     INSERT INTO rate_limit_buckets AS b (organization_id, tokens, last_granted, refilled_at)
+     SELECT org.id, org.rate_limit - least($2, org.rate_limit), least($2, org.rate_limit), clock_timestamp() FROM org
+     ON CONFLICT (organization_id) DO UPDATE SET
+       last_granted = ${GRANTED},
+       tokens = ${REFILLED} - ${GRANTED},
+       refilled_at = clock_timestamp()
+     RETURNING tokens, last_granted, (SELECT rate_limit FROM org) AS rate_limit`,
+    [organizationId, wanted],
+  );
+  const row = rows[0]!;
+  return { granted: row.last_granted, state: rateState(row.rate_limit, row.tokens) };
+}
+
+/** Gives back tokens taken for messages that were then not accepted. */
+export async function refundRateTokens(db: Queryable, organizationId: string, count: number): Promise<void> {
+  if (count <= 0) return;
+  await db.query(
+    `WITH not_durable AS (${NOT_DURABLE})
+     UPDATE rate_limit_buckets b SET tokens = least(o.rate_limit::float8, b.tokens + $2)
+       FROM organizations o, not_durable WHERE b.organization_id = $1 AND o.id = b.organization_id`,
+    [organizationId, count],
+  );
+}
+
+/**
+ * Says how many of the messages, in order, fit this month's quota (a prefix: once the quota runs out
+ * the rest are refused); `charge(n)` then charges the first n, in the caller's transaction.
+ */
+export async function reserveQuota(
+  tx: Queryable,
+  organizationId: string,
+  recipientCounts: number[],
+): Promise<{ fitted: number; charge(messages: number): Promise<void> }> {
+  const wanted = recipientCounts.reduce((sum, n) => sum + n, 0);
+  const seen = await tx.query<{ used: number; shards: number; monthly_quota: number }>(
+    `SELECT coalesce(sum(u.recipients), 0)::int AS used, count(u.shard)::int AS shards, o.monthly_quota
+       FROM organizations o
+       LEFT JOIN monthly_usage u ON u.organization_id = o.id AND u.month = ${MONTH}
+      WHERE o.id = $1 GROUP BY o.monthly_quota`,
+    [organizationId],
+  );
+  const monthlyQuota = seen.rows[0]!.monthly_quota;
+  let { used } = seen.rows[0]!;
+  let shard = Math.floor(Math.random() * QUOTA_SHARDS);
+  if (seen.rows[0]!.shards < QUOTA_SHARDS) {
+    // First send of the month: make every shard, so that the exact path below can lock them all.
+    await tx.query(
+      `INSERT INTO monthly_usage (organization_id, month, shard)
+       SELECT $1, ${MONTH}, s FROM generate_series(0, $2 - 1) AS s ON CONFLICT DO NOTHING`,
+      [organizationId, QUOTA_SHARDS],
+    );
+  }
+  if (used + wanted + QUOTA_EXACT_MARGIN > monthlyQuota) {
+    // Near the limit: lock every shard (waiting for charges in flight) and count exactly.
+    const exact = await tx.query<{ recipients: number }>(
+      `SELECT recipients FROM monthly_usage WHERE organization_id = $1 AND month = ${MONTH} ORDER BY shard FOR UPDATE`,
+      [organizationId],
+    );
+    used = exact.rows.reduce((sum, row) => sum + row.recipients, 0);
+    shard = 0;
+  }
+  let fitted = 0;
+  for (const count of recipientCounts) {
+    if (used + count > monthlyQuota) break;
+    used += count;
+    fitted += 1;
+  }
+  return {
+    fitted,
+    async charge(messages) {
+      const recipients = recipientCounts.slice(0, messages).reduce((sum, n) => sum + n, 0);
+      if (recipients === 0) return;
+      await tx.query(
+        `UPDATE monthly_usage SET recipients = recipients + $3
+          WHERE organization_id = $1 AND month = ${MONTH} AND shard = $2`,
+        [organizationId, shard, recipients],
+      );
+    },
+  };
+}
+
+/** Seconds until one more message may be sent. */
+export function retryAfterSeconds(state: RateLimitState): number {
+  return state.remaining >= 1 ? 0 : Math.max(1, Math.ceil(1 / state.limit));
+}
+
+function refill(tokens: number, elapsedSeconds: number, rateLimit: number): number {
+  return Math.min(rateLimit, tokens + elapsedSeconds * rateLimit);
+}
+
+function rateState(limit: number, tokens: number): RateLimitState {
+  return {
+    limit,
+    remaining: Math.max(0, Math.floor(tokens)),
+    resetSeconds: Math.max(0, Math.ceil((limit - tokens) / limit)),
+  };
+}

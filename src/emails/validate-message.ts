@@ -1,0 +1,253 @@
+import { detectMimeType } from 'nodemailer/lib/mime-funcs';
+import { ApiError } from '../platform/http/errors.ts';
+import { hasControlCharacter, withoutControlCharacters } from '../platform/text.ts';
+import { asList, formatMailbox, parseMailbox, type Mailbox } from './addresses.ts';
+import type { EmailMessage } from './message-schema.ts';
+
+// Everything about one message that can be decided without the database, in the order a user would
+// want to hear about it. Returns the message in the form it is stored and composed in.
+
+export const MAX_RECIPIENTS = 50;
+
+export interface Recipient {
+  address: string;
+  kind: 'to' | 'cc' | 'bcc';
+}
+
+export interface Attachment {
+  filename: string;
+  contentType: string;
+  contentId: string | undefined;
+  content: Buffer;
+}
+
+export interface ValidMessage {
+  from: Mailbox;
+  to: string[];
+  cc: string[];
+  bcc: string[];
+  replyTo: string[];
+  /** Unique bare addresses across to, cc and bcc (first kind wins), the ones delivery sends to. */
+  recipients: Recipient[];
+  /** Addresses as listed (to + cc + bcc): what the recipient limit and the quota count. */
+  recipientCount: number;
+  subject: string | undefined;
+  html: string | undefined;
+  text: string | undefined;
+  template: { id: string; variables: Record<string, unknown> } | undefined;
+  scheduledAt: Date | undefined;
+  tags: EmailMessage['tags'];
+  headers: Record<string, string> | undefined;
+  topicId: string | undefined;
+  attachments: Attachment[];
+}
+
+/** Headers Mailroom writes itself; a message may not set them through `headers`. */
+const OWNED_HEADERS = new Set([
+  'from',
+  'to',
+  'cc',
+  'bcc',
+  'subject',
+  'date',
+  'message-id',
+  'mime-version',
+  'dkim-signature',
+  'return-path',
+  'received',
+  'sender',
+  'reply-to',
+  'content-transfer-encoding',
+  'content-type',
+  'content-disposition',
+  'content-id',
+  'authentication-results',
+  'arc-seal',
+  'arc-message-signature',
+  'arc-authentication-results',
+  'list-unsubscribe',
+  'list-unsubscribe-post',
+  'feedback-id',
+]);
+const HEADER_NAME = /^[!-9;-~]{1,100}$/; // printable ASCII without ":" (RFC 5322 ftext)
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const ISO_8601_WITH_OFFSET =
+  /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):?(\d{2}))$/i;
+const CONTENT_TYPE = /^[A-Za-z0-9][\w!#$&^.+-]{0,126}\/[A-Za-z0-9][\w!#$&^.+-]{0,126}$/;
+
+export function validateMessage(
+  message: EmailMessage,
+  options: { now: Date; maxAttachmentBytes: number },
+): ValidMessage {
+  const to = asList(message.to);
+  const cc = asList(message.cc);
+  const bcc = asList(message.bcc);
+  if (to.length === 0) throw new ApiError('missing_required_field', 'Missing required field: to', 'to');
+  const recipientCount = to.length + cc.length + bcc.length;
+  if (recipientCount > MAX_RECIPIENTS) {
+    throw new ApiError(
+      'too_many_recipients',
+      `A message may have at most ${MAX_RECIPIENTS} recipients across to, cc and bcc; this one has ${recipientCount}`,
+      'to',
+    );
+  }
+
+  const from = parseMailbox(message.from, 'from');
+  const parsed = { to: parseAll(to, 'to'), cc: parseAll(cc, 'cc'), bcc: parseAll(bcc, 'bcc') };
+  const recipients = new Map<string, Recipient>();
+  for (const kind of ['to', 'cc', 'bcc'] as const) {
+    for (const mailbox of parsed[kind]) {
+      const key = mailbox.address.toLowerCase();
+      if (!recipients.has(key)) recipients.set(key, { address: mailbox.address, kind });
+    }
+  }
+  const replyTo = parseAll(asList(message.reply_to), 'reply_to');
+
+  const usesTemplate = message.template !== undefined;
+  if (usesTemplate && (message.html !== undefined || message.text !== undefined)) {
+    throw new ApiError('validation_error', 'template cannot be combined with html or text', 'template');
+  }
+  if (!usesTemplate && message.html === undefined && message.text === undefined) {
+    throw new ApiError('missing_required_field', 'One of html, text or template is required', 'html');
+  }
+  if (!usesTemplate && message.subject === undefined) {
+    throw new ApiError('missing_required_field', 'Missing required field: subject', 'subject');
+  }
+  if (message.subject !== undefined && hasControlCharacter(message.subject)) {
+    throw new ApiError('validation_error', 'subject may not contain line breaks or control characters', 'subject');
+  }
+
+  return {
+    from,
+    to: parsed.to.map(formatMailbox),
+    cc: parsed.cc.map(formatMailbox),
+    bcc: parsed.bcc.map(formatMailbox),
+    replyTo: replyTo.map(formatMailbox),
+    recipients: [...recipients.values()],
+    recipientCount,
+    subject: message.subject,
+    html: message.html,
+    text: message.text,
+    template: message.template && { id: message.template.id, variables: message.template.variables ?? {} },
+    scheduledAt: scheduledAt(message.scheduled_at, options.now),
+    tags: message.tags,
+    headers: customHeaders(message.headers),
+    topicId: message.topic_id,
+    attachments: attachments(message.attachments ?? [], options.maxAttachmentBytes),
+  };
+}
+
+function parseAll(list: string[], field: string): Mailbox[] {
+  return list.map((entry, i) => parseMailbox(entry, list.length > 1 ? `${field}.${i}` : field));
+}
+
+function scheduledAt(value: string | undefined, now: Date): Date | undefined {
+  if (value === undefined) return undefined;
+  const invalid = (why: string) => new ApiError('validation_error', `scheduled_at ${why}`, 'scheduled_at');
+  const time = Date.parse(value);
+  if (!isCalendarTimestamp(value) || Number.isNaN(time)) {
+    throw invalid(`must be an ISO 8601 timestamp with an offset, e.g. 2026-12-01T09:00:00Z; got "${value}"`);
+  }
+  if (time <= now.getTime()) throw invalid(`must be in the future; ${value} has passed`);
+  return new Date(time);
+}
+
+/** ISO 8601 with an offset, and a real date and time (Date.parse would turn February 30 into March 2). */
+function isCalendarTimestamp(value: string): boolean {
+  const match = ISO_8601_WITH_OFFSET.exec(value);
+  if (!match) return false;
+  const [year, month, day, hour, minute, second = '0', offsetHours = '0', offsetMinutes = '0'] = match.slice(1);
+  const daysInMonth = new Date(Date.UTC(Number(year), Number(month), 0)).getUTCDate();
+  return (
+    Number(month) >= 1 &&
+    Number(month) <= 12 &&
+    Number(day) >= 1 &&
+    Number(day) <= daysInMonth &&
+    Number(hour) <= 23 &&
+    Number(minute) <= 59 &&
+    Number(second) <= 59 &&
+    Number(offsetHours) <= 23 &&
+    Number(offsetMinutes) <= 59
+  );
+}
+
+function customHeaders(headers: Record<string, string> | undefined): Record<string, string> | undefined {
+  if (headers === undefined) return undefined;
+  const entries = Object.entries(headers);
+  if (entries.length > 50) throw new ApiError('validation_error', 'At most 50 custom headers', 'headers');
+  for (const [name, value] of entries) {
+    const field = `headers.${name}`;
+    if (!HEADER_NAME.test(name)) {
+      throw new ApiError('validation_error', `"${name}" is not a header name (printable ASCII, no colon)`, field);
+    }
+    if (OWNED_HEADERS.has(name.toLowerCase()) || name.toLowerCase().startsWith('content-')) {
+      throw new ApiError('validation_error', `The ${name} header is set by Mailroom and cannot be overridden`, field);
+    }
+    if (hasControlCharacter(value, { allowTab: true })) {
+      throw new ApiError(
+        'validation_error',
+        `The value of ${name} may not contain line breaks or control characters`,
+        field,
+      );
+    }
+    if (value.length > 998)
+      throw new ApiError('validation_error', `The value of ${name} is over 998 characters`, field);
+  }
+  return headers;
+}
+
+function attachments(list: NonNullable<EmailMessage['attachments']>, maxBytes: number): Attachment[] {
+  let total = 0;
+  return list.map((attachment, i) => {
+    const field = `attachments.${i}`;
+    if (attachment.path !== undefined) {
+      throw new ApiError(
+        'validation_error',
+        'attachments[].path is not supported: Mailroom does not fetch URLs; send the file as base64 content',
+        `${field}.path`,
+      );
+    }
+    if (attachment.content === undefined) {
+      throw new ApiError('missing_required_field', `Missing required field: ${field}.content`, `${field}.content`);
+    }
+    if (attachment.content === '' || !BASE64.test(attachment.content)) {
+      throw new ApiError('invalid_attachment', `attachments[${i}].content is not valid base64`, `${field}.content`);
+    }
+    const content = Buffer.from(attachment.content, 'base64');
+    total += content.length;
+    if (total > maxBytes) {
+      throw new ApiError(
+        'invalid_attachment',
+        `Attachments may total at most ${maxBytes} bytes once decoded`,
+        `${field}.content`,
+      );
+    }
+    const filename = sanitizeFilename(attachment.filename);
+    if (filename === '') {
+      throw new ApiError(
+        'invalid_attachment',
+        `attachments[${i}].filename is empty once sanitized`,
+        `${field}.filename`,
+      );
+    }
+    const contentType = attachment.content_type ?? detectMimeType(filename);
+    if (!CONTENT_TYPE.test(contentType)) {
+      throw new ApiError('invalid_attachment', `"${contentType}" is not a MIME type`, `${field}.content_type`);
+    }
+    const contentId = attachment.content_id;
+    if (contentId !== undefined && !/^[^\s<>"()\\]{1,200}$/.test(contentId)) {
+      throw new ApiError('invalid_attachment', 'content_id has characters a Content-ID may not', `${field}.content_id`);
+    }
+    return { filename, contentType, contentId, content };
+  });
+}
+
+/** The last path segment, without control characters or characters that break a MIME parameter. */
+export function sanitizeFilename(name: string): string {
+  const base = name.split(/[/\\]/).pop() ?? '';
+  return withoutControlCharacters(base)
+    .replaceAll('"', '')
+    .replace(/^\.+/, '')
+    .trim()
+    .slice(0, 255);
+}

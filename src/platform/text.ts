@@ -1,0 +1,18 @@
+// Control characters (C0 and DEL) end header lines or hide what a person reads; CR and LF above all.
+
+function isControl(code: number, allowTab: boolean): boolean {
+  return (code < 0x20 && !(allowTab && code === 0x09)) || code === 0x7f;
+}
+
+/** Whether the text has a control character (a tab is allowed when `allowTab`, as in header values). */
+export function hasControlCharacter(text: string, { allowTab = false } = {}): boolean {
+  for (let i = 0; i < text.length; i++) if (isControl(text.charCodeAt(i), allowTab)) return true;
+  return false;
+}
+
+/** The text without its control characters. */
+export function withoutControlCharacters(text: string): string {
+  let out = '';
+  for (const char of text) if (!isControl(char.charCodeAt(0), false)) out += char;
+  return out;
+}
