@@ -169,3 +169,12 @@ test('two API processes on one database enforce one rate limit and one quota', a
     await second.close();
   }
 });
+
+test('near the monthly quota, concurrent sends are counted exactly: never over', async () => {
+  const { charged } = await counts(t.db, org.id);
+  await setLimits(t.db, org.id, { monthlyQuota: charged + 10 });
+  const answers = await Promise.all(Array.from({ length: 25 }, () => send(t.app, org.fullKey, message(org))));
+  assert.equal(answers.filter((r) => r.statusCode === 200).length, 10, answers.map((r) => r.statusCode).join());
+  for (const r of answers.filter((a) => a.statusCode !== 200)) assert.equal(r.json().name, 'monthly_quota_exceeded');
+  assert.equal((await counts(t.db, org.id)).charged, charged + 10);
+});

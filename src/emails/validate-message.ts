@@ -245,9 +245,5 @@ function attachments(list: NonNullable<EmailMessage['attachments']>, maxBytes: n
 /** The last path segment, without control characters or characters that break a MIME parameter. */
 export function sanitizeFilename(name: string): string {
   const base = name.split(/[/\\]/).pop() ?? '';
-  return withoutControlCharacters(base)
-    .replaceAll('"', '')
-    .replace(/^\.+/, '')
-    .trim()
-    .slice(0, 255);
+  return withoutControlCharacters(base).replaceAll('"', '').replace(/^\.+/, '').trim().slice(0, 255);
 }

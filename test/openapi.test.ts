@@ -1,0 +1,34 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { buildTestApp, type TestApp } from './helpers/app.ts';
+
+let t: TestApp;
+before(async () => {
+  t = await buildTestApp();
+});
+after(() => t.close());
+
+test('/openapi.json describes every route, generated from the route schemas', async () => {
+  const res = await t.app.inject({ method: 'GET', url: '/openapi.json' });
+  assert.equal(res.statusCode, 200);
+  const doc = res.json();
+  assert.equal(doc.openapi, '3.1.0');
+  for (const route of t.app.routeList.filter((r) => r.url !== '/openapi.json')) {
+    const path = route.url.replace(/:(\w+)/g, '{$1}');
+    assert.ok(
+      doc.paths[path]?.[route.method.toLowerCase()],
+      `${route.method} ${path} is missing from the OpenAPI document`,
+    );
+  }
+  const send = doc.paths['/emails'].post;
+  assert.deepEqual(send.requestBody.content['application/json'].schema.required, ['from', 'to']);
+  assert.deepEqual(doc.paths['/healthz'].get.security, [], 'public routes need no credential');
+  assert.ok(doc.components.securitySchemes.bearer);
+});
+
+test('the browsable reference is served at /docs', async () => {
+  const res = await t.app.inject({ method: 'GET', url: '/docs' });
+  assert.equal(res.statusCode, 200);
+  assert.match(res.headers['content-type'] as string, /text\/html/);
+  assert.match(res.body, /swagger/i);
+});
