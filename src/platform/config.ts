@@ -99,6 +99,48 @@ const SETTING_TABLE = {
     'DKIM selector of newly added domains: their key is published at `<selector>._domainkey.<domain>`.',
     dnsLabel,
   ),
+  transport: setting(
+    'MAILROOM_TRANSPORT',
+    undefined,
+    'How mail leaves: `capture` (stored as .eml under `MAILROOM_DATA_DIR/captured`, outcome delivered), `smtp` (a relay at `MAILROOM_SMTP_URL`) or `mx` (straight to each recipient domain\'s MX). Unset: `capture` on PGlite, `mx` on PostgreSQL.',
+    optionalOneOf(['capture', 'smtp', 'mx'] as const),
+  ),
+  smtpUrl: setting(
+    'MAILROOM_SMTP_URL',
+    undefined,
+    'The relay for the `smtp` transport: `smtp://user:pass@host:587` (STARTTLS when offered) or `smtps://…:465`.',
+    optionalUrl(['smtp:', 'smtps:']),
+  ),
+  mxPort: setting(
+    'MAILROOM_MX_PORT',
+    '25',
+    'Port the `mx` transport connects to on each MX host (25 on the Internet; tests use a loopback port).',
+    integer(1, 65535),
+  ),
+  heloName: setting(
+    'MAILROOM_HELO_NAME',
+    undefined,
+    'Host name Mailroom gives in EHLO. Unset: the machine\'s host name.',
+    optionalText,
+  ),
+  smtpTimeoutMs: setting(
+    'MAILROOM_SMTP_TIMEOUT_MS',
+    '30000',
+    'Time allowed for connecting to an SMTP server and for each of its answers.',
+    integer(100, 600_000),
+  ),
+  deliveryRetrySchedule: setting(
+    'MAILROOM_DELIVERY_RETRY_SCHEDULE',
+    '60,300,900,3600,10800,21600,43200',
+    'Seconds to wait before each new attempt at a recipient whose server deferred (4xx) or could not be reached; after the last, the recipient is `failed`. The default retries for about 22 hours.',
+    secondsList,
+  ),
+  workerConcurrency: setting(
+    'MAILROOM_WORKER_CONCURRENCY',
+    '10',
+    'Messages one worker process delivers at the same time.',
+    integer(1, 1000),
+  ),
   shutdownTimeoutMs: setting(
     'MAILROOM_SHUTDOWN_TIMEOUT_MS',
     '10000',
@@ -147,6 +189,23 @@ function oneOf<T extends string>(allowed: readonly T[]): Parse<T> {
     }
     return value as T;
   };
+}
+
+function optionalText(value: string | undefined): string | undefined {
+  return value;
+}
+
+function optionalOneOf<T extends string>(allowed: readonly T[]): Parse<T | undefined> {
+  const parse = oneOf(allowed);
+  return (value, variable) => (value === undefined ? undefined : parse(value, variable));
+}
+
+function secondsList(value: string | undefined, variable: string): number[] {
+  const items = (value ?? '').split(',').map((item) => item.trim());
+  if (items.some((item) => !/^\d+$/.test(item)) || items.length === 0 || items.length > 50) {
+    throw new ConfigError(variable, `expected comma-separated whole seconds, e.g. 60,300,900; got "${value ?? ''}"`);
+  }
+  return items.map(Number);
 }
 
 function optionalUrl(protocols: string[]): Parse<string | undefined> {

@@ -1,0 +1,55 @@
+// The contract between the delivery worker and the ways mail leaves Mailroom. The worker hands one
+// message with the recipients still to be tried; the transport answers with one outcome per recipient.
+// Implementations: transports/capture.ts, transports/smtp-relay.ts, transports/mx.ts.
+
+export interface OutgoingAttachment {
+  filename: string;
+  contentType: string;
+  contentId: string | undefined;
+  content: Buffer;
+}
+
+export interface OutgoingMessage {
+  emailId: string;
+  /** RFC 5322 Message-ID, angle brackets included: `<uuid@domain>`. */
+  messageId: string;
+  /** Header fields, as stored (`Name <address>` or `address`; domains already in ASCII). */
+  from: string;
+  to: string[];
+  cc: string[];
+  replyTo: string[];
+  subject: string;
+  html: string | undefined;
+  text: string | undefined;
+  /** Custom headers, already checked (no owned headers, no line breaks). */
+  headers: Record<string, string> | undefined;
+  attachments: OutgoingAttachment[];
+  /** SMTP envelope: MAIL FROM, and the bare addresses to deliver to in this attempt (bcc included). */
+  envelope: { from: string; to: string[] };
+  /** The sending domain's key: the message is signed with d=domain, s=selector. */
+  dkim: { domain: string; selector: string; privateKey: string };
+}
+
+/**
+ * What happened to one recipient, classified in one place (smtp-outcome.ts):
+ * - delivered: the receiving server took responsibility (2xx);
+ * - deferred: try again later (4xx, or the server could not be reached or answered badly);
+ * - bounced: permanently refused (5xx).
+ */
+export type Outcome = 'delivered' | 'deferred' | 'bounced';
+
+export interface RecipientResult {
+  address: string;
+  outcome: Outcome;
+  /** The SMTP reply code, when a server answered. */
+  smtpCode: number | undefined;
+  /** The server's reply text, or what went wrong (for the timeline and the webhook). */
+  response: string;
+}
+
+export interface Transport {
+  readonly name: 'capture' | 'smtp' | 'mx';
+  /** Sends the message to envelope.to; one result per address of envelope.to. Never throws for SMTP reasons. */
+  send(message: OutgoingMessage): Promise<RecipientResult[]>;
+  close(): Promise<void>;
+}
