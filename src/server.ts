@@ -4,6 +4,9 @@ import { openDatabase } from './platform/db/open.ts';
 import { migrate } from './platform/db/migrate.ts';
 import { buildApp } from './platform/http/app.ts';
 import { bootstrapDevOrganization } from './tenancy/dev-bootstrap.ts';
+import { startDelivery } from './delivery/start-delivery.ts';
+import { createTransport } from './delivery/transports/index.ts';
+import type { Worker } from './queue/worker.ts';
 
 export type Role = 'all' | 'api' | 'worker';
 
@@ -16,9 +19,12 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
   }
 
   const app = await buildApp({ db, config });
-  // The worker role has no HTTP routes of its own yet; every role answers the health checks.
-  await app.listen({ port: config.port, host: config.host });
-  app.log.info({ role, database: db.kind }, 'mailroom started');
+  // A worker-only process does not take the API's port, so api and worker processes can share a host.
+  if (role !== 'worker') await app.listen({ port: config.port, host: config.host });
+  let worker: Worker | undefined;
+  const transport = role === 'api' ? undefined : createTransport(config);
+  if (transport) worker = await startDelivery(db, config, transport, app.log);
+  app.log.info({ role, database: db.kind, transport: transport?.name }, 'mailroom started');
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -31,6 +37,8 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     }, config.shutdownTimeoutMs);
     deadline.unref();
     await app.close(); // stops accepting, waits for in-flight requests
+    await worker?.stop(); // claims nothing more, lets the messages being sent finish
+    await transport?.close();
     await db.close();
     clearTimeout(deadline);
     process.exit(0);

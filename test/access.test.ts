@@ -47,6 +47,17 @@ const templateFixture = async (t: TestApp, org: TestOrganization) => {
   return res.json().id as string;
 };
 
+/** A message scheduled an hour ahead, so that it can still be cancelled and rescheduled. */
+const emailFixture = async (t: TestApp, org: TestOrganization) => {
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/emails',
+    headers: bearer(org.fullKey),
+    payload: message(org, { scheduled_at: new Date(Date.now() + 3600_000).toISOString() }),
+  });
+  return res.json().id as string;
+};
+
 export const ROUTES: Row[] = [
   { method: 'GET', url: '/healthz', access: 'public', ok: 200 },
   { method: 'GET', url: '/readyz', access: 'public', ok: 200 },
@@ -93,6 +104,17 @@ export const ROUTES: Row[] = [
   { method: 'GET', url: '/openapi.json', access: 'public', ok: 200 },
   { method: 'POST', url: '/emails', access: 'send', ok: 200, body: (org) => message(org) },
   { method: 'POST', url: '/emails/batch', access: 'send', ok: 200, body: (org) => [message(org), message(org)] },
+  { method: 'GET', url: '/emails/:own', access: 'full', ok: 200, fixture: emailFixture },
+  { method: 'GET', url: '/emails/:own/events', access: 'full', ok: 200, fixture: emailFixture },
+  { method: 'POST', url: '/emails/:own/cancel', access: 'full', ok: 200, fixture: emailFixture },
+  {
+    method: 'PATCH',
+    url: '/emails/:own',
+    access: 'full',
+    ok: 200,
+    body: () => ({ scheduled_at: new Date(Date.now() + 7200_000).toISOString() }),
+    fixture: emailFixture,
+  },
 ];
 
 // Who calls, and for each access level what they get: a status and an error name.

@@ -1,7 +1,7 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { ApiError } from '../platform/http/errors.ts';
 import { storeAnswer, type IdempotencyClaim, type StoredAnswer } from '../platform/http/idempotency.ts';
-import { enqueueJob } from '../queue/jobs.ts';
+import { enqueueJob, wakeWorkers } from '../queue/jobs.ts';
 import type { PreparedMessage } from './prepare-message.ts';
 import { refundRateTokens, reserveQuota, takeRateTokens, type RateLimitState } from './sending-limits.ts';
 import { recordTimelineEntry } from './timeline.ts';
@@ -65,6 +65,7 @@ export async function acceptMessages(
       await quota.charge(accepted);
       return answer;
     });
+    wakeWorkers(db);
     await refundRateTokens(db, organizationId, taken.granted - accepted);
     return {
       outcomes: outcomesFor(accepted, granted),

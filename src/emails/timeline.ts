@@ -3,7 +3,15 @@ import type { Queryable } from '../platform/db/database.ts';
 
 /** Timeline kinds (GET /emails/:id/events); the webhook event type is `email.<kind>`. */
 export type TimelineKind =
-  'accepted' | 'delivered' | 'opened' | 'clicked' | 'bounced' | 'failed' | 'complained' | 'canceled';
+  | 'accepted'
+  | 'delivered'
+  | 'opened'
+  | 'clicked'
+  | 'bounced'
+  | 'failed'
+  | 'complained'
+  | 'canceled'
+  | 'delivery_delayed';
 
 export interface TimelineEntry {
   emailId: string;

@@ -129,7 +129,7 @@ export function validateMessage(
     html: message.html,
     text: message.text,
     template: message.template && { id: message.template.id, variables: message.template.variables ?? {} },
-    scheduledAt: scheduledAt(message.scheduled_at, options.now),
+    scheduledAt: parseScheduledAt(message.scheduled_at, options.now),
     tags: message.tags,
     headers: customHeaders(message.headers),
     topicId: message.topic_id,
@@ -141,7 +141,8 @@ function parseAll(list: string[], field: string): Mailbox[] {
   return list.map((entry, i) => parseMailbox(entry, list.length > 1 ? `${field}.${i}` : field));
 }
 
-function scheduledAt(value: string | undefined, now: Date): Date | undefined {
+/** scheduled_at: ISO 8601 with an offset, a real date, in the future (POST /emails and PATCH /emails/:id). */
+export function parseScheduledAt(value: string | undefined, now: Date): Date | undefined {
   if (value === undefined) return undefined;
   const invalid = (why: string) => new ApiError('validation_error', `scheduled_at ${why}`, 'scheduled_at');
   const time = Date.parse(value);

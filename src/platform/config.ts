@@ -102,7 +102,7 @@ const SETTING_TABLE = {
   transport: setting(
     'MAILROOM_TRANSPORT',
     undefined,
-    'How mail leaves: `capture` (stored as .eml under `MAILROOM_DATA_DIR/captured`, outcome delivered), `smtp` (a relay at `MAILROOM_SMTP_URL`) or `mx` (straight to each recipient domain\'s MX). Unset: `capture` on PGlite, `mx` on PostgreSQL.',
+    "How mail leaves: `capture` (stored as .eml under `MAILROOM_DATA_DIR/captured`, outcome delivered), `smtp` (a relay at `MAILROOM_SMTP_URL`) or `mx` (straight to each recipient domain's MX). Unset: `capture` on PGlite, `mx` on PostgreSQL.",
     optionalOneOf(['capture', 'smtp', 'mx'] as const),
   ),
   smtpUrl: setting(
@@ -120,7 +120,7 @@ const SETTING_TABLE = {
   heloName: setting(
     'MAILROOM_HELO_NAME',
     undefined,
-    'Host name Mailroom gives in EHLO. Unset: the machine\'s host name.',
+    "Host name Mailroom gives in EHLO. Unset: the machine's host name.",
     optionalText,
   ),
   smtpTimeoutMs: setting(
@@ -140,6 +140,12 @@ const SETTING_TABLE = {
     '10',
     'Messages one worker process delivers at the same time.',
     integer(1, 1000),
+  ),
+  jobLeaseSeconds: setting(
+    'MAILROOM_JOB_LEASE_SECONDS',
+    '300',
+    'How long a worker holds a job it claimed. If the worker dies, the job is picked up again once this has passed; it must exceed the longest delivery attempt.',
+    integer(1, 86_400),
   ),
   shutdownTimeoutMs: setting(
     'MAILROOM_SHUTDOWN_TIMEOUT_MS',

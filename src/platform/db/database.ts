@@ -19,6 +19,11 @@ export interface Database extends Queryable {
   readonly kind: 'postgres' | 'pglite';
   /** Runs fn in one transaction: committed when fn resolves, rolled back when it throws. */
   transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
+  /**
+   * Calls onNotify for each NOTIFY on the channel (from any process sharing the database) until the
+   * returned function is called. Notifications can be lost (a dropped connection): listeners also poll.
+   */
+  listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 

@@ -27,6 +27,9 @@ function wrap(db: PGlite, onClose: () => Promise<void>): Database {
           },
         }),
       ),
+    async listen(channel, onNotify) {
+      return db.listen(channel, () => onNotify());
+    },
     async close() {
       await db.close();
       await onClose();

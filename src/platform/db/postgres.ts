@@ -56,6 +56,29 @@ export function openPostgres(connectionString: string, poolSize: number): Databa
         client.release();
       }
     },
+    async listen(channel, onNotify) {
+      // A connection of its own, outside the pool: LISTEN holds it for as long as the listener lives.
+      // When it drops, it is reopened after a second; the caller's polling covers the gap.
+      let client: pg.Client | undefined;
+      let stopped = false;
+      const connect = async () => {
+        if (stopped) return;
+        const next = new pg.Client({ connectionString });
+        next.on('notification', () => onNotify());
+        next.on('error', () => {
+          next.end().catch(() => {});
+          if (!stopped) setTimeout(() => void connect().catch(() => {}), 1000).unref();
+        });
+        await next.connect();
+        await next.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+        client = next;
+      };
+      await connect();
+      return async () => {
+        stopped = true;
+        await client?.end().catch(() => {});
+      };
+    },
     close: () => pool.end(),
   };
 }

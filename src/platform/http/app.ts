@@ -14,6 +14,7 @@ import { authRoutes } from '../../tenancy/auth-routes.ts';
 import { apiKeyRoutes } from '../../tenancy/api-key-routes.ts';
 import { domainRoutes } from '../../domains/domain-routes.ts';
 import { emailRoutes } from '../../emails/email-routes.ts';
+import { lifecycleRoutes } from '../../emails/lifecycle-routes.ts';
 import { templateRoutes } from '../../templates/template-routes.ts';
 
 declare module 'fastify' {
@@ -116,5 +117,6 @@ export async function buildApp({ db, config, logger = true }: AppOptions): Promi
   await app.register(domainRoutes);
   await app.register(templateRoutes);
   await app.register(emailRoutes);
+  await app.register(lifecycleRoutes);
   return app;
 }

@@ -1,0 +1,258 @@
+import type { Config } from '../platform/config.ts';
+import type { Database, Queryable } from '../platform/db/database.ts';
+import { recordTimelineEntry } from '../emails/timeline.ts';
+import type { Job, JobResult } from '../queue/worker.ts';
+import type { OutgoingMessage, RecipientResult, Transport } from './transport.ts';
+
+// One 'deliver-email' job: hand the message to the transport for every recipient still pending, record
+// each recipient's outcome with its timeline entry, and come back later for the deferred ones.
+//
+// The message moves queued/scheduled → sending in a transaction that holds its row lock, the same lock a
+// cancel takes: whichever commits first wins, so a message is either cancelled or sent, never both.
+// Outcomes are kept per recipient, so a retry (or a worker that died mid-send and whose job came back)
+// sends only to the recipients with no outcome yet.
+
+interface EmailRow {
+  id: string;
+  organization_id: string;
+  status: string;
+  scheduled_at: Date | null;
+  from: string;
+  to: string[];
+  cc: string[];
+  reply_to: string[];
+  subject: string;
+  html: string | null;
+  text: string | null;
+  headers: Record<string, string> | null;
+  message_id: string;
+  domain_name: string | null;
+  dkim_selector: string | null;
+  dkim_private_key: string | null;
+}
+
+interface RecipientRow {
+  address: string;
+  attempts: number;
+}
+
+export function deliveryHandler(db: Database, config: Config, transport: Transport) {
+  const schedule = config.deliveryRetrySchedule;
+
+  return async (job: Job): Promise<JobResult> => {
+    const emailId = String(job.payload.email_id);
+    const taken = await takeForSending(db, emailId);
+    if (taken === 'finished') return { done: true };
+    if (taken instanceof Date) return { retryAt: taken, reason: 'scheduled for later' };
+    const { email, recipients } = taken;
+
+    const suppressed = await skipSuppressed(db, email, recipients);
+    const pending = recipients.filter((r) => !suppressed.has(r.address.toLowerCase()));
+    if (pending.length === 0) return finishIfDone(db, email.id);
+
+    const results = await sendOrDefer(transport, await outgoing(db, email, pending));
+    const attemptsOf = new Map(pending.map((r) => [r.address, r.attempts + 1]));
+    const deferredUntil = await db.transaction(async (tx) => {
+      let retryAt: Date | undefined;
+      for (const result of results) {
+        const attempts = attemptsOf.get(result.address) ?? 1;
+        const next = await recordOutcome(tx, email, result, attempts, schedule);
+        if (next && (!retryAt || next < retryAt)) retryAt = next;
+      }
+      return retryAt;
+    });
+    if (deferredUntil) return { retryAt: deferredUntil, reason: 'deferred recipients' };
+    return finishIfDone(db, email.id);
+  };
+}
+
+/** A transport that throws (a message that cannot be composed, a bug) defers every recipient. */
+async function sendOrDefer(transport: Transport, message: OutgoingMessage): Promise<RecipientResult[]> {
+  try {
+    return await transport.send(message);
+  } catch (error) {
+    const response = `Could not send: ${error instanceof Error ? error.message : String(error)}`;
+    return message.envelope.to.map((address) => ({ address, outcome: 'deferred', smtpCode: undefined, response }));
+  }
+}
+
+/**
+ * A bounce that says the mailbox is bad (enhanced status 5.1.x, or 550/551/553 without one) adds the
+ * address to the suppression list; one that refuses the content or the sender (554 at DATA, 5.7.x) does not,
+ * since the recipient is not at fault.
+ */
+function isBadMailbox(result: RecipientResult): boolean {
+  const enhanced = /\b5\.(\d{1,3})\.\d{1,3}\b/.exec(result.response);
+  if (enhanced) return enhanced[1] === '1';
+  return result.smtpCode === 550 || result.smtpCode === 551 || result.smtpCode === 553;
+}
+
+/**
+ * Moves the message to `sending` and returns it with its pending recipients; 'finished' when there is
+ * nothing to do (cancelled, done, deleted); a Date when it is scheduled later than this job ran.
+ */
+async function takeForSending(
+  db: Database,
+  emailId: string,
+): Promise<{ email: EmailRow; recipients: RecipientRow[] } | 'finished' | Date> {
+  return db.transaction(async (tx) => {
+    const { rows } = await tx.query<EmailRow>(
+      `SELECT e.id, e.organization_id, e.status, e.scheduled_at, e."from", e."to", e.cc, e.reply_to, e.subject,
+              e.html, e.text, e.headers, e.message_id,
+              d.name AS domain_name, d.dkim_selector, d.dkim_private_key
+         FROM emails e LEFT JOIN domains d ON d.id = e.domain_id
+        WHERE e.id = $1 FOR UPDATE OF e`,
+      [emailId],
+    );
+    const email = rows[0];
+    if (!email || !['queued', 'scheduled', 'sending'].includes(email.status)) return 'finished';
+    if (email.status !== 'sending') {
+      if (email.scheduled_at && email.scheduled_at.getTime() > Date.now()) return email.scheduled_at;
+      await tx.query(`UPDATE emails SET status = 'sending', sent_at = coalesce(sent_at, now()) WHERE id = $1`, [
+        emailId,
+      ]);
+    }
+    const recipients = await tx.query<RecipientRow>(
+      `SELECT address, attempts FROM email_recipients WHERE email_id = $1 AND status = 'pending' ORDER BY address`,
+      [emailId],
+    );
+    return { email, recipients: recipients.rows };
+  });
+}
+
+/** Recipients on the organization's suppression list fail without being sent to. */
+async function skipSuppressed(db: Database, email: EmailRow, recipients: RecipientRow[]): Promise<Set<string>> {
+  const { rows } = await db.query<{ address: string }>(
+    'SELECT address FROM suppressions WHERE organization_id = $1 AND address = ANY($2::text[])',
+    [email.organization_id, recipients.map((r) => r.address.toLowerCase())],
+  );
+  const suppressed = new Set(rows.map((r) => r.address));
+  if (suppressed.size === 0) return suppressed;
+  await db.transaction(async (tx) => {
+    for (const recipient of recipients.filter((r) => suppressed.has(r.address.toLowerCase()))) {
+      const changed = await tx.query(
+        `UPDATE email_recipients SET status = 'failed', failure_reason = 'suppressed', updated_at = now()
+          WHERE email_id = $1 AND address = $2 AND status = 'pending'`,
+        [email.id, recipient.address],
+      );
+      if (changed.rowCount === 0) continue;
+      await recordTimelineEntry(tx, {
+        emailId: email.id,
+        organizationId: email.organization_id,
+        kind: 'failed',
+        recipient: recipient.address,
+        data: { reason: 'suppressed' },
+      });
+    }
+  });
+  return suppressed;
+}
+
+/**
+ * Stores one recipient's result and its timeline entry. Returns when to try the recipient again, for a
+ * deferral that has retries left.
+ */
+async function recordOutcome(
+  tx: Queryable,
+  email: EmailRow,
+  result: RecipientResult,
+  attempts: number,
+  schedule: number[],
+): Promise<Date | undefined> {
+  const smtp = { smtp_code: result.smtpCode ?? null, response: result.response.slice(0, 1000) };
+  const entry = { emailId: email.id, organizationId: email.organization_id, recipient: result.address };
+  const update = (status: string, reason: string | null) =>
+    tx.query(
+      `UPDATE email_recipients SET status = $3, attempts = $4, failure_reason = $5, last_response = $6, updated_at = now()
+        WHERE email_id = $1 AND address = $2 AND status = 'pending'`,
+      [email.id, result.address, status, attempts, reason, smtp.response],
+    );
+
+  if (result.outcome === 'delivered') {
+    await update('delivered', null);
+    await recordTimelineEntry(tx, { ...entry, kind: 'delivered', data: smtp });
+    return undefined;
+  }
+  if (result.outcome === 'bounced') {
+    await update('bounced', null);
+    await recordTimelineEntry(tx, {
+      ...entry,
+      kind: 'bounced',
+      data: { bounce: { type: 'hard', smtp_code: result.smtpCode ?? null, diagnostic: smtp.response } },
+    });
+    // A bad mailbox is not tried again: later messages to this address fail as suppressed.
+    if (isBadMailbox(result)) {
+      await tx.query(
+        `INSERT INTO suppressions (organization_id, address, reason) VALUES ($1, $2, 'hard_bounce') ON CONFLICT DO NOTHING`,
+        [email.organization_id, result.address.toLowerCase()],
+      );
+    }
+    return undefined;
+  }
+  // Deferred: try again after the next delay of the schedule, or give up.
+  const delay = schedule[attempts - 1];
+  if (delay === undefined) {
+    await update('failed', 'retries_exhausted');
+    await recordTimelineEntry(tx, { ...entry, kind: 'failed', data: { reason: 'retries_exhausted', ...smtp } });
+    return undefined;
+  }
+  await tx.query(
+    `UPDATE email_recipients SET attempts = $3, last_response = $4, updated_at = now()
+      WHERE email_id = $1 AND address = $2 AND status = 'pending'`,
+    [email.id, result.address, attempts, smtp.response],
+  );
+  const retryAt = new Date(Date.now() + delay * 1000);
+  await recordTimelineEntry(tx, {
+    ...entry,
+    kind: 'delivery_delayed',
+    data: { ...smtp, attempt: attempts, next_attempt_at: retryAt.toISOString() },
+  });
+  return retryAt;
+}
+
+/** When no recipient is pending any more, the message is sent (every recipient has its outcome). */
+async function finishIfDone(db: Database, emailId: string): Promise<JobResult> {
+  await db.query(
+    `UPDATE emails SET status = 'sent' WHERE id = $1 AND status = 'sending'
+        AND NOT EXISTS (SELECT 1 FROM email_recipients WHERE email_id = $1 AND status = 'pending')`,
+    [emailId],
+  );
+  return { done: true };
+}
+
+async function outgoing(db: Queryable, email: EmailRow, recipients: RecipientRow[]): Promise<OutgoingMessage> {
+  const attachments = await db.query<{
+    filename: string;
+    content_type: string;
+    content_id: string | null;
+    content: Uint8Array;
+  }>(
+    'SELECT filename, content_type, content_id, content FROM email_attachments WHERE email_id = $1 ORDER BY position',
+    [email.id],
+  );
+  const fromAddress = /<([^<>]+)>$/.exec(email.from)?.[1] ?? email.from;
+  return {
+    emailId: email.id,
+    messageId: email.message_id,
+    from: email.from,
+    to: email.to,
+    cc: email.cc,
+    replyTo: email.reply_to,
+    subject: email.subject,
+    html: email.html ?? undefined,
+    text: email.text ?? undefined,
+    headers: email.headers ?? undefined,
+    attachments: attachments.rows.map((a) => ({
+      filename: a.filename,
+      contentType: a.content_type,
+      contentId: a.content_id ?? undefined,
+      content: Buffer.from(a.content),
+    })),
+    envelope: { from: fromAddress, to: recipients.map((r) => r.address) },
+    dkim: {
+      domain: email.domain_name ?? fromAddress.split('@')[1]!,
+      selector: email.dkim_selector ?? '',
+      privateKey: email.dkim_private_key ?? '',
+    },
+  };
+}

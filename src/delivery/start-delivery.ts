@@ -1,0 +1,28 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../platform/config.ts';
+import type { Database } from '../platform/db/database.ts';
+import { startWorker, type Worker } from '../queue/worker.ts';
+import { deliveryHandler } from './delivery-worker.ts';
+import type { Transport } from './transport.ts';
+
+/** Polling interval: a lost NOTIFY, or a scheduled message coming due, waits at most this long. */
+export const POLL_INTERVAL_MS = 250;
+
+/** Starts this process's delivery worker; `stop()` lets the messages in flight finish. */
+export async function startDelivery(
+  db: Database,
+  config: Config,
+  transport: Transport,
+  log: Pick<FastifyBaseLogger, 'error' | 'warn'>,
+): Promise<Worker> {
+  return startWorker(
+    db,
+    { 'deliver-email': deliveryHandler(db, config, transport) },
+    {
+      concurrency: config.workerConcurrency,
+      leaseSeconds: config.jobLeaseSeconds,
+      pollIntervalMs: POLL_INTERVAL_MS,
+      log,
+    },
+  );
+}

@@ -1,0 +1,48 @@
+import type { Database, Queryable } from '../platform/db/database.ts';
+import { ApiError, notFound } from '../platform/http/errors.ts';
+import { wakeWorkers } from '../queue/jobs.ts';
+import { isUuid } from '../tenancy/organizations.ts';
+import { recordTimelineEntry } from './timeline.ts';
+
+// Cancel and reschedule act only on a message not yet handed to a transport (queued or scheduled). Each
+// takes the message's row lock with a conditional UPDATE, the lock the delivery worker takes to move it
+// to `sending`: whichever commits first wins, so a cancel either prevents the send or is refused.
+
+const NOT_YET_SENT = `status IN ('queued', 'scheduled')`;
+
+export async function cancelEmail(db: Database, organizationId: string, id: string): Promise<void> {
+  if (!isUuid(id)) throw notFound('Email');
+  await db.transaction(async (tx) => {
+    const { rowCount } = await tx.query(
+      `UPDATE emails SET status = 'canceled' WHERE id = $1 AND organization_id = $2 AND ${NOT_YET_SENT}`,
+      [id, organizationId],
+    );
+    if (rowCount === 0) throw await whyNot(tx, organizationId, id, 'cancelled');
+    await tx.query(`DELETE FROM jobs WHERE payload ->> 'email_id' = $1`, [id]);
+    await recordTimelineEntry(tx, { emailId: id, organizationId, kind: 'canceled' });
+  });
+}
+
+export async function rescheduleEmail(db: Database, organizationId: string, id: string, at: Date): Promise<void> {
+  if (!isUuid(id)) throw notFound('Email');
+  await db.transaction(async (tx) => {
+    const { rowCount } = await tx.query(
+      `UPDATE emails SET scheduled_at = $3, status = 'scheduled' WHERE id = $1 AND organization_id = $2 AND ${NOT_YET_SENT}`,
+      [id, organizationId, at],
+    );
+    if (rowCount === 0) throw await whyNot(tx, organizationId, id, 'rescheduled');
+    await tx.query(`UPDATE jobs SET run_at = $2 WHERE payload ->> 'email_id' = $1`, [id, at]);
+  });
+  wakeWorkers(db);
+}
+
+/** 404 for a message that is not the organization's, 400 invalid_state for one already on its way. */
+async function whyNot(tx: Queryable, organizationId: string, id: string, verb: string): Promise<ApiError> {
+  const { rows } = await tx.query<{ status: string }>(
+    'SELECT status FROM emails WHERE id = $1 AND organization_id = $2',
+    [id, organizationId],
+  );
+  if (!rows[0]) return notFound('Email');
+  const state = rows[0].status === 'canceled' ? 'has been cancelled' : 'has already been sent';
+  return new ApiError('invalid_state', `This email ${state}; it can no longer be ${verb}`);
+}

@@ -1,0 +1,91 @@
+import type { Queryable } from '../platform/db/database.ts';
+import { notFound } from '../platform/http/errors.ts';
+import { isUuid } from '../tenancy/organizations.ts';
+
+interface EmailRecord {
+  id: string;
+  from: string;
+  to: string[];
+  cc: string[];
+  bcc: string[];
+  reply_to: string[];
+  subject: string;
+  html: string | null;
+  text: string | null;
+  tags: unknown;
+  headers: Record<string, string> | null;
+  topic_id: string | null;
+  template: unknown;
+  message_id: string;
+  status: string;
+  scheduled_at: Date | null;
+  created_at: Date;
+  last_event: string | null;
+  attachments: Array<{ filename: string; content_type: string; size: number }>;
+}
+
+/** GET /emails/:id (DESIGN §2). `last_event`: the newest timeline kind, or queued/scheduled before sending. */
+export async function readEmail(db: Queryable, organizationId: string, id: string) {
+  if (!isUuid(id)) throw notFound('Email');
+  const { rows } = await db.query<EmailRecord>(
+    `SELECT e.id, e."from", e."to", e.cc, e.bcc, e.reply_to, e.subject, e.html, e.text, e.tags, e.headers,
+            e.topic_id, e.template, e.message_id, e.status, e.scheduled_at, e.created_at,
+            (SELECT type FROM email_events WHERE email_id = e.id ORDER BY created_at DESC, id DESC LIMIT 1) AS last_event,
+            coalesce((SELECT jsonb_agg(jsonb_build_object('filename', filename, 'content_type', content_type,
+                                                          'size', octet_length(content)) ORDER BY position)
+                        FROM email_attachments WHERE email_id = e.id), '[]'::jsonb) AS attachments
+       FROM emails e WHERE e.id = $1 AND e.organization_id = $2`,
+    [id, organizationId],
+  );
+  const email = rows[0];
+  if (!email) throw notFound('Email');
+  const notSentYet = email.status === 'queued' || email.status === 'scheduled';
+  return {
+    object: 'email' as const,
+    id: email.id,
+    from: email.from,
+    to: email.to,
+    cc: email.cc,
+    bcc: email.bcc,
+    reply_to: email.reply_to,
+    subject: email.subject,
+    html: email.html,
+    text: email.text,
+    tags: email.tags ?? null,
+    headers: email.headers,
+    topic_id: email.topic_id,
+    template: email.template ?? null,
+    attachments: email.attachments,
+    created_at: email.created_at.toISOString(),
+    scheduled_at: email.scheduled_at?.toISOString() ?? null,
+    last_event: notSentYet ? email.status : email.last_event,
+    message_id: email.message_id,
+  };
+}
+
+/** GET /emails/:id/events: the timeline, oldest first. */
+export async function readTimeline(db: Queryable, organizationId: string, id: string) {
+  if (!isUuid(id)) throw notFound('Email');
+  const owned = await db.query('SELECT 1 FROM emails WHERE id = $1 AND organization_id = $2', [id, organizationId]);
+  if (owned.rowCount === 0) throw notFound('Email');
+  const { rows } = await db.query<{
+    id: string;
+    type: string;
+    created_at: Date;
+    recipient: string | null;
+    data: unknown;
+  }>('SELECT id, type, created_at, recipient, data FROM email_events WHERE email_id = $1 ORDER BY created_at, id', [
+    id,
+  ]);
+  return {
+    object: 'list' as const,
+    data: rows.map((event) => ({
+      object: 'event' as const,
+      id: `evt_${event.id}`,
+      type: event.type,
+      created_at: event.created_at.toISOString(),
+      ...(event.recipient ? { recipient: event.recipient } : {}),
+      ...(event.data ? { data: event.data } : {}),
+    })),
+  };
+}

@@ -1,0 +1,143 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Database } from '../platform/db/database.ts';
+import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
+
+// A worker claims due jobs with FOR UPDATE SKIP LOCKED (so several workers, in several processes, never
+// take the same job), under a lease: a job whose worker died returns to the queue when the lease ends.
+// It wakes on NOTIFY and polls as well, so a lost notification costs at most one poll interval.
+
+export interface Job {
+  id: number;
+  queue: QueueName;
+  payload: Record<string, unknown>;
+  /** How many times the job has been claimed, this claim included. */
+  attempts: number;
+  leaseId: string;
+}
+
+/** What a handler decides: the job is finished, or should run again at `retryAt`. */
+export type JobResult = { done: true } | { retryAt: Date; reason: string };
+
+export type JobHandler = (job: Job) => Promise<JobResult>;
+
+export interface WorkerOptions {
+  /** Jobs run at the same time by this worker. */
+  concurrency: number;
+  /** How long a claim lasts: longer than any job can take. */
+  leaseSeconds: number;
+  pollIntervalMs: number;
+  log: Pick<FastifyBaseLogger, 'error' | 'warn'>;
+}
+
+export interface Worker {
+  /** Claims no more jobs, waits for those running to finish. */
+  stop(): Promise<void>;
+  /** Looks for due jobs now (tests and wake-ups). */
+  poke(): void;
+}
+
+export async function startWorker(
+  db: Database,
+  handlers: Partial<Record<QueueName, JobHandler>>,
+  options: WorkerOptions,
+): Promise<Worker> {
+  const queues = Object.keys(handlers);
+  let running = 0;
+  let stopping = false;
+  let claiming = false;
+  let claimAgain = false;
+  let idle: (() => void) | undefined;
+
+  const claimAndRun = async () => {
+    if (stopping) return;
+    if (claiming) {
+      claimAgain = true;
+      return;
+    }
+    claiming = true;
+    try {
+      do {
+        claimAgain = false;
+        while (!stopping && running < options.concurrency) {
+          const jobs = await claim(db, queues, options.concurrency - running, options.leaseSeconds);
+          if (jobs.length === 0) break;
+          for (const job of jobs) void run(job);
+        }
+      } while (claimAgain && !stopping);
+    } catch (error) {
+      options.log.error({ err: error }, 'could not claim jobs');
+    } finally {
+      claiming = false;
+    }
+  };
+
+  const run = async (job: Job) => {
+    running += 1;
+    try {
+      const result = await handlers[job.queue]!(job);
+      if ('done' in result) await finish(db, job);
+      else await retry(db, job, result.retryAt, result.reason);
+    } catch (error) {
+      // The handler failed (the database went away, a bug): try again later, backing off to 5 minutes.
+      options.log.error({ err: error, jobId: job.id, queue: job.queue }, 'job failed');
+      const delay = Math.min(300, 2 ** Math.min(job.attempts, 9));
+      await retry(db, job, new Date(Date.now() + delay * 1000), String(error)).catch(() => {});
+    } finally {
+      running -= 1;
+      if (running === 0) idle?.();
+      void claimAndRun();
+    }
+  };
+
+  const unlisten = await db.listen(JOBS_CHANNEL, () => void claimAndRun());
+  const timer = setInterval(() => void claimAndRun(), options.pollIntervalMs);
+  void claimAndRun();
+
+  return {
+    poke: () => void claimAndRun(),
+    async stop() {
+      stopping = true;
+      clearInterval(timer);
+      await unlisten();
+      if (running > 0) await new Promise<void>((resolve) => (idle = resolve));
+    },
+  };
+}
+
+async function claim(db: Database, queues: string[], limit: number, leaseSeconds: number): Promise<Job[]> {
+  const { rows } = await db.query<{
+    id: number;
+    queue: QueueName;
+    payload: Record<string, unknown>;
+    attempts: number;
+    lease_id: string;
+  }>(
+    `UPDATE jobs SET locked_until = now() + make_interval(secs => $3), attempts = attempts + 1,
+                     lease_id = gen_random_uuid()
+      WHERE id IN (SELECT id FROM jobs
+                    WHERE queue = ANY($1::text[]) AND run_at <= now()
+                      AND (locked_until IS NULL OR locked_until < now())
+                    ORDER BY run_at, id LIMIT $2
+                    FOR UPDATE SKIP LOCKED)
+      RETURNING id, queue, payload, attempts, lease_id`,
+    [queues, limit, leaseSeconds],
+  );
+  return rows.map((row) => ({
+    id: Number(row.id),
+    queue: row.queue,
+    payload: row.payload,
+    attempts: row.attempts,
+    leaseId: row.lease_id,
+  }));
+}
+
+async function finish(db: Database, job: Job): Promise<void> {
+  await db.query('DELETE FROM jobs WHERE id = $1 AND lease_id = $2', [job.id, job.leaseId]);
+}
+
+async function retry(db: Database, job: Job, at: Date, reason: string): Promise<void> {
+  await db.query(
+    'UPDATE jobs SET run_at = $3, locked_until = NULL, lease_id = NULL, last_error = $4 WHERE id = $1 AND lease_id = $2',
+    [job.id, job.leaseId, at, reason.slice(0, 1000)],
+  );
+}

@@ -1,0 +1,235 @@
+// A message's life through the real queue and worker: reading it and its timeline, delivery (capture
+// transport), scheduling, cancel and reschedule, the cancel/worker race, suppressed recipients.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startDelivery } from '../src/delivery/start-delivery.ts';
+import { createTransport } from '../src/delivery/transports/index.ts';
+import type { Transport } from '../src/delivery/transport.ts';
+import type { Worker } from '../src/queue/worker.ts';
+import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { message, send } from './helpers/emails.ts';
+import { waitFor } from './helpers/wait.ts';
+
+let t: TestApp;
+let org: TestOrganization;
+let other: TestOrganization;
+let dataDir: string;
+let transport: Transport;
+let worker: Worker | undefined;
+
+const silentLog = { error: () => {}, warn: () => {} };
+
+before(async () => {
+  dataDir = await mkdtemp(path.join(tmpdir(), 'mailroom-lifecycle-'));
+  t = await buildTestApp({ MAILROOM_TRANSPORT: 'capture', MAILROOM_DATA_DIR: dataDir });
+  org = await createTestOrganization(t.db, t.config, 'life');
+  other = await createTestOrganization(t.db, t.config, 'life2');
+  transport = createTransport(t.config);
+});
+after(async () => {
+  await worker?.stop();
+  await transport.close();
+  await t.close();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+const startWorker = async () => {
+  worker ??= await startDelivery(t.db, t.config, transport, silentLog);
+};
+const read = (id: string, token = org.fullKey) =>
+  t.app.inject({ method: 'GET', url: `/emails/${id}`, headers: bearer(token) });
+const timeline = async (id: string) =>
+  (await t.app.inject({ method: 'GET', url: `/emails/${id}/events`, headers: bearer(org.fullKey) })).json()
+    .data as Array<{
+    id: string;
+    type: string;
+    created_at: string;
+    recipient?: string;
+    data?: Record<string, unknown>;
+  }>;
+const cancel = (id: string) =>
+  t.app.inject({ method: 'POST', url: `/emails/${id}/cancel`, headers: bearer(org.fullKey) });
+const reschedule = (id: string, at: string) =>
+  t.app.inject({ method: 'PATCH', url: `/emails/${id}`, headers: bearer(org.fullKey), payload: { scheduled_at: at } });
+const later = (ms: number) => new Date(Date.now() + ms).toISOString();
+const sendOne = async (extra: Record<string, unknown> = {}) => {
+  const res = await send(t.app, org.fullKey, message(org, extra));
+  assert.equal(res.statusCode, 200, res.body);
+  return res.json().id as string;
+};
+
+test('GET /emails/:id returns the stored message, last_event queued or scheduled before sending', async () => {
+  const content = Buffer.from('hello').toString('base64');
+  const id = await sendOne({
+    to: ['A <a@example.com>'],
+    cc: 'c@example.com',
+    bcc: ['b@example.com'],
+    reply_to: 'r@example.com',
+    html: '<p>x</p>',
+    tags: { kind: 'receipt' },
+    headers: { 'X-Ref': '7' },
+    attachments: [{ filename: 'a.txt', content }],
+    scheduled_at: later(3600_000),
+  });
+  const res = await read(id);
+  assert.equal(res.statusCode, 200);
+  const email = res.json();
+  assert.deepEqual(Object.keys(email).sort(), [
+    'attachments',
+    'bcc',
+    'cc',
+    'created_at',
+    'from',
+    'headers',
+    'html',
+    'id',
+    'last_event',
+    'message_id',
+    'object',
+    'reply_to',
+    'scheduled_at',
+    'subject',
+    'tags',
+    'template',
+    'text',
+    'to',
+    'topic_id',
+  ]);
+  assert.equal(email.object, 'email');
+  assert.deepEqual(email.to, ['A <a@example.com>']);
+  assert.deepEqual(email.bcc, ['b@example.com']);
+  assert.deepEqual(email.attachments, [{ filename: 'a.txt', content_type: 'text/plain', size: 5 }]);
+  assert.equal(email.last_event, 'scheduled');
+  assert.match(email.message_id, /^<[0-9a-f-]{36}@/);
+  const queued = await read(await sendOne({ to: 'q@example.com' }));
+  assert.equal(queued.json().last_event, 'queued');
+});
+
+test('the timeline starts with accepted, with evt_ ids', async () => {
+  const id = await sendOne({ scheduled_at: later(3600_000) });
+  const events = await timeline(id);
+  assert.equal(events.length, 1);
+  assert.equal(events[0]!.type, 'accepted');
+  assert.match(events[0]!.id, /^evt_[0-9a-f-]{36}$/);
+});
+
+test("another organization's message is 404 everywhere; a malformed id too", async () => {
+  const id = await sendOne({ scheduled_at: later(3600_000) });
+  for (const url of [`/emails/${id}`, `/emails/${id}/events`]) {
+    const res = await t.app.inject({ method: 'GET', url, headers: bearer(other.fullKey) });
+    assert.equal(res.statusCode, 404);
+  }
+  const res = await t.app.inject({ method: 'POST', url: `/emails/${id}/cancel`, headers: bearer(other.fullKey) });
+  assert.equal(res.statusCode, 404);
+  assert.equal((await read('not-a-uuid')).statusCode, 404);
+  assert.equal((await cancel('not-a-uuid')).statusCode, 404);
+});
+
+test('cancel a scheduled message: canceled, timeline entry, job gone; then invalid_state', async () => {
+  const id = await sendOne({ scheduled_at: later(3600_000) });
+  const res = await cancel(id);
+  assert.equal(res.statusCode, 200);
+  assert.deepEqual(res.json(), { object: 'email', id });
+  assert.equal((await read(id)).json().last_event, 'canceled');
+  assert.deepEqual(
+    (await timeline(id)).map((e) => e.type),
+    ['accepted', 'canceled'],
+  );
+  const jobs = await t.db.query("SELECT 1 FROM jobs WHERE payload->>'email_id' = $1", [id]);
+  assert.equal(jobs.rowCount, 0);
+  const again = await cancel(id);
+  assert.equal(again.statusCode, 400);
+  assert.equal(again.json().name, 'invalid_state');
+  const moved = await reschedule(id, later(7200_000));
+  assert.equal(moved.json().name, 'invalid_state');
+});
+
+test('reschedule moves scheduled_at and the job; a past time is refused', async () => {
+  const id = await sendOne({ scheduled_at: later(3600_000) });
+  const at = new Date(Date.now() + 7200_000).toISOString();
+  const res = await reschedule(id, at);
+  assert.equal(res.statusCode, 200, res.body);
+  assert.equal((await read(id)).json().scheduled_at, at);
+  const job = await t.db.query<{ run_at: Date }>("SELECT run_at FROM jobs WHERE payload->>'email_id' = $1", [id]);
+  assert.equal(job.rows[0]!.run_at.toISOString(), at);
+  const past = await reschedule(id, '2020-01-01T00:00:00Z');
+  assert.deepEqual([past.statusCode, past.json().name], [400, 'validation_error']);
+  const missing = await t.app.inject({
+    method: 'PATCH',
+    url: `/emails/${id}`,
+    headers: bearer(org.fullKey),
+    payload: {},
+  });
+  assert.deepEqual([missing.statusCode, missing.json().name], [400, 'missing_required_field']);
+});
+
+test('the worker delivers: each recipient delivered, last_event delivered, the .eml carries the Message-ID', async () => {
+  await startWorker();
+  const id = await sendOne({ to: ['x@example.com', 'y@example.com'], bcc: 'z@example.com' });
+  await waitFor(async () => (await timeline(id)).filter((e) => e.type === 'delivered').length === 3);
+  const email = (await read(id)).json();
+  assert.equal(email.last_event, 'delivered');
+  const delivered = (await timeline(id))
+    .filter((e) => e.type === 'delivered')
+    .map((e) => e.recipient)
+    .sort();
+  assert.deepEqual(delivered, ['x@example.com', 'y@example.com', 'z@example.com']);
+  const { readCaptured } = await import('../src/delivery/transports/capture.ts');
+  const eml = (await readCaptured(dataDir, id))!.toString();
+  assert.ok(eml.includes(`Message-ID: ${email.message_id}`), 'the captured message carries the Message-ID');
+  assert.doesNotMatch(eml, /^Bcc:/im);
+  const cancelled = await cancel(id);
+  assert.deepEqual([cancelled.statusCode, cancelled.json().name], [400, 'invalid_state']);
+});
+
+test('a scheduled message leaves within one second of scheduled_at', async () => {
+  await startWorker();
+  const at = new Date(Date.now() + 1500);
+  const id = await sendOne({ scheduled_at: at.toISOString() });
+  await waitFor(async () => (await timeline(id)).some((e) => e.type === 'delivered'), 10_000);
+  const delivered = (await timeline(id)).find((e) => e.type === 'delivered')!;
+  const lateBy = new Date(delivered.created_at).getTime() - at.getTime();
+  assert.ok(lateBy >= 0 && lateBy < 1000, `delivered ${lateBy} ms after scheduled_at`);
+});
+
+test('cancel racing the worker: either the send is prevented or the cancel is refused, never both', async () => {
+  await startWorker();
+  const outcomes = { cancelled: 0, sent: 0 };
+  for (let i = 0; i < 25; i++) {
+    const id = await sendOne({ to: `race${i}@example.com` });
+    await new Promise((resolve) => setTimeout(resolve, i % 5)); // vary who wins
+    const res = await cancel(id);
+    if (res.statusCode === 200) {
+      outcomes.cancelled += 1;
+      await new Promise((resolve) => setTimeout(resolve, 300)); // time for a wrong send to show
+      const types = (await timeline(id)).map((e) => e.type);
+      assert.ok(!types.includes('delivered'), `cancelled and delivered: ${types.join()}`);
+      const { readCaptured } = await import('../src/delivery/transports/capture.ts');
+      assert.equal(await readCaptured(dataDir, id), undefined);
+    } else {
+      assert.equal(res.json().name, 'invalid_state');
+      outcomes.sent += 1;
+      await waitFor(async () => (await timeline(id)).some((e) => e.type === 'delivered'));
+      assert.ok(!(await timeline(id)).some((e) => e.type === 'canceled'));
+    }
+  }
+  assert.equal(outcomes.cancelled + outcomes.sent, 25);
+});
+
+test('a suppressed recipient is not sent to: failed, reason suppressed; the others are delivered', async () => {
+  await startWorker();
+  await t.db.query(
+    "INSERT INTO suppressions (organization_id, address, reason) VALUES ($1, 'gone@example.com', 'hard_bounce')",
+    [org.id],
+  );
+  const id = await sendOne({ to: ['Gone@example.com', 'here@example.com'] });
+  await waitFor(async () => (await timeline(id)).filter((e) => e.type !== 'accepted').length === 2);
+  const events = await timeline(id);
+  const failed = events.find((e) => e.type === 'failed')!;
+  assert.equal(failed.recipient, 'Gone@example.com');
+  assert.deepEqual(failed.data, { reason: 'suppressed' });
+  assert.equal(events.find((e) => e.type === 'delivered')!.recipient, 'here@example.com');
+});
