@@ -2,14 +2,13 @@
 // that lets an in-flight request finish before exiting 0.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createPostgresDatabase, onPostgres } from './helpers/database.ts';
-import { MAILROOM_BIN, runCli } from './helpers/cli.ts';
+import { runCli } from './helpers/cli.ts';
+import { startServerProcess } from './helpers/server-process.ts';
 
 let env: Record<string, string>;
 let cleanup: () => Promise<void>;
@@ -35,38 +34,7 @@ after(async () => {
   await cleanup();
 });
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-interface Running {
-  child: ChildProcess;
-  base: string;
-  output: () => string;
-  exited: Promise<number | null>;
-}
-
-async function start(): Promise<Running> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [MAILROOM_BIN, 'serve'], {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: String(port), MAILROOM_LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (chunk) => (output += chunk));
-  child.stderr!.on('data', (chunk) => (output += chunk));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const deadline = Date.now() + 30_000;
-  while (!output.includes('mailroom started')) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`server did not start:\n${output}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return { child, base: `http://127.0.0.1:${port}`, output: () => output, exited };
-}
+const start = () => startServerProcess(env);
 
 test('serve: first start, credentials, health, graceful SIGTERM, second start', async () => {
   const first = await start();

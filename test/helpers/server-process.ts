@@ -1,0 +1,37 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { MAILROOM_BIN } from './cli.ts';
+
+export interface ServerProcess {
+  child: ChildProcess;
+  base: string;
+  output(): string;
+  exited: Promise<number | null>;
+}
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** `mailroom serve ARGS` in a child process with the given environment; resolves once it has started. */
+export async function startServerProcess(env: Record<string, string>, args: string[] = []): Promise<ServerProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [MAILROOM_BIN, 'serve', ...args], {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: String(port), MAILROOM_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const deadline = Date.now() + 30_000;
+  while (!output.includes('mailroom started')) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`server did not start:\n${output}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return { child, base: `http://127.0.0.1:${port}`, output: () => output, exited };
+}

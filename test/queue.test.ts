@@ -1,0 +1,90 @@
+// The job queue under several workers: each job runs once, a job added without a NOTIFY is still found
+// by polling, and a claim whose lease ran out is taken over.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { openPostgres } from '../src/platform/db/postgres.ts';
+import type { Database } from '../src/platform/db/database.ts';
+import { enqueueJob } from '../src/queue/jobs.ts';
+import { startWorker, type Job } from '../src/queue/worker.ts';
+import { startDelivery } from '../src/delivery/start-delivery.ts';
+import { createTransport } from '../src/delivery/transports/index.ts';
+import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { message, sendBatch } from './helpers/emails.ts';
+import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
+import { waitFor } from './helpers/wait.ts';
+
+let t: TestApp;
+let org: TestOrganization;
+let sink: SmtpSink;
+const log = { error: () => {}, warn: () => {} };
+
+before(async () => {
+  sink = await startSmtpSink({ starttls: false });
+  t = await buildTestApp({ MAILROOM_TRANSPORT: 'smtp', MAILROOM_SMTP_URL: sink.url, MAILROOM_WORKER_CONCURRENCY: '4' });
+  org = await createTestOrganization(t.db, t.config, 'queue');
+});
+after(async () => {
+  await t.close();
+  await sink.close();
+});
+
+/** A second connection pool to the same database stands for a second process (PGlite: one process only). */
+async function secondConnection(): Promise<{ db: Database; close(): Promise<void> }> {
+  if (t.db.kind !== 'postgres') return { db: t.db, close: async () => {} };
+  const { rows } = await t.db.query<{ db: string }>('SELECT current_database() AS db');
+  const url = new URL(process.env.DATABASE_URL!);
+  url.pathname = `/${rows[0]!.db}`;
+  const db = openPostgres(url.toString(), 5);
+  return { db, close: () => db.close() };
+}
+
+test('two workers on their own connections deliver 60 messages, each exactly once', async () => {
+  const other = await secondConnection();
+  const transports = [createTransport(t.config), createTransport(t.config)];
+  const workers = [
+    await startDelivery(t.db, t.config, transports[0]!, log),
+    await startDelivery(other.db, t.config, transports[1]!, log),
+  ];
+  try {
+    const entries = Array.from({ length: 60 }, (_, i) => message(org, { to: `w${i}@example.com` }));
+    const res = await sendBatch(t.app, org.fullKey, entries);
+    assert.equal(res.statusCode, 200);
+    await waitFor(() => sink.transactions.length >= 60, 20_000);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // a double send would show up by now
+    const received = sink.transactions.flatMap((tx) => tx.rcptTo);
+    assert.equal(received.length, 60);
+    assert.equal(new Set(received).size, 60);
+  } finally {
+    for (const worker of workers) await worker.stop();
+    for (const transport of transports) await transport.close();
+    await other.close();
+  }
+});
+
+test('a job added without any NOTIFY is found by polling; an expired lease is taken over', async () => {
+  const ran: number[] = [];
+  const handler = async (job: Job) => {
+    ran.push(job.attempts);
+    // The first claim "dies": it never answers, so its lease (1 s) runs out.
+    if (job.attempts === 1) await new Promise(() => {});
+    return { done: true as const };
+  };
+  await t.db.transaction((tx) => enqueueJob(tx, 'deliver-email', { email_id: 'none' }));
+  const first = await startWorker(
+    t.db,
+    { 'deliver-email': handler },
+    { concurrency: 1, leaseSeconds: 1, pollIntervalMs: 100, log },
+  );
+  const second = await startWorker(
+    t.db,
+    { 'deliver-email': handler },
+    { concurrency: 1, leaseSeconds: 1, pollIntervalMs: 100, log },
+  );
+  await waitFor(() => ran.length >= 2, 5000);
+  assert.deepEqual(ran.slice(0, 2), [1, 2]);
+  await waitFor(
+    async () => (await t.db.query("SELECT 1 FROM jobs WHERE payload->>'email_id' = 'none'")).rowCount === 0,
+  );
+  await second.stop();
+  void first.stop(); // its handler never returns
+});
