@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../platform/db/database.ts';
+import { fanOutSql } from '../webhooks/fan-out.ts';
+import type { EventType } from '../webhooks/event-types.ts';
 
 /** Timeline kinds (GET /emails/:id/events); the webhook event type is `email.<kind>`. */
 export type TimelineKind =
@@ -21,15 +23,31 @@ export interface TimelineEntry {
   data?: Record<string, unknown>;
 }
 
+/** The webhook event type of a timeline entry (DESIGN §2's catalog). */
+export function webhookEventType(entry: Pick<TimelineEntry, 'kind' | 'data'>): EventType {
+  if (entry.kind === 'accepted' && entry.data?.scheduled_at) return 'email.scheduled';
+  if (entry.kind === 'failed' && entry.data?.reason === 'suppressed') return 'email.suppressed';
+  return `email.${entry.kind}`;
+}
+
 /**
- * Records one happening in a message's timeline. Call it inside the transaction that makes the change it
- * records, so the two commit together. Returns the event id (the webhook's evt_<id>).
+ * Records one happening in a message's timeline, and fans it out to the organization's webhook endpoints
+ * in the same statement. Call it inside the transaction that makes the change it records, so all of it
+ * commits together. Returns the event id (the webhook's evt_<id>).
  */
 export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): Promise<string> {
   const id = randomUUID();
+  const webhookData = { ...(entry.recipient ? { recipient: entry.recipient } : {}), ...entry.data };
   await tx.query(
-    `INSERT INTO email_events (id, email_id, organization_id, type, recipient, data)
-     VALUES ($1, $2, $3, $4, $5, $6::jsonb)`,
+    `WITH event AS (
+       INSERT INTO email_events (id, email_id, organization_id, type, recipient, data)
+       VALUES ($1, $2, $3, $4, $5, $6::jsonb)
+       RETURNING id, created_at
+     ),
+     email AS (
+       SELECT jsonb_build_object('email_id', id, 'from', "from", 'to', "to", 'subject', subject, 'tags', tags) AS data
+         FROM emails WHERE id = $2
+     )${fanOutSql({ org: '$3::uuid', type: '$7::text', data: '((SELECT data FROM email) || $8::jsonb)' })}`,
     [
       id,
       entry.emailId,
@@ -37,6 +55,8 @@ export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): 
       entry.kind,
       entry.recipient ?? null,
       entry.data ? JSON.stringify(entry.data) : null,
+      webhookEventType(entry),
+      JSON.stringify(webhookData),
     ],
   );
   return id;

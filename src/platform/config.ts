@@ -147,6 +147,24 @@ const SETTING_TABLE = {
     'How long a worker holds a job it claimed. If the worker dies, the job is picked up again once this has passed; it must exceed the longest delivery attempt.',
     integer(1, 86_400),
   ),
+  webhookAllowCidrs: setting(
+    'MAILROOM_WEBHOOK_ALLOW_CIDRS',
+    undefined,
+    'Comma-separated CIDRs exempt from the refusal of private and loopback webhook hosts, e.g. `127.0.0.0/8`. For tests only; unset, every private, loopback, link-local and reserved address is refused.',
+    cidrList,
+  ),
+  webhookTimeoutMs: setting(
+    'MAILROOM_WEBHOOK_TIMEOUT_MS',
+    '10000',
+    'Time a webhook receiver has to answer one delivery attempt; past it the attempt counts as failed and is retried.',
+    integer(100, 120_000),
+  ),
+  webhookConnectionsPerEndpoint: setting(
+    'MAILROOM_WEBHOOK_CONNECTIONS_PER_ENDPOINT',
+    '4',
+    'Deliveries in flight to one webhook endpoint at a time, so a slow endpoint cannot hold up the others.',
+    integer(1, 100),
+  ),
   shutdownTimeoutMs: setting(
     'MAILROOM_SHUTDOWN_TIMEOUT_MS',
     '10000',
@@ -212,6 +230,23 @@ function secondsList(value: string | undefined, variable: string): number[] {
     throw new ConfigError(variable, `expected comma-separated whole seconds, e.g. 60,300,900; got "${value ?? ''}"`);
   }
   return items.map(Number);
+}
+
+function cidrList(value: string | undefined, variable: string): string[] {
+  if (value === undefined) return [];
+  const cidrs = value
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+  for (const cidr of cidrs) {
+    const [address, bits, extra] = cidr.split('/');
+    const ipv4 = /^\d{1,3}(\.\d{1,3}){3}$/.test(address ?? '') && Number(bits) <= 32;
+    const ipv6 = /^[0-9a-f:.]+$/i.test(address ?? '') && (address ?? '').includes(':') && Number(bits) <= 128;
+    if (extra !== undefined || bits === undefined || !/^\d+$/.test(bits) || !(ipv4 || ipv6)) {
+      throw new ConfigError(variable, `"${cidr}" is not a CIDR such as 127.0.0.0/8 or ::1/128`);
+    }
+  }
+  return cidrs;
 }
 
 function optionalUrl(protocols: string[]): Parse<string | undefined> {

@@ -1,7 +1,7 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
 
 /** Queues of background work. */
-export type QueueName = 'deliver-email';
+export type QueueName = 'deliver-email' | 'deliver-webhook';
 
 /** The channel workers LISTEN on; a NOTIFY wakes them before their next poll. */
 export const JOBS_CHANNEL = 'mailroom_jobs';

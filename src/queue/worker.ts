@@ -26,6 +26,8 @@ export interface WorkerOptions {
   /** How long a claim lasts: longer than any job can take. */
   leaseSeconds: number;
   pollIntervalMs: number;
+  /** Jobs of one group_key (a webhook endpoint) running at once, across all workers. */
+  groupLimit?: number;
   log: Pick<FastifyBaseLogger, 'error' | 'warn'>;
 }
 
@@ -59,7 +61,7 @@ export async function startWorker(
       do {
         claimAgain = false;
         while (!stopping && running < options.concurrency) {
-          const jobs = await claim(db, queues, options.concurrency - running, options.leaseSeconds);
+          const jobs = await claim(db, queues, options.concurrency - running, options.leaseSeconds, options.groupLimit);
           if (jobs.length === 0) break;
           for (const job of jobs) void run(job);
         }
@@ -76,7 +78,10 @@ export async function startWorker(
     try {
       const result = await handlers[job.queue]!(job);
       if ('done' in result) await finish(db, job);
-      else await retry(db, job, result.retryAt, result.reason);
+      else {
+        await retry(db, job, result.retryAt, result.reason);
+        wakeAt(result.retryAt);
+      }
     } catch (error) {
       // The handler failed (the database went away, a bug): try again later, backing off to 5 minutes.
       options.log.error({ err: error, jobId: job.id, queue: job.queue }, 'job failed');
@@ -87,6 +92,12 @@ export async function startWorker(
       if (running === 0) idle?.();
       void claimAndRun();
     }
+  };
+
+  // A retry due soon (webhook attempts 1, 2, 4, 8 s apart) is looked for at its time, not at the next poll.
+  const wakeAt = (at: Date) => {
+    const delay = at.getTime() - Date.now();
+    if (delay < 60_000) setTimeout(() => void claimAndRun(), Math.max(0, delay)).unref();
   };
 
   const unlisten = await db.listen(JOBS_CHANNEL, () => void claimAndRun());
@@ -104,7 +115,13 @@ export async function startWorker(
   };
 }
 
-async function claim(db: Database, queues: string[], limit: number, leaseSeconds: number): Promise<Job[]> {
+async function claim(
+  db: Database,
+  queues: string[],
+  limit: number,
+  leaseSeconds: number,
+  groupLimit = 1_000_000,
+): Promise<Job[]> {
   const { rows } = await db.query<{
     id: number;
     queue: QueueName;
@@ -112,15 +129,31 @@ async function claim(db: Database, queues: string[], limit: number, leaseSeconds
     attempts: number;
     lease_id: string;
   }>(
+    // Among the oldest due jobs, a group's n-th job qualifies only while the group's running jobs plus n
+    // stay within the group limit; the rest wait for a later claim.
     `UPDATE jobs SET locked_until = now() + make_interval(secs => $3), attempts = attempts + 1,
                      lease_id = gen_random_uuid()
-      WHERE id IN (SELECT id FROM jobs
-                    WHERE queue = ANY($1::text[]) AND run_at <= now()
-                      AND (locked_until IS NULL OR locked_until < now())
-                    ORDER BY run_at, id LIMIT $2
-                    FOR UPDATE SKIP LOCKED)
+      WHERE id IN (
+        -- The claimability test is repeated here, in the locking SELECT: PostgreSQL re-checks this WHERE
+        -- on the newest row version after waiting for a lock, so a job another worker claimed meanwhile is
+        -- skipped (the candidates below come from an older snapshot).
+        SELECT id FROM jobs
+         WHERE queue = ANY($1::text[]) AND run_at <= now() AND (locked_until IS NULL OR locked_until < now())
+           AND id IN (
+          SELECT due.id FROM (
+            SELECT id, group_key, row_number() OVER (PARTITION BY group_key ORDER BY run_at, id) AS n
+              FROM (SELECT id, group_key, run_at FROM jobs
+                     WHERE queue = ANY($1::text[]) AND run_at <= now()
+                       AND (locked_until IS NULL OR locked_until < now())
+                     ORDER BY run_at, id LIMIT 1000) oldest
+          ) due
+          WHERE due.group_key IS NULL
+             OR due.n + (SELECT count(*) FROM jobs running
+                          WHERE running.group_key = due.group_key AND running.locked_until > now()) <= $4)
+        ORDER BY run_at, id LIMIT $2
+        FOR UPDATE SKIP LOCKED)
       RETURNING id, queue, payload, attempts, lease_id`,
-    [queues, limit, leaseSeconds],
+    [queues, limit, leaseSeconds, groupLimit],
   );
   return rows.map((row) => ({
     id: Number(row.id),

@@ -1,0 +1,277 @@
+import { lookup, NODATA, NOTFOUND, Resolver } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
+import type { Config } from '../platform/config.ts';
+import { ApiError } from '../platform/http/errors.ts';
+
+// Which addresses a webhook may reach (DESIGN §2, "Webhooks"): only public unicast ones, so a customer
+// cannot point Mailroom at the operator's own network (loopback, RFC 1918, cloud metadata on
+// 169.254.169.254, CGNAT, unique-local, …). The same rules serve at registration (parseEndpointUrl) and
+// at connect time (safe-dispatcher.ts), where they judge the address the socket is about to connect to.
+// MAILROOM_WEBHOOK_ALLOW_CIDRS exempts ranges, for tests.
+
+type Address = ipaddr.IPv4 | ipaddr.IPv6;
+
+export const MAX_ENDPOINT_LENGTH = 2048;
+
+/**
+ * IPv4 ranges that are never public, listed here as well as in ipaddr.js's range() so the rule does not
+ * hang on one library's table: "this network", RFC 1918, CGNAT, loopback, link-local, IETF protocol
+ * assignments, the documentation and benchmarking nets, the 6to4 relay anycast, multicast and 240/4.
+ */
+const NON_PUBLIC_V4 = [
+  '0.0.0.0/8',
+  '10.0.0.0/8',
+  '100.64.0.0/10',
+  '127.0.0.0/8',
+  '169.254.0.0/16',
+  '172.16.0.0/12',
+  '192.0.0.0/24',
+  '192.0.2.0/24',
+  '192.88.99.0/24',
+  '192.168.0.0/16',
+  '198.18.0.0/15',
+  '198.51.100.0/24',
+  '203.0.113.0/24',
+  '224.0.0.0/4',
+  '240.0.0.0/4',
+].map((cidr) => ipaddr.IPv4.parseCIDR(cidr));
+
+/** 2000::/3, the only IPv6 space allocated for global unicast. */
+const GLOBAL_UNICAST_V6: [ipaddr.IPv6, number] = [ipaddr.IPv6.parse('2000::'), 3];
+/** RFC 6052 well-known NAT64 prefix: the last 32 bits are the IPv4 address the gateway reaches. */
+const NAT64_WELL_KNOWN: [ipaddr.IPv6, number] = [ipaddr.IPv6.parse('64:ff9b::'), 96];
+
+const RANGE_WORDS: Record<string, string> = {
+  unspecified: 'an unspecified address',
+  broadcast: 'a broadcast address',
+  multicast: 'a multicast address',
+  linkLocal: 'a link-local address',
+  loopback: 'a loopback address',
+  carrierGradeNat: 'a carrier-grade NAT address',
+  private: 'a private address',
+  uniqueLocal: 'a unique-local address',
+  reserved: 'a reserved address',
+  benchmarking: 'a benchmarking address',
+};
+
+const parsedAllowLists = new WeakMap<readonly string[], [Address, number][]>();
+
+function allowList(allowCidrs: readonly string[]): [Address, number][] {
+  let parsed = parsedAllowLists.get(allowCidrs);
+  if (parsed === undefined) {
+    parsed = [];
+    // The config already checked the shape; an entry ipaddr.js still cannot read exempts nothing.
+    for (const cidr of allowCidrs) {
+      try {
+        parsed.push(ipaddr.parseCIDR(cidr));
+      } catch {
+        // ignored: fails closed
+      }
+    }
+    parsedAllowLists.set(allowCidrs, parsed);
+  }
+  return parsed;
+}
+
+function isAllowed(address: Address, allowCidrs: readonly string[]): boolean {
+  const cidrs = allowList(allowCidrs);
+  if (cidrs.length === 0) return false;
+  // An IPv4-mapped address (::ffff:127.0.0.1) is the IPv4 address for every purpose: test both forms.
+  const v6 = address.kind() === 'ipv6' ? (address as ipaddr.IPv6) : (address as ipaddr.IPv4).toIPv4MappedAddress();
+  const v4 =
+    address.kind() === 'ipv4' ? (address as ipaddr.IPv4) : v6.isIPv4MappedAddress() ? v6.toIPv4Address() : null;
+  return cidrs.some(([network, bits]) =>
+    network.kind() === 'ipv4' ? v4 !== null && v4.match(network, bits) : v6.match(network, bits),
+  );
+}
+
+function v4Problem(address: ipaddr.IPv4): string | undefined {
+  const range = address.range();
+  if (range !== 'unicast') return RANGE_WORDS[range] ?? `a ${range} address`;
+  if (NON_PUBLIC_V4.some(([network, bits]) => address.match(network, bits))) return 'a non-public address';
+  return undefined;
+}
+
+function v6Problem(address: ipaddr.IPv6): string | undefined {
+  if (address.match(NAT64_WELL_KNOWN)) {
+    // DNS64 networks synthesise these for IPv4-only names; judge the IPv4 address the gateway would reach.
+    const [a, b] = [address.parts[6]!, address.parts[7]!];
+    const embedded = new ipaddr.IPv4([a >> 8, a & 0xff, b >> 8, b & 0xff]);
+    const problem = v4Problem(embedded);
+    return problem === undefined ? undefined : `a NAT64 address embedding ${embedded.toString()}, ${problem}`;
+  }
+  const range = address.range();
+  if (range !== 'unicast') {
+    // 6to4, Teredo, the local-use NAT64 prefix and IPv4-translated forms all tunnel or translate to an
+    // IPv4 address that may be private; none is needed to reach a real receiver, so all are refused.
+    return RANGE_WORDS[range] ?? `a ${range} address`;
+  }
+  // Outside 2000::/3 lie the IPv4-compatible ::a.b.c.d form and space the IETF never allocated.
+  if (!address.match(GLOBAL_UNICAST_V6)) return 'a reserved address';
+  return undefined;
+}
+
+/**
+ * Why a webhook may not connect to `address`, in words ("a loopback address"), or undefined when it may.
+ * `address` must be a plain IP address (as a resolver or a WHATWG URL host gives it, IPv6 without
+ * brackets); anything else is refused. IPv4-mapped IPv6 is judged as the IPv4 address it carries.
+ */
+export function forbiddenAddressReason(address: string, allowCidrs: readonly string[]): string | undefined {
+  // node:net is strict (dotted-quad IPv4 only), where ipaddr.js would also read 0x7f.1 and the like.
+  if (isIP(address) === 0) return 'not an IP address';
+  let parsed: Address;
+  try {
+    parsed = ipaddr.parse(address);
+  } catch {
+    return 'not an IP address';
+  }
+  if (isAllowed(parsed, allowCidrs)) return undefined;
+  const processed =
+    parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress() ? ipaddr.process(address) : parsed;
+  return processed.kind() === 'ipv4' ? v4Problem(processed as ipaddr.IPv4) : v6Problem(processed as ipaddr.IPv6);
+}
+
+/** True when a webhook must not connect to `address` (see forbiddenAddressReason). */
+export function isForbiddenAddress(address: string, allowCidrs: readonly string[]): boolean {
+  return forbiddenAddressReason(address, allowCidrs) !== undefined;
+}
+
+/** `localhost` and `*.localhost` (RFC 6761): local by definition, refused without a look-up. */
+export function isLocalhostName(hostname: string): boolean {
+  const name = hostname.toLowerCase().replace(/\.+$/, '');
+  return name === 'localhost' || name.endsWith('.localhost');
+}
+
+export interface ResolvedAddress {
+  address: string;
+  family: 4 | 6;
+}
+
+/** A host name that gave no address: `notFound` when DNS says it has none, else the look-up failed. */
+export class HostResolutionError extends Error {
+  readonly code = 'ERR_WEBHOOK_HOST_RESOLUTION';
+  readonly hostname: string;
+  readonly notFound: boolean;
+  constructor(hostname: string, notFound: boolean, detail: string) {
+    super(notFound ? `${hostname} does not resolve` : `${hostname} could not be resolved (${detail})`);
+    this.name = 'HostResolutionError';
+    this.hostname = hostname;
+    this.notFound = notFound;
+  }
+}
+
+const ABSENT = new Set<string>([NOTFOUND, NODATA]);
+
+export type HostResolver = (hostname: string) => Promise<ResolvedAddress[]>;
+
+/**
+ * Every address of a host name, IPv4 first: through MAILROOM_DNS_SERVERS (A and AAAA, c-ares) when set,
+ * else the system's resolver (getaddrinfo, so /etc/hosts counts), within MAILROOM_DNS_TIMEOUT_MS.
+ * Registration and delivery share it, so both judge the same answers. Throws HostResolutionError when
+ * no address comes back, and also when one family's look-up failed (its addresses are unknown).
+ */
+export function createHostResolver(config: Config): HostResolver {
+  if (config.dnsServers.length === 0) {
+    return async (hostname) => {
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new HostResolutionError(hostname, false, 'timed out')), config.dnsTimeoutMs);
+      });
+      try {
+        const answers = await Promise.race([lookup(hostname, { all: true, order: 'ipv4first' }), timeout]);
+        const addresses = answers
+          .filter((answer) => answer.family === 4 || answer.family === 6)
+          .map(({ address, family }) => ({ address, family: family as 4 | 6 }));
+        if (addresses.length === 0) throw new HostResolutionError(hostname, true, NOTFOUND);
+        return addresses;
+      } catch (error) {
+        if (error instanceof HostResolutionError) throw error;
+        const code = (error as NodeJS.ErrnoException).code ?? 'error';
+        throw new HostResolutionError(hostname, code === 'ENOTFOUND' || code === NODATA, code);
+      } finally {
+        clearTimeout(timer);
+      }
+    };
+  }
+  const resolver = new Resolver({ timeout: config.dnsTimeoutMs, tries: 1 });
+  resolver.setServers(config.dnsServers);
+  return async (hostname) => {
+    const [v4, v6] = await Promise.allSettled([resolver.resolve4(hostname), resolver.resolve6(hostname)]);
+    const addresses: ResolvedAddress[] = [];
+    const failures: string[] = [];
+    for (const [result, family] of [
+      [v4, 4],
+      [v6, 6],
+    ] as const) {
+      if (result.status === 'fulfilled') addresses.push(...result.value.map((address) => ({ address, family })));
+      else {
+        const code = (result.reason as NodeJS.ErrnoException).code ?? 'error';
+        if (!ABSENT.has(code)) failures.push(`${family === 4 ? 'A' : 'AAAA'}: ${code}`);
+      }
+    }
+    if (failures.length > 0) throw new HostResolutionError(hostname, false, failures.join(', '));
+    if (addresses.length === 0) throw new HostResolutionError(hostname, true, NOTFOUND);
+    return addresses;
+  };
+}
+
+function refuse(message: string): ApiError {
+  return new ApiError('invalid_webhook_endpoint', message, 'endpoint');
+}
+
+/**
+ * Checks a webhook endpoint given at registration and returns it parsed. Refused (400
+ * invalid_webhook_endpoint, field endpoint, saying why): not a URL, over 2048 characters, whitespace or
+ * control characters, a scheme other than http/https, credentials, no host, a host that is a forbidden
+ * IP address in any spelling (WHATWG URL turns 2130706433, 0177.0.0.1, 0x7f.1 and 127.1 into dotted
+ * IPv4 first), `localhost` names, and a name that does not resolve or has any forbidden address.
+ */
+export async function parseEndpointUrl(raw: string, config: Config): Promise<URL> {
+  if (typeof raw !== 'string' || raw === '') throw refuse('endpoint must be a non-empty URL');
+  if (raw.length > MAX_ENDPOINT_LENGTH) throw refuse(`endpoint is longer than ${MAX_ENDPOINT_LENGTH} characters`);
+  // The URL parser would silently drop tabs and newlines and trim spaces: refuse them instead.
+  // eslint-disable-next-line no-control-regex
+  if (/[\s\u0000-\u001f\u007f]/.test(raw)) throw refuse('endpoint must not contain whitespace or control characters');
+  const url = URL.parse(raw);
+  if (url === null) throw refuse('endpoint is not a valid URL');
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw refuse(`endpoint must be an http or https URL, not ${url.protocol}`);
+  }
+  if (url.username !== '' || url.password !== '')
+    throw refuse('endpoint must not contain credentials (user:password@)');
+  if (url.hostname === '') throw refuse('endpoint has no host');
+
+  const allow = config.webhookAllowCidrs;
+  const literal = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  if (isIP(literal) !== 0) {
+    const problem = forbiddenAddressReason(literal, allow);
+    if (problem !== undefined)
+      throw refuse(`endpoint host ${url.hostname} is ${problem}; webhooks must reach a public address`);
+    return url;
+  }
+  if (isLocalhostName(url.hostname)) {
+    throw refuse(`endpoint host ${url.hostname} is a local name; webhooks must reach a public address`);
+  }
+
+  let addresses: ResolvedAddress[];
+  try {
+    addresses = await createHostResolver(config)(url.hostname);
+  } catch (error) {
+    if (!(error instanceof HostResolutionError)) throw error;
+    throw refuse(
+      error.notFound
+        ? `endpoint host ${url.hostname} does not resolve to any address`
+        : `endpoint host ${url.hostname} could not be resolved; try again (${error.message})`,
+    );
+  }
+  for (const { address } of addresses) {
+    const problem = forbiddenAddressReason(address, allow);
+    if (problem !== undefined) {
+      throw refuse(
+        `endpoint host ${url.hostname} resolves to ${address}, ${problem}; webhooks must reach a public address`,
+      );
+    }
+  }
+  return url;
+}
