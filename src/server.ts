@@ -6,6 +6,7 @@ import { buildApp } from './platform/http/app.ts';
 import { bootstrapDevOrganization } from './tenancy/dev-bootstrap.ts';
 import { startDelivery } from './delivery/start-delivery.ts';
 import { createTransport } from './delivery/transports/index.ts';
+import { startWebhookDelivery } from './webhooks/start-webhooks.ts';
 import type { Worker } from './queue/worker.ts';
 
 export type Role = 'all' | 'api' | 'worker';
@@ -24,6 +25,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
   let worker: Worker | undefined;
   const transport = role === 'api' ? undefined : createTransport(config);
   if (transport) worker = await startDelivery(db, config, transport, app.log);
+  const webhooks = role === 'api' ? undefined : await startWebhookDelivery(db, config, app.log);
   app.log.info({ role, database: db.kind, transport: transport?.name }, 'mailroom started');
 
   let stopping = false;
@@ -38,6 +40,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     deadline.unref();
     await app.close(); // stops accepting, waits for in-flight requests
     await worker?.stop(); // claims nothing more, lets the messages being sent finish
+    await webhooks?.close();
     await transport?.close();
     await db.close();
     clearTimeout(deadline);

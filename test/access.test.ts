@@ -58,6 +58,25 @@ const emailFixture = async (t: TestApp, org: TestOrganization) => {
   return res.json().id as string;
 };
 
+/** A webhook endpoint on loopback (allowed by the test's MAILROOM_WEBHOOK_ALLOW_CIDRS), and one delivery of it. */
+const webhookFixture = async (t: TestApp, org: TestOrganization) => {
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/webhooks',
+    headers: bearer(org.fullKey),
+    payload: { endpoint: 'http://127.0.0.1:9/hook', events: [] },
+  });
+  return res.json().id as string;
+};
+const deliveryFixture = async (t: TestApp, org: TestOrganization) => {
+  const endpoint = await webhookFixture(t, org);
+  await t.app.inject({ method: 'POST', url: '/emails', headers: bearer(org.fullKey), payload: message(org) });
+  const { rows } = await t.db.query<{ id: string }>('SELECT id FROM webhook_deliveries WHERE endpoint_id = $1', [
+    endpoint,
+  ]);
+  return `${endpoint}/deliveries/${rows[0]!.id}`;
+};
+
 export const ROUTES: Row[] = [
   { method: 'GET', url: '/healthz', access: 'public', ok: 200 },
   { method: 'GET', url: '/readyz', access: 'public', ok: 200 },
@@ -115,6 +134,21 @@ export const ROUTES: Row[] = [
     body: () => ({ scheduled_at: new Date(Date.now() + 7200_000).toISOString() }),
     fixture: emailFixture,
   },
+  { method: 'POST', url: '/webhooks', access: 'full', ok: 201, body: () => ({ endpoint: 'http://127.0.0.1:9/hook' }) },
+  { method: 'GET', url: '/webhooks', access: 'session', ok: 200 },
+  { method: 'GET', url: '/webhooks/:own', access: 'session', ok: 200, fixture: webhookFixture },
+  {
+    method: 'PATCH',
+    url: '/webhooks/:own',
+    access: 'session',
+    ok: 200,
+    body: () => ({ enabled: false }),
+    fixture: webhookFixture,
+  },
+  { method: 'DELETE', url: '/webhooks/:own', access: 'session', ok: 200, fixture: webhookFixture },
+  { method: 'POST', url: '/webhooks/:own/signing-secret/rotate', access: 'session', ok: 200, fixture: webhookFixture },
+  { method: 'GET', url: '/webhooks/:own/deliveries', access: 'session', ok: 200, fixture: webhookFixture },
+  { method: 'POST', url: '/webhooks/:own/replay', access: 'session', ok: 200, fixture: deliveryFixture },
 ];
 
 // Who calls, and for each access level what they get: a status and an error name.
@@ -144,7 +178,11 @@ describe('access to every route', () => {
 
   before(async () => {
     // Fast DNS failure: verify is called with nothing published.
-    t = await buildTestApp({ MAILROOM_DNS_SERVERS: '127.0.0.1:9', MAILROOM_DNS_TIMEOUT_MS: '200' });
+    t = await buildTestApp({
+      MAILROOM_DNS_SERVERS: '127.0.0.1:9',
+      MAILROOM_DNS_TIMEOUT_MS: '200',
+      MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8',
+    });
     orgs = {
       a: await createTestOrganization(t.db, t.config, 'a'),
       b: await createTestOrganization(t.db, t.config, 'b'),
@@ -200,7 +238,8 @@ describe('access to every route', () => {
     if (route.fixture) {
       test(`${route.method} ${route.url} with another organization's id is 404`, async () => {
         const othersId = await route.fixture!(t, orgs.b);
-        for (const caller of ['full', 'session'] as const) {
+        const allowed = (['full', 'sending', 'session'] as const).filter((c) => EXPECTED[route.access][c] === 'ok');
+        for (const caller of allowed) {
           const res = await t.app.inject({
             method: route.method,
             url: route.url.replace(':own', othersId),
@@ -215,7 +254,7 @@ describe('access to every route', () => {
         const owner = await t.app.inject({
           method: route.method,
           url: route.url.replace(':own', othersId),
-          headers: bearer(orgs.b.fullKey),
+          headers: await tokenOf(allowed[0]!, orgs.b),
         });
         assert.equal(owner.statusCode, route.ok, owner.body);
       });
@@ -223,7 +262,12 @@ describe('access to every route', () => {
   }
 
   test('every route of the app has a row in this table', () => {
-    const declared = new Set(ROUTES.map((r) => `${r.method} ${r.url.replace(':own', ':id')} ${r.access}`));
+    const declared = new Set(
+      ROUTES.map(
+        (r) =>
+          `${r.method} ${r.url.replace(':own/replay', ':id/deliveries/:delivery_id/replay').replace(':own', ':id')} ${r.access}`,
+      ),
+    );
     const registered = t.app.routeList.map((r) => `${r.method} ${r.url} ${r.access}`);
     const missing = registered.filter((route) => !declared.has(route));
     assert.deepEqual(missing, [], 'routes without a row (or with another access) in test/access.test.ts');

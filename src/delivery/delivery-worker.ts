@@ -2,6 +2,7 @@ import type { Config } from '../platform/config.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
 import type { Job, JobResult } from '../queue/worker.ts';
+import { wakeWorkers } from '../queue/jobs.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from './transport.ts';
 
 // One 'deliver-email' job: hand the message to the transport for every recipient still pending, record
@@ -61,6 +62,7 @@ export function deliveryHandler(db: Database, config: Config, transport: Transpo
       }
       return retryAt;
     });
+    wakeWorkers(db); // the outcomes queued webhook deliveries
     if (deferredUntil) return { retryAt: deferredUntil, reason: 'deferred recipients' };
     return finishIfDone(db, email.id);
   };
@@ -145,6 +147,7 @@ async function skipSuppressed(db: Database, email: EmailRow, recipients: Recipie
       });
     }
   });
+  wakeWorkers(db);
   return suppressed;
 }
 

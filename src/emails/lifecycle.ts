@@ -3,6 +3,7 @@ import { ApiError, notFound } from '../platform/http/errors.ts';
 import { wakeWorkers } from '../queue/jobs.ts';
 import { isUuid } from '../tenancy/organizations.ts';
 import { recordTimelineEntry } from './timeline.ts';
+import { emitEvent } from '../webhooks/fan-out.ts';
 
 // Cancel and reschedule act only on a message not yet handed to a transport (queued or scheduled). Each
 // takes the message's row lock with a conditional UPDATE, the lock the delivery worker takes to move it
@@ -21,6 +22,7 @@ export async function cancelEmail(db: Database, organizationId: string, id: stri
     await tx.query(`DELETE FROM jobs WHERE payload ->> 'email_id' = $1`, [id]);
     await recordTimelineEntry(tx, { emailId: id, organizationId, kind: 'canceled' });
   });
+  wakeWorkers(db);
 }
 
 export async function rescheduleEmail(db: Database, organizationId: string, id: string, at: Date): Promise<void> {
@@ -32,6 +34,7 @@ export async function rescheduleEmail(db: Database, organizationId: string, id: 
     );
     if (rowCount === 0) throw await whyNot(tx, organizationId, id, 'rescheduled');
     await tx.query(`UPDATE jobs SET run_at = $2 WHERE payload ->> 'email_id' = $1`, [id, at]);
+    await emitEvent(tx, organizationId, 'email.rescheduled', { email_id: id, scheduled_at: at.toISOString() });
   });
   wakeWorkers(db);
 }

@@ -84,13 +84,13 @@ const SETTING_TABLE = {
   dnsServers: setting(
     'MAILROOM_DNS_SERVERS',
     undefined,
-    'Comma-separated DNS servers (`ip` or `ip:port`, IPv6 as `[ip]:port`) for domain verification. Unset: the system resolver.',
+    'Comma-separated DNS servers (`ip` or `ip:port`, IPv6 as `[ip]:port`) for domain verification, MX look-ups and webhook hosts. Unset: the system resolver.',
     dnsServerList,
   ),
   dnsTimeoutMs: setting(
     'MAILROOM_DNS_TIMEOUT_MS',
     '5000',
-    'Time allowed for one DNS look-up during domain verification.',
+    'Time allowed for one DNS look-up (domain verification, MX, webhook hosts).',
     integer(100, 60_000),
   ),
   dkimSelector: setting(

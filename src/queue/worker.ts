@@ -129,29 +129,35 @@ async function claim(
     attempts: number;
     lease_id: string;
   }>(
-    // Among the oldest due jobs, a group's n-th job qualifies only while the group's running jobs plus n
-    // stay within the group limit; the rest wait for a later claim.
-    `UPDATE jobs SET locked_until = now() + make_interval(secs => $3), attempts = attempts + 1,
+    // Groups (webhook endpoints) already running their limit are left out before the window of oldest
+    // due jobs is taken, so a dead endpoint's backlog cannot fill the window and starve the others; in the
+    // window, a group's n-th job qualifies while its running jobs plus n stay within the limit.
+    // The claimability test is repeated in the locking SELECT: PostgreSQL re-checks that WHERE on the
+    // newest row version after a lock wait, so a job another worker claimed meanwhile is skipped.
+    `WITH running AS (
+       SELECT group_key, count(*) AS n FROM jobs
+        WHERE group_key IS NOT NULL AND locked_until > now() GROUP BY group_key
+     ),
+     oldest AS (
+       SELECT id, group_key, run_at FROM jobs
+        WHERE queue = ANY($1::text[]) AND run_at <= now() AND (locked_until IS NULL OR locked_until < now())
+          AND (group_key IS NULL OR group_key NOT IN (SELECT group_key FROM running WHERE n >= $4))
+        ORDER BY run_at, id LIMIT 1000
+     ),
+     due AS (
+       SELECT oldest.id, oldest.group_key,
+              row_number() OVER (PARTITION BY oldest.group_key ORDER BY oldest.run_at, oldest.id)
+                + coalesce(running.n, 0) AS slot
+         FROM oldest LEFT JOIN running ON running.group_key = oldest.group_key
+     )
+     UPDATE jobs SET locked_until = now() + make_interval(secs => $3), attempts = attempts + 1,
                      lease_id = gen_random_uuid()
       WHERE id IN (
-        -- The claimability test is repeated here, in the locking SELECT: PostgreSQL re-checks this WHERE
-        -- on the newest row version after waiting for a lock, so a job another worker claimed meanwhile is
-        -- skipped (the candidates below come from an older snapshot).
         SELECT id FROM jobs
          WHERE queue = ANY($1::text[]) AND run_at <= now() AND (locked_until IS NULL OR locked_until < now())
-           AND id IN (
-          SELECT due.id FROM (
-            SELECT id, group_key, row_number() OVER (PARTITION BY group_key ORDER BY run_at, id) AS n
-              FROM (SELECT id, group_key, run_at FROM jobs
-                     WHERE queue = ANY($1::text[]) AND run_at <= now()
-                       AND (locked_until IS NULL OR locked_until < now())
-                     ORDER BY run_at, id LIMIT 1000) oldest
-          ) due
-          WHERE due.group_key IS NULL
-             OR due.n + (SELECT count(*) FROM jobs running
-                          WHERE running.group_key = due.group_key AND running.locked_until > now()) <= $4)
-        ORDER BY run_at, id LIMIT $2
-        FOR UPDATE SKIP LOCKED)
+           AND id IN (SELECT id FROM due WHERE group_key IS NULL OR slot <= $4)
+         ORDER BY run_at, id LIMIT $2
+         FOR UPDATE SKIP LOCKED)
       RETURNING id, queue, payload, attempts, lease_id`,
     [queues, limit, leaseSeconds, groupLimit],
   );

@@ -53,6 +53,17 @@ const RANGE_WORDS: Record<string, string> = {
   uniqueLocal: 'a unique-local address',
   reserved: 'a reserved address',
   benchmarking: 'a benchmarking address',
+  ipv4Mapped: 'an IPv4-mapped address',
+  rfc6145: 'an IPv4-translated address',
+  rfc6052: 'a NAT64 address',
+  '6to4': 'a 6to4 tunnel address',
+  teredo: 'a Teredo tunnel address',
+  discard: 'a discard-only address',
+  deprecatedSiteLocal: 'a site-local address',
+  segmentRouting: 'a segment-routing address',
+  as112: 'an AS112 address',
+  as112v6: 'an AS112 address',
+  amt: 'an AMT relay address',
 };
 
 const parsedAllowLists = new WeakMap<readonly string[], [Address, number][]>();
@@ -128,7 +139,9 @@ export function forbiddenAddressReason(address: string, allowCidrs: readonly str
   }
   if (isAllowed(parsed, allowCidrs)) return undefined;
   const processed =
-    parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress() ? ipaddr.process(address) : parsed;
+    parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()
+      ? (parsed as ipaddr.IPv6).toIPv4Address()
+      : parsed;
   return processed.kind() === 'ipv4' ? v4Problem(processed as ipaddr.IPv4) : v6Problem(processed as ipaddr.IPv6);
 }
 
@@ -153,11 +166,14 @@ export class HostResolutionError extends Error {
   readonly code = 'ERR_WEBHOOK_HOST_RESOLUTION';
   readonly hostname: string;
   readonly notFound: boolean;
+  /** The resolver's error codes, e.g. "A: ETIMEOUT". */
+  readonly detail: string;
   constructor(hostname: string, notFound: boolean, detail: string) {
     super(notFound ? `${hostname} does not resolve` : `${hostname} could not be resolved (${detail})`);
     this.name = 'HostResolutionError';
     this.hostname = hostname;
     this.notFound = notFound;
+    this.detail = detail;
   }
 }
 
@@ -238,16 +254,18 @@ export async function parseEndpointUrl(raw: string, config: Config): Promise<URL
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw refuse(`endpoint must be an http or https URL, not ${url.protocol}`);
   }
-  if (url.username !== '' || url.password !== '')
+  if (url.username !== '' || url.password !== '') {
     throw refuse('endpoint must not contain credentials (user:password@)');
+  }
   if (url.hostname === '') throw refuse('endpoint has no host');
 
   const allow = config.webhookAllowCidrs;
   const literal = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
   if (isIP(literal) !== 0) {
     const problem = forbiddenAddressReason(literal, allow);
-    if (problem !== undefined)
+    if (problem !== undefined) {
       throw refuse(`endpoint host ${url.hostname} is ${problem}; webhooks must reach a public address`);
+    }
     return url;
   }
   if (isLocalhostName(url.hostname)) {
@@ -262,7 +280,7 @@ export async function parseEndpointUrl(raw: string, config: Config): Promise<URL
     throw refuse(
       error.notFound
         ? `endpoint host ${url.hostname} does not resolve to any address`
-        : `endpoint host ${url.hostname} could not be resolved; try again (${error.message})`,
+        : `endpoint host ${url.hostname} could not be resolved (${error.detail}); try again later`,
     );
   }
   for (const { address } of addresses) {

@@ -15,6 +15,7 @@ import { apiKeyRoutes } from '../../tenancy/api-key-routes.ts';
 import { domainRoutes } from '../../domains/domain-routes.ts';
 import { emailRoutes } from '../../emails/email-routes.ts';
 import { lifecycleRoutes } from '../../emails/lifecycle-routes.ts';
+import { webhookRoutes } from '../../webhooks/webhook-routes.ts';
 import { templateRoutes } from '../../templates/template-routes.ts';
 
 declare module 'fastify' {
@@ -118,5 +119,6 @@ export async function buildApp({ db, config, logger = true }: AppOptions): Promi
   await app.register(templateRoutes);
   await app.register(emailRoutes);
   await app.register(lifecycleRoutes);
+  await app.register(webhookRoutes);
   return app;
 }

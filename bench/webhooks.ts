@@ -1,0 +1,112 @@
+// Webhook benchmark: signed deliveries per second to a loopback receiver (events fanned out in the
+// database, claimed by the webhook worker, signed, POSTed, answered 200, recorded), beside raw undici
+// POSTs of the same bodies over the same number of connections, in the same run.
+//
+//   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node bench/webhooks.ts
+//
+// EVENTS (default 3000). Connections: MAILROOM_WEBHOOK_CONNECTIONS_PER_ENDPOINT's default, 4, for both.
+import { createServer } from 'node:http';
+import { Pool } from 'undici';
+import { loadConfig } from '../src/platform/config.ts';
+import { openPostgres } from '../src/platform/db/postgres.ts';
+import { migrate } from '../src/platform/db/migrate.ts';
+import { emitEvent } from '../src/webhooks/fan-out.ts';
+import { createEndpoint } from '../src/webhooks/endpoints.ts';
+import { startWebhookDelivery } from '../src/webhooks/start-webhooks.ts';
+import { signatureHeader } from '../src/webhooks/signature.ts';
+import { createOrganization } from '../src/tenancy/organizations.ts';
+import { createPostgresDatabase } from '../test/helpers/database.ts';
+
+const EVENTS = Number(process.env.EVENTS ?? 3000);
+if (!process.env.DATABASE_URL) {
+  console.error('Set DATABASE_URL to a PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/postgres');
+  process.exit(2);
+}
+
+let received = 0;
+let done: (() => void) | undefined;
+const receiver = createServer((req, res) => {
+  req.resume();
+  req.on('end', () => {
+    res.end('ok');
+    if (++received >= EVENTS) done?.();
+  });
+});
+await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+const url = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook`;
+const allReceived = () => new Promise<void>((resolve) => (received >= EVENTS ? resolve() : (done = resolve)));
+
+const created = await createPostgresDatabase();
+const config = loadConfig({ DATABASE_URL: created.url, MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8' });
+const db = openPostgres(created.url, 10);
+await migrate(db);
+const org = await createOrganization(db, { name: 'bench' });
+const endpoint = await createEndpoint(db, config, org.id, { endpoint: url, events: [] });
+const data = (i: number) => ({
+  email_id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+  from: 'Shop <shop@example.test>',
+  to: ['alice@example.com'],
+  subject: 'Your receipt',
+  tags: null,
+  recipient: 'alice@example.com',
+  smtp_code: 250,
+  response: '250 2.0.0 OK',
+});
+// The events exist before the worker starts: the run measures delivery alone.
+await db.transaction(async (tx) => {
+  for (let i = 0; i < EVENTS; i++) await emitEvent(tx, org.id, 'email.delivered', data(i));
+});
+
+// 1. Mailroom.
+const log = { error: (...args: unknown[]) => console.error(...args), warn: () => {} };
+const started = performance.now();
+const worker = await startWebhookDelivery(db, config, log);
+await allReceived();
+const mailroomSeconds = (performance.now() - started) / 1000;
+await worker.close();
+const { rows } = await db.query<{ n: number }>(
+  "SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'succeeded'",
+);
+
+// 2. Raw undici: the same bodies and headers, 4 connections, 4 in flight.
+received = 0;
+const bodies = Array.from({ length: EVENTS }, (_, i) =>
+  JSON.stringify({ id: `evt_${i}`, type: 'email.delivered', created_at: new Date().toISOString(), data: data(i) }),
+);
+const pool = new Pool(new URL(url).origin, { connections: config.webhookConnectionsPerEndpoint });
+const rawStart = performance.now();
+let next = 0;
+await Promise.all(
+  Array.from({ length: config.webhookConnectionsPerEndpoint }, async () => {
+    while (next < EVENTS) {
+      const body = bodies[next++]!;
+      const res = await pool.request({
+        path: '/hook',
+        method: 'POST',
+        body,
+        headers: {
+          'content-type': 'application/json',
+          'x-service-signature': signatureHeader([endpoint.signing_secret], Math.floor(Date.now() / 1000), body),
+        },
+      });
+      await res.body.text();
+    }
+  }),
+);
+await allReceived();
+const rawSeconds = (performance.now() - rawStart) / 1000;
+await pool.close();
+receiver.close();
+await db.close();
+await created.drop();
+
+const mailroomRate = EVENTS / mailroomSeconds;
+const rawRate = EVENTS / rawSeconds;
+console.log(
+  `${EVENTS} events to one loopback endpoint, ${config.webhookConnectionsPerEndpoint} connections, PostgreSQL`,
+);
+console.log(
+  `Mailroom signed deliveries ${mailroomRate.toFixed(0).padStart(6)} /s  (${mailroomSeconds.toFixed(2)} s; ${rows[0]!.n} recorded as succeeded)`,
+);
+console.log(`raw undici POSTs           ${rawRate.toFixed(0).padStart(6)} /s  (${rawSeconds.toFixed(2)} s)`);
+console.log(`ratio (Mailroom / raw): ${(mailroomRate / rawRate).toFixed(3)}`);

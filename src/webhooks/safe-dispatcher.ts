@@ -1,0 +1,237 @@
+import type { LookupAddress, LookupOptions } from 'node:dns';
+import { isIP, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { Agent, buildConnector, request, type Dispatcher } from 'undici';
+import type { Config } from '../platform/config.ts';
+import { createHostResolver, forbiddenAddressReason, HostResolutionError } from './endpoint-address.ts';
+
+// The HTTP client of webhook deliveries (DESIGN §2, "Webhooks" and "Delivery attempts"). The endpoint was
+// checked at registration, but its DNS may change since: so every new connection is checked again at
+// connect time, on the very addresses the socket will use. The connector's `lookup` resolves the name
+// once and refuses when any answer is forbidden; net.connect connects only to what that lookup returned,
+// so there is no second look-up to race. IP-literal hosts skip `lookup` inside net.connect and are
+// checked before connecting; the remote address of every connected socket is checked once more.
+// Redirects are never followed (undici's request does not; no redirect interceptor is composed here):
+// a 3xx is just a non-2xx answer, which the delivery rules fail at once.
+
+export const BODY_PREFIX_BYTES = 1024;
+
+/** Why an attempt got no HTTP answer, for the attempt log. */
+export type WebhookFailureReason =
+  | 'forbidden_address' // the host is, or resolves to, an address webhooks may not reach
+  | 'dns_failed' // the host name did not resolve, or its look-up failed
+  | 'timeout' // no connection, or no complete answer head, within MAILROOM_WEBHOOK_TIMEOUT_MS
+  | 'connection_failed' // refused, reset, unreachable, closed before answering
+  | 'tls_failed' // TLS handshake or certificate check failed
+  | 'protocol_error' // the answer was not valid HTTP
+  | 'invalid_request' // the URL or headers given cannot be sent
+  | 'aborted'; // the caller's signal aborted the attempt
+
+/** Raised inside the connector when the address about to be connected to is forbidden. */
+export class ForbiddenAddressError extends Error {
+  readonly code = 'ERR_WEBHOOK_FORBIDDEN_ADDRESS';
+  readonly address: string;
+  constructor(host: string, address: string, problem: string) {
+    super(host === address ? `${address} is ${problem}` : `${host} resolves to ${address}, ${problem}`);
+    this.name = 'ForbiddenAddressError';
+    this.address = address;
+  }
+}
+
+type LookupCallback = (error: Error | null, address: string | LookupAddress[], family?: number) => void;
+
+/** The attempt deadline (MAILROOM_WEBHOOK_TIMEOUT_MS) of each dispatcher made here, for postJson. */
+const attemptTimeouts = new WeakMap<Dispatcher, number>();
+
+export interface SafeDispatcherOptions {
+  /** Connections kept to one origin at a time; default MAILROOM_WEBHOOK_CONNECTIONS_PER_ENDPOINT. */
+  connectionsPerOrigin?: number;
+}
+
+export function createSafeDispatcher(config: Config, options: SafeDispatcherOptions = {}): Dispatcher {
+  const allow = config.webhookAllowCidrs;
+  const resolveHost = createHostResolver(config);
+
+  const lookup = (hostname: string, lookupOptions: LookupOptions, callback: LookupCallback): void => {
+    resolveHost(hostname)
+      .then((addresses) => {
+        // Any forbidden answer refuses the whole name, as at registration: the answers are the candidates
+        // the socket would try, and a name that mixes public and private addresses is not a receiver.
+        for (const { address } of addresses) {
+          const problem = forbiddenAddressReason(address, allow);
+          if (problem !== undefined) throw new ForbiddenAddressError(hostname, address, problem);
+        }
+        const family = lookupOptions.family === 'IPv4' ? 4 : lookupOptions.family === 'IPv6' ? 6 : lookupOptions.family;
+        const usable = family === 4 || family === 6 ? addresses.filter((a) => a.family === family) : addresses;
+        if (usable.length === 0) throw new HostResolutionError(hostname, true, `no IPv${family} address`);
+        return usable;
+      })
+      .then(
+        (usable) =>
+          lookupOptions.all ? callback(null, usable) : callback(null, usable[0]!.address, usable[0]!.family),
+        (error: Error) => callback(error, ''),
+      );
+  };
+
+  const connectTo = buildConnector({ timeout: config.webhookTimeoutMs, lookup });
+  const connect: buildConnector.connector = (connectOptions, callback) => {
+    const host = connectOptions.hostname.replace(/^\[(.*)\]$/, '$1');
+    if (isIP(host) !== 0) {
+      // net.connect does not call `lookup` for an IP address: check it here, before any socket exists.
+      const problem = forbiddenAddressReason(host, allow);
+      if (problem !== undefined) return callback(new ForbiddenAddressError(host, host, problem), null);
+    }
+    connectTo(connectOptions, (error, socket) => {
+      if (error !== null) return callback(error, null);
+      // Belt and braces: the address the socket did connect to passes the same rule.
+      const remote = (socket as Socket).remoteAddress ?? '(unknown)';
+      const problem = forbiddenAddressReason(remote, allow);
+      if (problem !== undefined) {
+        socket.destroy();
+        return callback(new ForbiddenAddressError(host, remote, problem), null);
+      }
+      callback(null, socket);
+    });
+  };
+
+  const agent = new Agent({
+    connect,
+    connections: options.connectionsPerOrigin ?? config.webhookConnectionsPerEndpoint,
+    headersTimeout: config.webhookTimeoutMs,
+    bodyTimeout: config.webhookTimeoutMs,
+  });
+  attemptTimeouts.set(agent, config.webhookTimeoutMs);
+  return agent;
+}
+
+/** An HTTP answer, whatever its status. */
+export interface PostJsonAnswer {
+  status: number;
+  /** The first 1 KiB of the answer, as UTF-8 (an incomplete last character dropped). */
+  body: string;
+  durationMs: number;
+}
+
+/** No HTTP answer: why, for the attempt log (the delivery rules retry transport failures). */
+export interface PostJsonFailure {
+  reason: WebhookFailureReason;
+  /** Detail for humans, e.g. "hooks.example.com resolves to 10.0.0.1, a private address". */
+  message: string;
+  durationMs: number;
+}
+
+export type PostJsonResult = PostJsonAnswer | PostJsonFailure;
+
+export interface PostJsonOptions {
+  /** Deadline of the whole attempt; default the dispatcher's MAILROOM_WEBHOOK_TIMEOUT_MS. */
+  timeoutMs?: number;
+  /** Aborts the attempt (reason 'aborted'), e.g. on shutdown. */
+  signal?: AbortSignal;
+}
+
+/**
+ * POSTs `body` (JSON; content-type added unless given) and never throws. An HTTP answer of any status
+ * gives { status, body, durationMs } (a 3xx is returned, not followed); no answer gives
+ * { reason, message, durationMs }: forbidden address, DNS, timeout, connection, TLS or protocol failure.
+ * Only the first 1 KiB of the answer is read; the rest is dropped unread. Once the status has arrived the
+ * attempt has its answer: a body that then stalls or breaks off gives what had arrived.
+ */
+export async function postJson(
+  dispatcher: Dispatcher,
+  url: string | URL,
+  body: string,
+  headers: Record<string, string> = {},
+  options: PostJsonOptions = {},
+): Promise<PostJsonResult> {
+  const started = performance.now();
+  const elapsed = () => Math.round(performance.now() - started);
+
+  const target = URL.parse(String(url));
+  if (target === null || (target.protocol !== 'http:' && target.protocol !== 'https:')) {
+    return { reason: 'invalid_request', message: `not an http or https URL: ${String(url)}`, durationMs: elapsed() };
+  }
+  const timeoutMs = options.timeoutMs ?? attemptTimeouts.get(dispatcher);
+  const deadline = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
+  const signals = [deadline, options.signal].filter((signal) => signal !== undefined);
+  const signal = signals.length === 0 ? undefined : AbortSignal.any(signals);
+  const hasContentType = Object.keys(headers).some((name) => name.toLowerCase() === 'content-type');
+
+  let response: Dispatcher.ResponseData;
+  try {
+    response = await request(target, {
+      dispatcher,
+      method: 'POST',
+      headers: hasContentType ? headers : { 'content-type': 'application/json', ...headers },
+      body,
+      signal,
+    });
+  } catch (error) {
+    const reason: WebhookFailureReason = deadline?.aborted
+      ? 'timeout'
+      : options.signal?.aborted
+        ? 'aborted'
+        : reasonOf(error);
+    const message = reason === 'timeout' && deadline?.aborted ? `no answer within ${timeoutMs} ms` : describe(error);
+    return { reason, message, durationMs: elapsed() };
+  }
+  const { bytes, truncated } = await readPrefix(response.body, BODY_PREFIX_BYTES);
+  return {
+    status: response.statusCode,
+    body: new TextDecoder().decode(bytes, { stream: truncated }),
+    durationMs: elapsed(),
+  };
+}
+
+async function readPrefix(
+  body: Dispatcher.ResponseData['body'],
+  limit: number,
+): Promise<{ bytes: Buffer; truncated: boolean }> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      chunks.push(chunk);
+      size += chunk.length;
+      // Leaving the loop destroys the body: the rest is never read nor buffered.
+      if (size > limit) break;
+    }
+  } catch {
+    // The answer broke off or the deadline passed mid-body: keep what had arrived.
+  }
+  return { bytes: Buffer.concat(chunks).subarray(0, limit), truncated: size > limit };
+}
+
+const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|EPROTO$)/;
+const TIMEOUT_CODES = new Set([
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'ETIMEDOUT',
+]);
+const PROTOCOL_CODES = new Set([
+  'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
+  'UND_ERR_RES_EXCEEDED_MAX_SIZE',
+  'UND_ERR_INFO',
+  'UND_ERR_NOT_SUPPORTED',
+]);
+
+/** The reason of a transport error: the first cause in the chain with a code we know. */
+function reasonOf(error: unknown): WebhookFailureReason {
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    if (current instanceof ForbiddenAddressError) return 'forbidden_address';
+    if (current instanceof HostResolutionError) return 'dns_failed';
+    const code = (current as NodeJS.ErrnoException).code ?? '';
+    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'dns_failed';
+    if (TIMEOUT_CODES.has(code) || current.name === 'TimeoutError') return 'timeout';
+    if (TLS_CODE.test(code)) return 'tls_failed';
+    if (code.startsWith('HPE_') || PROTOCOL_CODES.has(code)) return 'protocol_error';
+    if (code === 'UND_ERR_INVALID_ARG' || code === 'ERR_INVALID_URL') return 'invalid_request';
+  }
+  return 'connection_failed';
+}
+
+function describe(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const code = (error as NodeJS.ErrnoException).code;
+  return code !== undefined && !error.message.includes(code) ? `${code}: ${error.message}` : error.message;
+}

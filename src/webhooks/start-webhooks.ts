@@ -1,0 +1,39 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../platform/config.ts';
+import type { Database } from '../platform/db/database.ts';
+import { startWorker, type Worker } from '../queue/worker.ts';
+import { createSafeDispatcher } from './safe-dispatcher.ts';
+import { webhookHandler } from './webhook-sender.ts';
+
+/** Webhook deliveries in flight per process, across all endpoints. */
+export const WEBHOOK_CONCURRENCY = 64;
+
+/**
+ * Starts this process's webhook worker: its own slots (a slow endpoint never takes email delivery's),
+ * at most MAILROOM_WEBHOOK_CONNECTIONS_PER_ENDPOINT deliveries in flight per endpoint across all workers.
+ */
+export async function startWebhookDelivery(
+  db: Database,
+  config: Config,
+  log: Pick<FastifyBaseLogger, 'error' | 'warn'>,
+): Promise<Worker & { close(): Promise<void> }> {
+  const dispatcher = createSafeDispatcher(config, { connectionsPerOrigin: config.webhookConnectionsPerEndpoint });
+  const worker = await startWorker(
+    db,
+    { 'deliver-webhook': webhookHandler(db, dispatcher) },
+    {
+      concurrency: WEBHOOK_CONCURRENCY,
+      leaseSeconds: Math.ceil(config.webhookTimeoutMs / 1000) + 30,
+      pollIntervalMs: 250,
+      groupLimit: config.webhookConnectionsPerEndpoint,
+      log,
+    },
+  );
+  return {
+    ...worker,
+    async close() {
+      await worker.stop();
+      await dispatcher.close();
+    },
+  };
+}

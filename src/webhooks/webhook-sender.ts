@@ -1,0 +1,86 @@
+import { randomUUID } from 'node:crypto';
+import type { Dispatcher } from 'undici';
+import type { Database } from '../platform/db/database.ts';
+import type { Job, JobResult } from '../queue/worker.ts';
+import { postJson } from './safe-dispatcher.ts';
+import { signatureHeader } from './signature.ts';
+
+// One 'deliver-webhook' job: one attempt at one delivery. Exactly the spec's schedule: five attempts in
+// all, the first at once and the next 1, 2, 4 and 8 s after the one before; only 5xx, 408, 429, time-outs
+// and transport failures are tried again, any other answer (3xx included: redirects are not followed)
+// fails the delivery at once. Every attempt is logged with its status, duration and the first 1 KiB of
+// the answer.
+
+export const RETRY_DELAYS_SECONDS = [1, 2, 4, 8];
+export const MAX_ATTEMPTS = RETRY_DELAYS_SECONDS.length + 1;
+
+interface DeliveryRow {
+  id: string;
+  status: string;
+  attempts: number;
+  payload: { type: string };
+  url: string;
+  signing_secret: string;
+  previous_secret: string | null;
+  previous_live: boolean;
+  enabled: boolean;
+}
+
+export const isRetryable = (status: number) => status >= 500 || status === 408 || status === 429;
+
+export function webhookHandler(db: Database, dispatcher: Dispatcher) {
+  return async (job: Job): Promise<JobResult> => {
+    const { rows } = await db.query<DeliveryRow>(
+      `SELECT d.id, d.status, d.attempts, d.payload, e.url, e.signing_secret, e.previous_secret, e.enabled,
+              coalesce(e.previous_secret_expires_at > now(), false) AS previous_live
+         FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+        WHERE d.id = $1`,
+      [String(job.payload.delivery_id)],
+    );
+    const delivery = rows[0];
+    // Deleted with its endpoint, already settled, or its endpoint disabled since: nothing to send.
+    if (!delivery || delivery.status !== 'pending' || !delivery.enabled) return { done: true };
+
+    const attempt = delivery.attempts + 1;
+    const requestId = randomUUID();
+    const body = JSON.stringify(delivery.payload);
+    const secrets = [
+      delivery.signing_secret,
+      ...(delivery.previous_live && delivery.previous_secret ? [delivery.previous_secret] : []),
+    ];
+    const headers = {
+      'content-type': 'application/json',
+      'user-agent': 'Mailroom-Webhooks/1',
+      'x-service-signature': signatureHeader(secrets, Math.floor(Date.now() / 1000), body),
+      'x-service-event-type': delivery.payload.type,
+      'x-service-delivery-id': requestId,
+    };
+    const result = await postJson(dispatcher, delivery.url, body, headers);
+
+    const answered = 'status' in result;
+    const succeeded = answered && result.status >= 200 && result.status < 300;
+    const retry = !succeeded && attempt < MAX_ATTEMPTS && (!answered || isRetryable(result.status));
+    const status = succeeded ? 'succeeded' : retry ? 'pending' : 'failed';
+    // The attempt and the delivery's new state, in one statement.
+    await db.query(
+      `WITH logged AS (
+         INSERT INTO webhook_attempts (delivery_id, attempt, request_id, status_code, duration_ms, response, error)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING
+       )
+       UPDATE webhook_deliveries SET attempts = $2, status = $8, updated_at = now() WHERE id = $1`,
+      [
+        delivery.id,
+        attempt,
+        requestId,
+        answered ? result.status : null,
+        Math.round(result.durationMs),
+        answered ? result.body : null,
+        answered ? null : `${result.reason}: ${result.message}`,
+        status,
+      ],
+    );
+    if (!retry) return { done: true };
+    const delay = RETRY_DELAYS_SECONDS[attempt - 1]!;
+    return { retryAt: new Date(Date.now() + delay * 1000), reason: answered ? `HTTP ${result.status}` : result.reason };
+  };
+}

@@ -1,0 +1,314 @@
+// Webhooks end to end: real HTTP receivers on loopback, events from real sends, signatures checked with
+// Stripe's own verifier, the exact retry schedule, deletion, rotation, replay, a slow endpoint.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import Stripe from 'stripe';
+import { startDelivery } from '../src/delivery/start-delivery.ts';
+import { createTransport } from '../src/delivery/transports/index.ts';
+import type { Transport } from '../src/delivery/transport.ts';
+import type { Worker } from '../src/queue/worker.ts';
+import { startWebhookDelivery } from '../src/webhooks/start-webhooks.ts';
+import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { message, send } from './helpers/emails.ts';
+import { waitFor } from './helpers/wait.ts';
+
+interface Received {
+  at: number;
+  headers: IncomingHttpHeaders;
+  raw: string;
+  body: { id: string; type: string; created_at: string; data: Record<string, unknown> };
+}
+
+/** A webhook receiver on loopback that answers with whatever `answer` says and records every request. */
+async function receiver(answer: (request: Received) => number | 'hang' = () => 200) {
+  const received: Received[] = [];
+  const server: Server = createServer((req, res) => {
+    let raw = '';
+    req.on('data', (chunk) => (raw += chunk));
+    req.on('end', () => {
+      const entry = { at: Date.now(), headers: req.headers, raw, body: JSON.parse(raw || '{}') };
+      received.push(entry);
+      const status = answer(entry);
+      if (status === 'hang') return;
+      res.writeHead(status, status >= 300 && status < 400 ? { location: 'http://127.0.0.1:9/elsewhere' } : {});
+      res.end(status === 200 ? 'ok' : 'x'.repeat(5000));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/hook`;
+  return {
+    url,
+    received,
+    close: () => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
+  };
+}
+
+let t: TestApp;
+let org: TestOrganization;
+let dataDir: string;
+let transport: Transport;
+let delivery: Worker;
+let webhooks: Awaited<ReturnType<typeof startWebhookDelivery>>;
+const stripe = new Stripe('sk_test_unused');
+const log = { error: () => {}, warn: () => {} };
+
+before(async () => {
+  dataDir = await mkdtemp(path.join(tmpdir(), 'mailroom-webhooks-'));
+  t = await buildTestApp({
+    MAILROOM_TRANSPORT: 'capture',
+    MAILROOM_DATA_DIR: dataDir,
+    MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8',
+    MAILROOM_WEBHOOK_TIMEOUT_MS: '1000',
+    MAILROOM_WEBHOOK_CONNECTIONS_PER_ENDPOINT: '2',
+  });
+  org = await createTestOrganization(t.db, t.config, 'hooks');
+  transport = createTransport(t.config);
+  delivery = await startDelivery(t.db, t.config, transport, log);
+  webhooks = await startWebhookDelivery(t.db, t.config, log);
+});
+after(async () => {
+  await delivery.stop();
+  await webhooks.close();
+  await transport.close();
+  await t.close();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+const register = async (endpoint: string, events: string[] = [], token = org.fullKey) => {
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/webhooks',
+    headers: bearer(token),
+    payload: { endpoint, events },
+  });
+  assert.equal(res.statusCode, 201, res.body);
+  return res.json() as { id: string; signing_secret: string };
+};
+const remove = (id: string) => t.app.inject({ method: 'DELETE', url: `/webhooks/${id}`, headers: bearer(org.session) });
+const sendOne = async () =>
+  (await send(t.app, org.fullKey, message(org, { to: 'hooked@example.com' }))).json().id as string;
+
+test('register: 201 with a signing secret shown once; listing (session only) shows no secret', async () => {
+  const created = await register('http://127.0.0.1:1/never', ['email.delivered']);
+  assert.match(created.signing_secret, /^whsec_/);
+  const one = created as unknown as Record<string, unknown>;
+  assert.equal(one.object, 'webhook');
+  assert.equal(one.status, 'enabled');
+  assert.deepEqual(one.events, ['email.delivered']);
+  const list = await t.app.inject({ method: 'GET', url: '/webhooks', headers: bearer(org.session) });
+  assert.equal(list.statusCode, 200);
+  assert.doesNotMatch(list.body, /whsec_/);
+  const byKey = await t.app.inject({ method: 'GET', url: '/webhooks', headers: bearer(org.fullKey) });
+  assert.deepEqual([byKey.statusCode, byKey.json().name], [401, 'session_required']);
+  assert.equal((await remove(created.id)).statusCode, 200);
+});
+
+test('registration refuses unknown event types and private hosts', async () => {
+  const unknown = await t.app.inject({
+    method: 'POST',
+    url: '/webhooks',
+    headers: bearer(org.fullKey),
+    payload: { endpoint: 'http://127.0.0.1:1/x', events: ['email.exploded'] },
+  });
+  assert.deepEqual(
+    [unknown.statusCode, unknown.json().name, unknown.json().field],
+    [400, 'validation_error', 'events'],
+  );
+  const strict = await buildTestApp({});
+  const o = await createTestOrganization(strict.db, strict.config);
+  const res = await strict.app.inject({
+    method: 'POST',
+    url: '/webhooks',
+    headers: bearer(o.fullKey),
+    payload: { endpoint: 'http://127.0.0.1:8080/hook', events: [] },
+  });
+  assert.deepEqual([res.statusCode, res.json().name], [400, 'invalid_webhook_endpoint']);
+  await strict.close();
+});
+
+test('events of a send arrive signed (Stripe verifies them), with the headers and body of the spec', async () => {
+  const hook = await receiver();
+  const endpoint = await register(hook.url);
+  try {
+    const id = await sendOne();
+    await waitFor(() => hook.received.some((r) => r.body.type === 'email.delivered'));
+    const timeline = (
+      await t.app.inject({ method: 'GET', url: `/emails/${id}/events`, headers: bearer(org.fullKey) })
+    ).json().data;
+    for (const request of hook.received) {
+      const event = stripe.webhooks.constructEvent(
+        request.raw,
+        String(request.headers['x-service-signature']),
+        endpoint.signing_secret,
+      );
+      assert.equal(event.id, request.body.id);
+      assert.match(String(request.headers['content-type']), /^application\/json/);
+      assert.equal(request.headers['x-service-event-type'], request.body.type);
+      assert.match(String(request.headers['x-service-delivery-id']), /^[0-9a-f-]{36}$/);
+      assert.match(String(request.headers['x-service-signature']), /^t=\d+,v1=[0-9a-f]{64}$/);
+      const entry = timeline.find((e: { id: string }) => e.id === request.body.id);
+      assert.ok(entry, 'the webhook and the timeline entry share one evt_ id');
+      assert.equal(new Date(request.body.created_at).getTime(), new Date(entry.created_at).getTime());
+      assert.equal(request.body.data.email_id, id);
+      assert.deepEqual(request.body.data.to, ['hooked@example.com']);
+    }
+    const types = hook.received.map((r) => r.body.type).sort();
+    assert.deepEqual(types, ['email.accepted', 'email.delivered']);
+    const tampered = hook.received[0]!.raw.replace('hooked', 'hacked');
+    assert.throws(() =>
+      stripe.webhooks.constructEvent(
+        tampered,
+        String(hook.received[0]!.headers['x-service-signature']),
+        endpoint.signing_secret,
+      ),
+    );
+  } finally {
+    await remove(endpoint.id);
+    await hook.close();
+  }
+});
+
+test('an endpoint gets only the types it subscribed to', async () => {
+  const hook = await receiver();
+  const endpoint = await register(hook.url, ['email.delivered']);
+  try {
+    await sendOne();
+    await waitFor(() => hook.received.length >= 1);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.deepEqual(
+      hook.received.map((r) => r.body.type),
+      ['email.delivered'],
+    );
+  } finally {
+    await remove(endpoint.id);
+    await hook.close();
+  }
+});
+
+test('a receiver answering 503: exactly 5 attempts, 1, 2, 4 and 8 s apart, each with its own delivery id', async () => {
+  const hook = await receiver(() => 503);
+  const endpoint = await register(hook.url, ['email.accepted']);
+  try {
+    await sendOne();
+    await waitFor(() => hook.received.length >= 5, 20_000, 50);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    assert.equal(hook.received.length, 5, 'no sixth attempt');
+    const gaps = hook.received.slice(1).map((r, i) => (r.at - hook.received[i]!.at) / 1000);
+    for (const [i, expected] of [1, 2, 4, 8].entries()) {
+      assert.ok(
+        Math.abs(gaps[i]! - expected) < 0.4,
+        `gap ${i + 1} was ${gaps[i]!.toFixed(3)} s, expected ${expected} s`,
+      );
+    }
+    assert.equal(new Set(hook.received.map((r) => r.headers['x-service-delivery-id'])).size, 5);
+    assert.equal(new Set(hook.received.map((r) => r.body.id)).size, 1, 'the event id stays the same');
+    const deliveries = (
+      await t.app.inject({ method: 'GET', url: `/webhooks/${endpoint.id}/deliveries`, headers: bearer(org.session) })
+    ).json().data;
+    assert.equal(deliveries[0].status, 'failed');
+    assert.equal(deliveries[0].attempts.length, 5);
+    assert.equal(deliveries[0].attempts[0].status_code, 503);
+    assert.equal(deliveries[0].attempts[0].response.length, 1024, 'the first 1 KiB of the answer is kept');
+  } finally {
+    await remove(endpoint.id);
+    await hook.close();
+  }
+});
+
+test('a 4xx (other than 408/429) or a 3xx fails at once; a 429 is retried', async () => {
+  for (const [status, attempts] of [
+    [400, 1],
+    [410, 1],
+    [302, 1],
+    [429, 2],
+  ] as const) {
+    let calls = 0;
+    const hook = await receiver(() => (++calls === 1 ? status : 200));
+    const endpoint = await register(hook.url, ['email.accepted']);
+    try {
+      await sendOne();
+      await waitFor(() => hook.received.length >= 1);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      assert.equal(hook.received.length, attempts, `answer ${status}`);
+    } finally {
+      await remove(endpoint.id);
+      await hook.close();
+    }
+  }
+});
+
+test('deleting an endpoint drops its pending deliveries', async () => {
+  const hook = await receiver(() => 503);
+  const endpoint = await register(hook.url, ['email.accepted']);
+  await sendOne();
+  await waitFor(() => hook.received.length >= 1);
+  assert.equal((await remove(endpoint.id)).statusCode, 200);
+  const left = await t.db.query(`SELECT 1 FROM jobs WHERE group_key = $1`, [endpoint.id]);
+  assert.equal(left.rowCount, 0);
+  await new Promise((resolve) => setTimeout(resolve, 2000));
+  assert.equal(hook.received.length, 1);
+  await hook.close();
+});
+
+test('a rotated secret: both secrets sign for 24 hours; replay sends the same event again', async () => {
+  const hook = await receiver();
+  const endpoint = await register(hook.url, ['email.accepted']);
+  try {
+    const rotated = (
+      await t.app.inject({
+        method: 'POST',
+        url: `/webhooks/${endpoint.id}/signing-secret/rotate`,
+        headers: bearer(org.session),
+      })
+    ).json();
+    assert.notEqual(rotated.signing_secret, endpoint.signing_secret);
+    await sendOne();
+    await waitFor(() => hook.received.length >= 1);
+    const request = hook.received[0]!;
+    const header = String(request.headers['x-service-signature']);
+    assert.match(header, /^t=\d+,v1=[0-9a-f]{64},v1=[0-9a-f]{64}$/);
+    stripe.webhooks.constructEvent(request.raw, header, rotated.signing_secret);
+    stripe.webhooks.constructEvent(request.raw, header, endpoint.signing_secret);
+
+    const deliveries = (
+      await t.app.inject({ method: 'GET', url: `/webhooks/${endpoint.id}/deliveries`, headers: bearer(org.session) })
+    ).json().data;
+    const replay = await t.app.inject({
+      method: 'POST',
+      url: `/webhooks/${endpoint.id}/deliveries/${deliveries[0].id}/replay`,
+      headers: bearer(org.session),
+    });
+    assert.equal(replay.statusCode, 200, replay.body);
+    await waitFor(() => hook.received.length >= 2);
+    assert.equal(hook.received[1]!.body.id, request.body.id);
+  } finally {
+    await remove(endpoint.id);
+    await hook.close();
+  }
+});
+
+test('a slow endpoint does not hold up another', async () => {
+  const slow = await receiver(() => 'hang');
+  const fast = await receiver();
+  const a = await register(slow.url, ['email.accepted']);
+  const b = await register(fast.url, ['email.accepted']);
+  try {
+    const started = Date.now();
+    for (let i = 0; i < 10; i++) await sendOne();
+    await waitFor(() => fast.received.length >= 10, 5000);
+    assert.ok(Date.now() - started < 3000, `the fast endpoint waited ${Date.now() - started} ms`);
+    assert.ok(
+      slow.received.length <= 2,
+      `at most 2 requests in flight to the slow endpoint, saw ${slow.received.length}`,
+    );
+  } finally {
+    await remove(a.id);
+    await remove(b.id);
+    await slow.close();
+    await fast.close();
+  }
+});
