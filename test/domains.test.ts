@@ -2,7 +2,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPublicKey } from 'node:crypto';
 import dgram from 'node:dgram';
-import dns2, { type DnsHandler } from 'dns2';
+import { startDnsServer, type DnsServer, type Zone } from './helpers/dns-server.ts';
 import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import {
   addDomain,
@@ -12,59 +12,6 @@ import {
   verifyDomain,
   type DomainView,
 } from '../src/domains/domains.ts';
-
-const { Packet } = dns2;
-// Response codes (RFC 1035 §4.1.1); dns2 has them at runtime but not in its types.
-const RCODE = { SERVFAIL: 2, NXDOMAIN: 3 };
-
-// A real DNS server on loopback whose zone the tests edit: name -> TXT records, each a list of
-// character-strings as published (long values split in 255-octet chunks), or 'servfail'.
-type Zone = Map<string, string[][] | 'servfail'>;
-
-interface DnsServer {
-  address: string;
-  close(): Promise<void>;
-}
-
-/** UDP, plus TCP on the same port for answers too long for UDP (the resolver retries over TCP then). */
-async function startDnsServer(zone: Zone): Promise<DnsServer> {
-  const handle: DnsHandler = (request, send) => {
-    const response = Packet.createResponseFromRequest(request);
-    const question = request.questions[0]!;
-    const entry = zone.get(question.name.toLowerCase()); // resolvers may randomise case (DNS 0x20)
-    if (entry === 'servfail') response.header.rcode = RCODE.SERVFAIL;
-    else if (entry === undefined) response.header.rcode = RCODE.NXDOMAIN;
-    else if (question.type === Packet.TYPE.TXT) {
-      for (const data of entry) {
-        response.answers.push(
-          Packet.createResourceFromQuestion(question, { type: Packet.TYPE.TXT, class: Packet.CLASS.IN, ttl: 60, data }),
-        );
-      }
-    }
-    send(response);
-  };
-  for (let attempt = 0; ; attempt++) {
-    const udp = dns2.createServer({ udp: true, handle });
-    const { udp: bound } = await udp.listen({ udp: { port: 0, address: '127.0.0.1' } });
-    const port = bound!.port;
-    const tcp = dns2.createServer({ tcp: true, handle });
-    const listening = await new Promise<boolean>((resolve) => {
-      tcp.once('error', () => resolve(false));
-      tcp.listen({ tcp: { port, address: '127.0.0.1' } }).then(
-        () => resolve(true),
-        () => resolve(false),
-      );
-    });
-    if (listening) {
-      return {
-        address: `127.0.0.1:${port}`,
-        close: async () => void (await Promise.all([udp.close(), tcp.close()])),
-      };
-    }
-    await udp.close();
-    if (attempt === 5) throw new Error('no port free for both UDP and TCP');
-  }
-}
 
 /** Splits a TXT value the way zone files and DNS providers do: 255-octet character-strings. */
 function chunked(value: string, size = 255): string[] {
@@ -83,6 +30,7 @@ const publicKeyOf = (domain: DomainView) => recordOf(domain, 'DKIM').value.repla
 
 describe('domains', () => {
   const zone: Zone = new Map();
+  const publishTxt = (name: string, txt: string[][]) => zone.set(name, { txt });
   let dns: DnsServer;
   let t: TestApp;
   let org: TestOrganization;
@@ -194,9 +142,9 @@ describe('domains', () => {
     const domain = await added(uniqueName('dkim'));
     const dkim = recordOf(domain, 'DKIM');
     assert.ok(dkim.value.length > 255);
-    zone.set(dkim.name, [chunked(dkim.value)]);
+    publishTxt(dkim.name, [chunked(dkim.value)]);
     // Unrelated TXT records at the apex (site verification tokens) sit beside SPF in real zones.
-    zone.set(domain.name, [['google-site-verification=abc']]);
+    publishTxt(domain.name, [['google-site-verification=abc']]);
 
     const first: DomainView = (await verify(domain.id)).json();
     assert.equal(first.status, 'verified');
@@ -210,8 +158,8 @@ describe('domains', () => {
     );
     assert.ok(await findSendingDomain(t.db, org.id, domain.name));
 
-    zone.set(domain.name, [['google-site-verification=abc'], chunked('v=spf1 include:_spf.example.net -all', 10)]);
-    zone.set(`_dmarc.${domain.name}`, [['v=DMARC1; p=reject; rua=mailto:dmarc@example.net']]);
+    publishTxt(domain.name, [['google-site-verification=abc'], chunked('v=spf1 include:_spf.example.net -all', 10)]);
+    publishTxt(`_dmarc.${domain.name}`, [['v=DMARC1; p=reject; rua=mailto:dmarc@example.net']]);
     const second: DomainView = (await verify(domain.id)).json();
     assert.deepEqual(
       second.records.map((r) => [r.record, r.status]),
@@ -227,7 +175,7 @@ describe('domains', () => {
     const domain = await added(`${'long-label-'.repeat(5)}${++sequence}.${uniqueName('tcp')}`);
     const dkim = recordOf(domain, 'DKIM');
     assert.ok(dkim.name.length + dkim.value.length > 512);
-    zone.set(dkim.name, [chunked(dkim.value)]);
+    publishTxt(dkim.name, [chunked(dkim.value)]);
     const checked: DomainView = (await verify(domain.id)).json();
     assert.equal(checked.status, 'verified');
   });
@@ -236,7 +184,7 @@ describe('domains', () => {
     const domain = await added(uniqueName('spaced'));
     const key = publicKeyOf(domain);
     const spaced = `k=rsa;  p=${key.slice(0, 100)} ${key.slice(100, 200)}\t${key.slice(200)} ;`;
-    zone.set(recordOf(domain, 'DKIM').name, [chunked(spaced)]);
+    publishTxt(recordOf(domain, 'DKIM').name, [chunked(spaced)]);
     const checked: DomainView = (await verify(domain.id)).json();
     assert.equal(checked.status, 'verified');
   });
@@ -244,9 +192,9 @@ describe('domains', () => {
   test('a DKIM record with another key, two SPF records or a malformed DMARC record fail', async () => {
     const domain = await added(uniqueName('wrong'));
     const stranger = await added(uniqueName('stranger'));
-    zone.set(recordOf(domain, 'DKIM').name, [chunked(recordOf(stranger, 'DKIM').value)]);
-    zone.set(domain.name, [['v=spf1 a -all'], ['v=spf1 mx -all']]);
-    zone.set(`_dmarc.${domain.name}`, [['v=DMARC2; p=none']]);
+    publishTxt(recordOf(domain, 'DKIM').name, [chunked(recordOf(stranger, 'DKIM').value)]);
+    publishTxt(domain.name, [['v=spf1 a -all'], ['v=spf1 mx -all']]);
+    publishTxt(`_dmarc.${domain.name}`, [['v=DMARC2; p=none']]);
     const checked: DomainView = (await verify(domain.id)).json();
     assert.equal(checked.status, 'pending');
     assert.deepEqual(
@@ -262,7 +210,7 @@ describe('domains', () => {
   test('a record whose look-up fails (SERVFAIL) is pending, not failed', async () => {
     const domain = await added(uniqueName('servfail'));
     zone.set(recordOf(domain, 'DKIM').name, 'servfail');
-    zone.set(domain.name, [['v=spf1 -all']]);
+    publishTxt(domain.name, [['v=spf1 -all']]);
     const checked: DomainView = (await verify(domain.id)).json();
     assert.equal(checked.status, 'pending');
     assert.deepEqual(
@@ -278,7 +226,7 @@ describe('domains', () => {
   test('a verified domain stays verified when a later check cannot find its records', async () => {
     const domain = await added(uniqueName('stays'));
     const dkim = recordOf(domain, 'DKIM');
-    zone.set(dkim.name, [chunked(dkim.value)]);
+    publishTxt(dkim.name, [chunked(dkim.value)]);
     assert.equal((await verify(domain.id)).json().status, 'verified');
     zone.delete(dkim.name);
     const checked: DomainView = (await verify(domain.id)).json();
@@ -419,7 +367,7 @@ describe('domains', () => {
       const mine = await addDomain(t.db, t.config, org.id, name);
       await trustDomain(t.db, org.id, mine.id);
       const theirs = await addDomain(t.db, t.config, other.id, name);
-      zone.set(recordOf(theirs, 'DKIM').name, [chunked(recordOf(theirs, 'DKIM').value)]);
+      publishTxt(recordOf(theirs, 'DKIM').name, [chunked(recordOf(theirs, 'DKIM').value)]);
       const response = await verify(theirs.id, other.fullKey);
       assert.equal(response.statusCode, 409);
       assert.equal(response.json().name, 'conflict');

@@ -312,3 +312,42 @@ test('a slow endpoint does not hold up another', async () => {
     await fast.close();
   }
 });
+
+test('domain and template changes are events too, fanned out like the email ones', async () => {
+  const hook = await receiver();
+  const endpoint = await register(hook.url, [
+    'domain.created',
+    'domain.deleted',
+    'template.created',
+    'template.deleted',
+  ]);
+  try {
+    const domain = await t.app.inject({
+      method: 'POST',
+      url: '/domains',
+      headers: bearer(org.fullKey),
+      payload: { name: 'events.example' },
+    });
+    const template = await t.app.inject({
+      method: 'POST',
+      url: '/templates',
+      headers: bearer(org.fullKey),
+      payload: { name: 'Welcome', text: 'Hi' },
+    });
+    await t.app.inject({ method: 'DELETE', url: `/templates/${template.json().id}`, headers: bearer(org.fullKey) });
+    await t.app.inject({ method: 'DELETE', url: `/domains/${domain.json().id}`, headers: bearer(org.fullKey) });
+    await sendOne(); // email events: not subscribed
+    await waitFor(() => hook.received.length >= 4);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const got = hook.received.map((r) => [r.body.type, r.body.data.name]).sort();
+    assert.deepEqual(got, [
+      ['domain.created', 'events.example'],
+      ['domain.deleted', 'events.example'],
+      ['template.created', 'Welcome'],
+      ['template.deleted', 'Welcome'],
+    ]);
+  } finally {
+    await remove(endpoint.id);
+    await hook.close();
+  }
+});

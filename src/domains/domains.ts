@@ -5,6 +5,8 @@ import { isUuid } from '../tenancy/organizations.ts';
 import { generateDkimKeyPair } from './dkim.ts';
 import { checkRecords } from './dns-verification.ts';
 import { normalizeDomainName } from './domain-name.ts';
+import { withEvent } from '../webhooks/fan-out.ts';
+import type { EventType } from '../webhooks/event-types.ts';
 import { recordsToPublish, type RecordKind, type RecordStatus, type RecordStatuses } from './domain-records.ts';
 
 // A domain is verified (allowed to send) once its DKIM key is found in DNS, or when the operator
@@ -74,10 +76,13 @@ export async function addDomain(
   const keys = await generateDkimKeyPair();
   // ON CONFLICT rather than catching the violation: a failed INSERT would abort a caller's transaction.
   const { rows } = await db.query<Domain>(
-    `INSERT INTO domains (organization_id, name, dkim_selector, dkim_private_key, dkim_public_key)
-     VALUES ($1, $2, $3, $4, $5)
-     ON CONFLICT (organization_id, name) DO NOTHING
-     RETURNING ${COLUMNS}`,
+    withEvent(
+      `INSERT INTO domains (organization_id, name, dkim_selector, dkim_private_key, dkim_public_key)
+       VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (organization_id, name) DO NOTHING
+       RETURNING ${COLUMNS}`,
+      domainEvent('$1::uuid', 'domain.created'),
+    ),
     [organizationId, domainName, config.dkimSelector, keys.privateKey, keys.publicKey],
   );
   if (rows.length === 0) throw new ApiError('conflict', `Domain ${domainName} has already been added`, 'name');
@@ -98,7 +103,13 @@ export async function getDomain(db: Queryable, organizationId: string, id: strin
 
 export async function deleteDomain(db: Queryable, organizationId: string, id: string): Promise<void> {
   const { rowCount } = isUuid(id)
-    ? await db.query('DELETE FROM domains WHERE id = $1 AND organization_id = $2', [id, organizationId])
+    ? await db.query(
+        withEvent(
+          `DELETE FROM domains WHERE id = $1 AND organization_id = $2 RETURNING ${COLUMNS}`,
+          domainEvent('$2::uuid', 'domain.deleted'),
+        ),
+        [id, organizationId],
+      )
     : { rowCount: 0 };
   if (rowCount === 0) throw notFound('Domain');
 }
@@ -108,9 +119,12 @@ export async function trustDomain(db: Queryable, organizationId: string, id: str
   const domain = await requireDomain(db, organizationId, id);
   const { rows } = await guardVerifiedName(domain.name, () =>
     db.query<Domain>(
-      `UPDATE domains SET status = 'verified', verified_at = coalesce(verified_at, now())
-        WHERE id = $1 AND organization_id = $2 AND ${NAME_FREE}
-        RETURNING ${COLUMNS}`,
+      withEvent(
+        `UPDATE domains SET status = 'verified', verified_at = coalesce(verified_at, now())
+          WHERE id = $1 AND organization_id = $2 AND ${NAME_FREE}
+          RETURNING ${COLUMNS}`,
+        domainEvent('$2::uuid', 'domain.updated'),
+      ),
       [domain.id, organizationId],
     ),
   );
@@ -132,7 +146,8 @@ export async function verifyDomain(
   const dkimFound = records.every((record) => !record.required || statuses[record.record] === 'verified');
   const { rows } = await guardVerifiedName(domain.name, () =>
     db.query<Domain>(
-      `UPDATE domains SET
+      withEvent(
+        `UPDATE domains SET
           record_status = $3::jsonb,
           last_checked_at = now(),
           status = CASE WHEN status = 'verified' OR ($4::boolean AND ${NAME_FREE}) THEN 'verified' ELSE 'pending' END,
@@ -140,6 +155,8 @@ export async function verifyDomain(
                              WHEN $4::boolean AND ${NAME_FREE} THEN now() END
         WHERE id = $1 AND organization_id = $2
         RETURNING ${COLUMNS}`,
+        domainEvent('$2::uuid', 'domain.updated'),
+      ),
       [domain.id, organizationId, JSON.stringify(statuses), dkimFound],
     ),
   );
@@ -179,6 +196,13 @@ export async function findSendingDomain(
   );
   return rows[0];
 }
+
+/** A domain.* webhook event for the changed row (its data: id, name, status). */
+const domainEvent = (org: string, type: EventType) => ({
+  org,
+  type: `'${type}'::text`,
+  data: `jsonb_build_object('id', changed.id, 'name', changed.name, 'status', changed.status)`,
+});
 
 async function requireDomain(db: Queryable, organizationId: string, id: string): Promise<Domain> {
   if (!isUuid(id)) throw notFound('Domain');

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../platform/db/database.ts';
-import { fanOutSql } from '../webhooks/fan-out.ts';
+import { fanOutCtes } from '../webhooks/fan-out.ts';
 import type { EventType } from '../webhooks/event-types.ts';
 
 /** Timeline kinds (GET /emails/:id/events); the webhook event type is `email.<kind>`. */
@@ -47,7 +47,8 @@ export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): 
      email AS (
        SELECT jsonb_build_object('email_id', id, 'from', "from", 'to', "to", 'subject', subject, 'tags', tags) AS data
          FROM emails WHERE id = $2
-     )${fanOutSql({ org: '$3::uuid', type: '$7::text', data: '((SELECT data FROM email) || $8::jsonb)' })}`,
+     )${fanOutCtes({ org: '$3::uuid', type: '$7::text', data: '((SELECT data FROM email) || $8::jsonb)' })}
+     SELECT 1`,
     [
       id,
       entry.emailId,

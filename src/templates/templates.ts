@@ -1,3 +1,5 @@
+import { withEvent } from '../webhooks/fan-out.ts';
+import type { EventType } from '../webhooks/event-types.ts';
 import Handlebars from 'handlebars';
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { ApiError, notFound } from '../platform/http/errors.ts';
@@ -90,6 +92,13 @@ const RUNTIME_OPTIONS: Handlebars.RuntimeOptions = {
   allowProtoMethodsByDefault: false,
 };
 
+/** A template.* webhook event for the changed row (its data: id, name). */
+const templateEvent = (org: string, type: EventType) => ({
+  org,
+  type: `'${type}'::text`,
+  data: `jsonb_build_object('id', changed.id, 'name', changed.name)`,
+});
+
 export async function createTemplate(
   db: Queryable,
   organizationId: string,
@@ -103,8 +112,11 @@ export async function createTemplate(
     variables: input.variables ?? [],
   });
   const { rows } = await db.query<{ id: string }>(
-    `INSERT INTO templates (organization_id, name, subject, html, text, variables)
-     VALUES ($1, $2, $3, $4, $5, $6::jsonb) RETURNING id`,
+    withEvent(
+      `INSERT INTO templates (organization_id, name, subject, html, text, variables)
+       VALUES ($1, $2, $3, $4, $5, $6::jsonb) RETURNING id, name`,
+      templateEvent('$1::uuid', 'template.created'),
+    ),
     [organizationId, fields.name, fields.subject, fields.html, fields.text, JSON.stringify(fields.variables)],
   );
   return { id: rows[0]!.id };
@@ -160,8 +172,11 @@ export async function updateTemplate(
       variables: changes.variables ?? current.variables,
     });
     await tx.query(
-      `UPDATE templates SET name = $3, subject = $4, html = $5, text = $6, variables = $7::jsonb, updated_at = now()
-        WHERE id = $1 AND organization_id = $2`,
+      withEvent(
+        `UPDATE templates SET name = $3, subject = $4, html = $5, text = $6, variables = $7::jsonb, updated_at = now()
+          WHERE id = $1 AND organization_id = $2 RETURNING id, name`,
+        templateEvent('$2::uuid', 'template.updated'),
+      ),
       [id, organizationId, fields.name, fields.subject, fields.html, fields.text, JSON.stringify(fields.variables)],
     );
     return { id };
@@ -170,7 +185,13 @@ export async function updateTemplate(
 
 export async function deleteTemplate(db: Queryable, organizationId: string, id: string): Promise<void> {
   const { rowCount } = isUuid(id)
-    ? await db.query('DELETE FROM templates WHERE id = $1 AND organization_id = $2', [id, organizationId])
+    ? await db.query(
+        withEvent(
+          'DELETE FROM templates WHERE id = $1 AND organization_id = $2 RETURNING id, name',
+          templateEvent('$2::uuid', 'template.deleted'),
+        ),
+        [id, organizationId],
+      )
     : { rowCount: 0 };
   if (rowCount === 0) throw notFound('Template');
 }
