@@ -4,6 +4,7 @@ import { recordTimelineEntry } from '../emails/timeline.ts';
 import type { Job, JobResult } from '../queue/worker.ts';
 import { wakeWorkers } from '../queue/jobs.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from './transport.ts';
+import { isBadMailbox } from './smtp-outcome.ts';
 
 // One 'deliver-email' job: hand the message to the transport for every recipient still pending, record
 // each recipient's outcome with its timeline entry, and come back later for the deferred ones.
@@ -35,6 +36,8 @@ interface EmailRow {
 interface RecipientRow {
   address: string;
   attempts: number;
+  /** On the organization's suppression list. */
+  suppressed: boolean;
 }
 
 export function deliveryHandler(db: Database, config: Config, transport: Transport) {
@@ -47,8 +50,9 @@ export function deliveryHandler(db: Database, config: Config, transport: Transpo
     if (taken instanceof Date) return { retryAt: taken, reason: 'scheduled for later' };
     const { email, recipients } = taken;
 
-    const suppressed = await skipSuppressed(db, email, recipients);
-    const pending = recipients.filter((r) => !suppressed.has(r.address.toLowerCase()));
+    const suppressed = recipients.filter((r) => r.suppressed);
+    if (suppressed.length > 0) await failSuppressed(db, email, suppressed);
+    const pending = recipients.filter((r) => !r.suppressed);
     if (pending.length === 0) return finishIfDone(db, email.id);
 
     const results = await sendOrDefer(transport, await outgoing(db, email, pending));
@@ -79,17 +83,6 @@ async function sendOrDefer(transport: Transport, message: OutgoingMessage): Prom
 }
 
 /**
- * A bounce that says the mailbox is bad (enhanced status 5.1.x, or 550/551/553 without one) adds the
- * address to the suppression list; one that refuses the content or the sender (554 at DATA, 5.7.x) does not,
- * since the recipient is not at fault.
- */
-function isBadMailbox(result: RecipientResult): boolean {
-  const enhanced = /\b5\.(\d{1,3})\.\d{1,3}\b/.exec(result.response);
-  if (enhanced) return enhanced[1] === '1';
-  return result.smtpCode === 550 || result.smtpCode === 551 || result.smtpCode === 553;
-}
-
-/**
  * Moves the message to `sending` and returns it with its pending recipients; 'finished' when there is
  * nothing to do (cancelled, done, deleted); a Date when it is scheduled later than this job ran.
  */
@@ -115,23 +108,20 @@ async function takeForSending(
       ]);
     }
     const recipients = await tx.query<RecipientRow>(
-      `SELECT address, attempts FROM email_recipients WHERE email_id = $1 AND status = 'pending' ORDER BY address`,
-      [emailId],
+      `SELECT r.address, r.attempts,
+              EXISTS (SELECT 1 FROM suppressions s
+                       WHERE s.organization_id = $2 AND s.address = lower(r.address)) AS suppressed
+         FROM email_recipients r WHERE r.email_id = $1 AND r.status = 'pending' ORDER BY r.address`,
+      [emailId, email.organization_id],
     );
     return { email, recipients: recipients.rows };
   });
 }
 
 /** Recipients on the organization's suppression list fail without being sent to. */
-async function skipSuppressed(db: Database, email: EmailRow, recipients: RecipientRow[]): Promise<Set<string>> {
-  const { rows } = await db.query<{ address: string }>(
-    'SELECT address FROM suppressions WHERE organization_id = $1 AND address = ANY($2::text[])',
-    [email.organization_id, recipients.map((r) => r.address.toLowerCase())],
-  );
-  const suppressed = new Set(rows.map((r) => r.address));
-  if (suppressed.size === 0) return suppressed;
+async function failSuppressed(db: Database, email: EmailRow, suppressed: RecipientRow[]): Promise<void> {
   await db.transaction(async (tx) => {
-    for (const recipient of recipients.filter((r) => suppressed.has(r.address.toLowerCase()))) {
+    for (const recipient of suppressed) {
       const changed = await tx.query(
         `UPDATE email_recipients SET status = 'failed', failure_reason = 'suppressed', updated_at = now()
           WHERE email_id = $1 AND address = $2 AND status = 'pending'`,
@@ -148,7 +138,6 @@ async function skipSuppressed(db: Database, email: EmailRow, recipients: Recipie
     }
   });
   wakeWorkers(db);
-  return suppressed;
 }
 
 /**
