@@ -8,6 +8,11 @@ const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
 const URL_DELIMITERS = /[\s/\\?#@:%[\]]/;
 const MAX_LENGTH = 253;
 
+/** One label of a host name (a DKIM selector is one too). */
+export function isHostLabel(label: string): boolean {
+  return LABEL.test(label);
+}
+
 /**
  * The canonical form of a domain name as stored and compared: lower case, internationalised labels as
  * punycode (bücher.example → xn--bcher-kva.example), no trailing dot. Throws validation_error otherwise.
@@ -22,7 +27,7 @@ export function normalizeDomainName(input: string): string {
   if (ascii.length > MAX_LENGTH) throw invalid(`it is longer than ${MAX_LENGTH} characters`);
   const labels = ascii.split('.');
   if (labels.length < 2) throw invalid(`"${input}" has no dot: use the full name, e.g. example.com`);
-  const bad = labels.find((label) => !LABEL.test(label));
+  const bad = labels.find((label) => !isHostLabel(label));
   if (bad !== undefined) {
     throw invalid(`"${bad}" is not a valid label (letters, digits and inner hyphens, at most 63)`);
   }

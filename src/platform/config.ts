@@ -3,6 +3,8 @@
 // how it is checked. `loadConfig` validates them all at boot and names the variable at fault;
 // docs/configuration.md documents the same table (a test keeps the two in step).
 
+import { isHostLabel, normalizeDomainName } from '../domains/domain-name.ts';
+
 export class ConfigError extends Error {
   readonly variable: string;
   constructor(variable: string, problem: string) {
@@ -265,19 +267,18 @@ function optionalUrl(protocols: string[]): Parse<string | undefined> {
   };
 }
 
-const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/i;
-
+// One definition of a domain name and of a label: the one domains are checked against.
 function domainName(value: string | undefined, variable: string): string {
-  const name = text(value, variable).toLowerCase();
-  if (name.length > 253 || !name.includes('.') || !name.split('.').every((label) => LABEL.test(label))) {
-    throw new ConfigError(variable, `"${name}" is not a domain name`);
+  try {
+    return normalizeDomainName(text(value, variable));
+  } catch (error) {
+    throw new ConfigError(variable, (error as Error).message);
   }
-  return name;
 }
 
 function dnsLabel(value: string | undefined, variable: string): string {
   const label = text(value, variable).toLowerCase();
-  if (!LABEL.test(label)) throw new ConfigError(variable, `"${label}" is not a DNS label`);
+  if (!isHostLabel(label)) throw new ConfigError(variable, `"${label}" is not a DNS label`);
   return label;
 }
 
