@@ -2,13 +2,10 @@
 // credentials it printed are used against the HTTP API on the same database.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { loadConfig } from '../src/platform/config.ts';
 import { openPGliteDirectory } from '../src/platform/db/pglite.ts';
 import { buildApp } from '../src/platform/http/app.ts';
-import { createPostgresDatabase, onPostgres } from './helpers/database.ts';
+import { databaseForProcesses, onPostgres } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import type { Database } from '../src/platform/db/database.ts';
@@ -17,15 +14,7 @@ let env: Record<string, string>;
 let cleanup: () => Promise<void>;
 
 before(async () => {
-  if (onPostgres) {
-    const created = await createPostgresDatabase();
-    env = { DATABASE_URL: created.url };
-    cleanup = created.drop;
-  } else {
-    const dir = await mkdtemp(path.join(tmpdir(), 'mailroom-cli-'));
-    env = { MAILROOM_DATA_DIR: dir };
-    cleanup = () => rm(dir, { recursive: true, force: true });
-  }
+  ({ env, cleanup } = await databaseForProcesses('cli'));
 });
 after(() => cleanup());
 

@@ -2,10 +2,7 @@
 // middle of sending; after a restart every accepted message reaches the relay.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { createPostgresDatabase, onPostgres } from './helpers/database.ts';
+import { databaseForProcesses } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 import { startServerProcess } from './helpers/server-process.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
@@ -20,15 +17,7 @@ let key: string;
 before(async () => {
   sink = await startSmtpSink({ starttls: false });
   sink.slow('data', 150); // each message takes a while, so the kill lands mid-send
-  if (onPostgres) {
-    const created = await createPostgresDatabase();
-    env = { DATABASE_URL: created.url };
-    cleanup = created.drop;
-  } else {
-    const dir = await mkdtemp(path.join(tmpdir(), 'mailroom-crash-'));
-    env = { MAILROOM_DATA_DIR: dir };
-    cleanup = () => rm(dir, { recursive: true, force: true });
-  }
+  ({ env, cleanup } = await databaseForProcesses('crash'));
   Object.assign(env, {
     MAILROOM_TRANSPORT: 'smtp',
     MAILROOM_SMTP_URL: sink.url,

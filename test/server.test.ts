@@ -3,10 +3,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { createPostgresDatabase, onPostgres } from './helpers/database.ts';
+import { databaseForProcesses, onPostgres } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 import { startServerProcess } from './helpers/server-process.ts';
 
@@ -19,15 +16,9 @@ before(async () => {
   silentDns = dgram.createSocket('udp4');
   await new Promise<void>((resolve) => silentDns.bind(0, '127.0.0.1', resolve));
   const dns = { MAILROOM_DNS_SERVERS: `127.0.0.1:${silentDns.address().port}`, MAILROOM_DNS_TIMEOUT_MS: '1500' };
-  if (onPostgres) {
-    const created = await createPostgresDatabase();
-    env = { ...dns, DATABASE_URL: created.url };
-    cleanup = created.drop;
-  } else {
-    const dir = await mkdtemp(path.join(tmpdir(), 'mailroom-serve-'));
-    env = { ...dns, MAILROOM_DATA_DIR: dir };
-    cleanup = () => rm(dir, { recursive: true, force: true });
-  }
+  const data = await databaseForProcesses('serve');
+  env = { ...dns, ...data.env };
+  cleanup = data.cleanup;
 });
 after(async () => {
   silentDns.close();

@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import pg from 'pg';
 import type { Database } from '../../src/platform/db/database.ts';
 import { migrate } from '../../src/platform/db/migrate.ts';
@@ -56,4 +59,19 @@ export async function openTestDatabase(options: { migrated?: boolean } = {}): Pr
       await created.drop();
     },
   };
+}
+
+/**
+ * Data for child processes (the CLI, `mailroom serve`): a fresh PostgreSQL database when DATABASE_URL is
+ * set, else a temporary PGlite directory. `env` points a process at it; `cleanup` removes it.
+ */
+export async function databaseForProcesses(
+  label: string,
+): Promise<{ env: Record<string, string>; cleanup(): Promise<void> }> {
+  if (onPostgres) {
+    const created = await createPostgresDatabase();
+    return { env: { DATABASE_URL: created.url }, cleanup: created.drop };
+  }
+  const dir = await mkdtemp(path.join(tmpdir(), `mailroom-${label}-`));
+  return { env: { MAILROOM_DATA_DIR: dir }, cleanup: () => rm(dir, { recursive: true, force: true }) };
 }
