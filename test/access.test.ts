@@ -18,56 +18,27 @@ interface Row {
   fixture?: (t: TestApp, org: TestOrganization) => Promise<string>;
 }
 
-const domainFixture = async (t: TestApp, org: TestOrganization) => {
-  const res = await t.app.inject({
-    method: 'POST',
-    url: '/domains',
-    headers: bearer(org.fullKey),
-    payload: { name: `d${Math.random().toString(36).slice(2)}.example.test` },
-  });
-  return res.json().id as string;
-};
-const apiKeyFixture = async (t: TestApp, org: TestOrganization) => {
-  const res = await t.app.inject({
-    method: 'POST',
-    url: '/api-keys',
-    headers: bearer(org.fullKey),
-    payload: { name: 'fixture' },
-  });
-  return res.json().id as string;
-};
+/** A fixture that creates a resource of the organization with POST and returns its id. */
+const created =
+  (url: string, payload: (org: TestOrganization) => object) =>
+  async (t: TestApp, org: TestOrganization): Promise<string> => {
+    const res = await t.app.inject({ method: 'POST', url, headers: bearer(org.fullKey), payload: payload(org) });
+    return res.json().id as string;
+  };
 
-const templateFixture = async (t: TestApp, org: TestOrganization) => {
-  const res = await t.app.inject({
-    method: 'POST',
-    url: '/templates',
-    headers: bearer(org.fullKey),
-    payload: { name: 'fixture', html: '<p>{{name}}</p>', variables: [{ key: 'name', type: 'string' }] },
-  });
-  return res.json().id as string;
-};
-
+const domainFixture = created('/domains', () => ({ name: `d${Math.random().toString(36).slice(2)}.example.test` }));
+const apiKeyFixture = created('/api-keys', () => ({ name: 'fixture' }));
+const templateFixture = created('/templates', () => ({
+  name: 'fixture',
+  html: '<p>{{name}}</p>',
+  variables: [{ key: 'name', type: 'string' }],
+}));
 /** A message scheduled an hour ahead, so that it can still be cancelled and rescheduled. */
-const emailFixture = async (t: TestApp, org: TestOrganization) => {
-  const res = await t.app.inject({
-    method: 'POST',
-    url: '/emails',
-    headers: bearer(org.fullKey),
-    payload: message(org, { scheduled_at: new Date(Date.now() + 3600_000).toISOString() }),
-  });
-  return res.json().id as string;
-};
-
+const emailFixture = created('/emails', (org) =>
+  message(org, { scheduled_at: new Date(Date.now() + 3600_000).toISOString() }),
+);
 /** A webhook endpoint on loopback (allowed by the test's MAILROOM_WEBHOOK_ALLOW_CIDRS), and one delivery of it. */
-const webhookFixture = async (t: TestApp, org: TestOrganization) => {
-  const res = await t.app.inject({
-    method: 'POST',
-    url: '/webhooks',
-    headers: bearer(org.fullKey),
-    payload: { endpoint: 'http://127.0.0.1:9/hook', events: [] },
-  });
-  return res.json().id as string;
-};
+const webhookFixture = created('/webhooks', () => ({ endpoint: 'http://127.0.0.1:9/hook', events: [] }));
 const deliveryFixture = async (t: TestApp, org: TestOrganization) => {
   const endpoint = await webhookFixture(t, org);
   await t.app.inject({ method: 'POST', url: '/emails', headers: bearer(org.fullKey), payload: message(org) });
