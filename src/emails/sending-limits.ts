@@ -32,15 +32,15 @@ const GRANTED = `least($2, floor(${REFILLED})::int)`;
 
 /** The organization's bucket as it stands, without taking anything or locking (for error answers). */
 export async function peekRateLimit(db: Queryable, organizationId: string): Promise<RateLimitState> {
-  const { rows } = await db.query<{ rate_limit: number; tokens: number | null; elapsed: number | null }>(
-    `SELECT o.rate_limit, b.tokens, extract(epoch FROM clock_timestamp() - b.refilled_at)::float8 AS elapsed
-       FROM organizations o LEFT JOIN rate_limit_buckets b ON b.organization_id = o.id
-      WHERE o.id = $1`,
+  // The same refill expression as takeRateTokens; an organization with no bucket yet has a full one.
+  const { rows } = await db.query<{ rate_limit: number; tokens: number }>(
+    `WITH org AS (SELECT id, rate_limit FROM organizations WHERE id = $1)
+     SELECT org.rate_limit, coalesce(${REFILLED}, org.rate_limit) AS tokens
+       FROM org LEFT JOIN rate_limit_buckets b ON b.organization_id = org.id`,
     [organizationId],
   );
   const row = rows[0]!;
-  const tokens = row.tokens === null ? row.rate_limit : refill(row.tokens, row.elapsed ?? 0, row.rate_limit);
-  return rateState(row.rate_limit, tokens);
+  return rateState(row.rate_limit, row.tokens);
 }
 
 // set_config(…, true) lasts to the end of the transaction, which for a statement sent on its own is that
@@ -147,10 +147,6 @@ export async function reserveQuota(
 /** Seconds until one more message may be sent. */
 export function retryAfterSeconds(state: RateLimitState): number {
   return state.remaining >= 1 ? 0 : Math.max(1, Math.ceil(1 / state.limit));
-}
-
-function refill(tokens: number, elapsedSeconds: number, rateLimit: number): number {
-  return Math.min(rateLimit, tokens + elapsedSeconds * rateLimit);
 }
 
 function rateState(limit: number, tokens: number): RateLimitState {
