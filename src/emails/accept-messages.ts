@@ -44,9 +44,13 @@ export async function acceptMessages(
       if (i < count) return { accepted: true, id: message.id };
       return { accepted: false, error: limitError(i < fitting ? 'quota' : 'rate', taken.state) };
     });
+  // Tokens taken for messages that were not accepted go back; losing a refund only costs a few tokens, so
+  // a failure here never turns a committed acceptance into an error.
+  const refund = (count: number) => refundRateTokens(db, organizationId, count).catch(() => {});
+  let answer: StoredAnswer;
   try {
     if (granted === 0) throw new NothingAccepted();
-    const answer = await db.transaction(async (tx) => {
+    answer = await db.transaction(async (tx) => {
       const candidates = messages.slice(0, granted);
       const quota = await reserveQuota(
         tx,
@@ -65,19 +69,19 @@ export async function acceptMessages(
       await quota.charge(accepted);
       return answer;
     });
-    wakeWorkers(db);
-    await refundRateTokens(db, organizationId, taken.granted - accepted);
-    return {
-      outcomes: outcomesFor(accepted, granted),
-      answer,
-      rate: stateAfterRefund(taken.state, taken.granted - accepted),
-    };
   } catch (error) {
-    await refundRateTokens(db, organizationId, taken.granted);
+    await refund(taken.granted);
     if (!(error instanceof NothingAccepted)) throw error;
     const outcomes = outcomesFor(0, granted);
     return { outcomes, answer: options.answer(outcomes), rate: stateAfterRefund(taken.state, taken.granted) };
   }
+  wakeWorkers(db);
+  await refund(taken.granted - accepted);
+  return {
+    outcomes: outcomesFor(accepted, granted),
+    answer,
+    rate: stateAfterRefund(taken.state, taken.granted - accepted),
+  };
 }
 
 function stateAfterRefund(state: RateLimitState, refunded: number): RateLimitState {
