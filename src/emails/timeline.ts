@@ -21,6 +21,12 @@ export interface TimelineEntry {
   kind: TimelineKind;
   recipient?: string;
   data?: Record<string, unknown>;
+  /**
+   * Opens, clicks (per link), bounces and complaints are kept once per recipient: with `once`, an entry
+   * that repeats one already recorded is dropped, webhook deliveries included (a unique index decides,
+   * so concurrent repeats are dropped too).
+   */
+  once?: boolean;
 }
 
 /** The webhook event type of a timeline entry (DESIGN §2's catalog). */
@@ -33,22 +39,23 @@ export function webhookEventType(entry: Pick<TimelineEntry, 'kind' | 'data'>): E
 /**
  * Records one happening in a message's timeline, and fans it out to the organization's webhook endpoints
  * in the same statement. Call it inside the transaction that makes the change it records, so all of it
- * commits together. Returns the event id (the webhook's evt_<id>).
+ * commits together. Returns the event id (the webhook's evt_<id>), or null when a `once` entry was a repeat.
  */
-export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): Promise<string> {
+export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): Promise<string | null> {
   const id = randomUUID();
   const webhookData = { ...(entry.recipient ? { recipient: entry.recipient } : {}), ...entry.data };
-  await tx.query(
+  const { rows } = await tx.query(
     `WITH event AS (
        INSERT INTO email_events (id, email_id, organization_id, type, recipient, data)
        VALUES ($1, $2, $3, $4, $5, $6::jsonb)
+       ${entry.once ? 'ON CONFLICT DO NOTHING' : ''}
        RETURNING id, created_at
      ),
      email AS (
        SELECT jsonb_build_object('email_id', id, 'from', "from", 'to', "to", 'subject', subject, 'tags', tags) AS data
          FROM emails WHERE id = $2
      )${fanOutCtes({ org: '$3::uuid', type: '$7::text', data: '((SELECT data FROM email) || $8::jsonb)' })}
-     SELECT 1`,
+     SELECT 1 FROM event`,
     [
       id,
       entry.emailId,
@@ -60,5 +67,5 @@ export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): 
       JSON.stringify(webhookData),
     ],
   );
-  return id;
+  return rows.length > 0 ? id : null;
 }

@@ -47,6 +47,12 @@ const SETTING_TABLE = {
   ),
   port: setting('PORT', '3000', 'HTTP port of the API.', integer(0, 65535)),
   host: setting('HOST', '127.0.0.1', 'Address the API listens on; `0.0.0.0` for every interface.', text),
+  publicUrl: setting(
+    'MAILROOM_PUBLIC_URL',
+    undefined,
+    'Base URL recipients reach Mailroom at, for open-tracking pixels, tracked links and unsubscribe links, e.g. `https://mail.example.com`. Unset: `http://<HOST>:<PORT>`, which only works on this machine.',
+    optionalUrl(['http:', 'https:']),
+  ),
   logLevel: setting(
     'MAILROOM_LOG_LEVEL',
     'info',
@@ -131,6 +137,18 @@ const SETTING_TABLE = {
     'Time allowed for connecting to an SMTP server and for each of its answers.',
     integer(100, 600_000),
   ),
+  returnPathDomain: setting(
+    'MAILROOM_RETURN_PATH_DOMAIN',
+    undefined,
+    'Domain of the per-message return path (VERP, `bounce-<id>-<tag>@<domain>`) that bounce reports come back to; its MX must reach the inbound listener. Unset: the return path is the From address and later bounces are not seen.',
+    optionalDomainName,
+  ),
+  inboundPort: setting(
+    'MAILROOM_INBOUND_PORT',
+    undefined,
+    'Port of the inbound SMTP listener for bounce reports (RFC 3464) and complaints (RFC 5965), on `HOST`; 25 on the Internet. Unset: no listener.',
+    optionalInteger(1, 65535),
+  ),
   deliveryRetrySchedule: setting(
     'MAILROOM_DELIVERY_RETRY_SCHEDULE',
     '60,300,900,3600,10800,21600,43200',
@@ -190,6 +208,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   return config as Config;
 }
 
+/** Where links in sent messages point: MAILROOM_PUBLIC_URL without a trailing slash. */
+export function publicBaseUrl(config: Pick<Config, 'publicUrl' | 'host' | 'port'>): string {
+  const base =
+    config.publicUrl ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`;
+  return base.replace(/\/+$/, '');
+}
+
 // Parsers. Each receives the text (or undefined for "unset") and the variable name for its errors.
 
 function text(value: string | undefined, variable: string): string {
@@ -206,6 +231,11 @@ function integer(min: number, max: number): Parse<number> {
     if (n < min || n > max) throw new ConfigError(variable, `expected a number from ${min} to ${max}, got ${n}`);
     return n;
   };
+}
+
+function optionalInteger(min: number, max: number): Parse<number | undefined> {
+  const parse = integer(min, max);
+  return (value, variable) => (value === undefined ? undefined : parse(value, variable));
 }
 
 function oneOf<T extends string>(allowed: readonly T[]): Parse<T> {
@@ -274,6 +304,10 @@ function domainName(value: string | undefined, variable: string): string {
   } catch (error) {
     throw new ConfigError(variable, (error as Error).message);
   }
+}
+
+function optionalDomainName(value: string | undefined, variable: string): string | undefined {
+  return value === undefined ? undefined : domainName(value, variable);
 }
 
 function dnsLabel(value: string | undefined, variable: string): string {

@@ -17,6 +17,13 @@ import { emailRoutes } from '../../emails/email-routes.ts';
 import { lifecycleRoutes } from '../../emails/lifecycle-routes.ts';
 import { webhookRoutes } from '../../webhooks/webhook-routes.ts';
 import { templateRoutes } from '../../templates/template-routes.ts';
+import { topicRoutes } from '../../contacts/topic-routes.ts';
+import { contactRoutes } from '../../contacts/contact-routes.ts';
+import { unsubscribeRoutes } from '../../contacts/unsubscribe-routes.ts';
+import { trackingRoutes } from '../../tracking/tracking-routes.ts';
+import { organizationRoutes } from '../../tenancy/organization-routes.ts';
+import { suppressionRoutes } from '../../suppressions/suppression-routes.ts';
+import { loadSigner, type Signer } from '../signing.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -30,6 +37,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     db: Database;
     config: Config;
+    /** Signs and checks the links Mailroom puts in messages (tracking, unsubscribe). */
+    signer: Signer;
     /** Every route as "METHOD /path" with its access, in registration order (for tests and docs). */
     routeList: Array<{ method: string; url: string; access: Access }>;
   }
@@ -65,6 +74,7 @@ export async function buildApp({ db, config, logger = true }: AppOptions): Promi
 
   app.decorate('db', db);
   app.decorate('config', config);
+  app.decorate('signer', await loadSigner(db));
   app.decorateRequest('principal', null as never);
   app.setValidatorCompiler(validatorCompiler);
   // SDKs (Resend's among them) send Content-Type: application/json on bodiless POSTs such as
@@ -120,5 +130,11 @@ export async function buildApp({ db, config, logger = true }: AppOptions): Promi
   await app.register(emailRoutes);
   await app.register(lifecycleRoutes);
   await app.register(webhookRoutes);
+  await app.register(topicRoutes);
+  await app.register(contactRoutes);
+  await app.register(unsubscribeRoutes);
+  await app.register(trackingRoutes);
+  await app.register(organizationRoutes);
+  await app.register(suppressionRoutes);
   return app;
 }
