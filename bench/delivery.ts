@@ -28,6 +28,7 @@ let received = 0;
 let onReceived: (() => void) | undefined;
 const sink = new SMTPServer({
   authOptional: true,
+  disableReverseLookup: true,
   disabledCommands: ['STARTTLS'],
   logger: false,
   onData(stream, session, callback) {

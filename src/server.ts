@@ -7,6 +7,7 @@ import { bootstrapDevOrganization } from './tenancy/dev-bootstrap.ts';
 import { startDelivery } from './delivery/start-delivery.ts';
 import { createTransport } from './delivery/transports/index.ts';
 import { startWebhookDelivery } from './webhooks/start-webhooks.ts';
+import { startInboundServer } from './inbound/inbound-server.ts';
 import type { Worker } from './queue/worker.ts';
 
 export type Role = 'all' | 'api' | 'worker';
@@ -22,11 +23,16 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
   const app = await buildApp({ db, config });
   // A worker-only process does not take the API's port, so api and worker processes can share a host.
   if (role !== 'worker') await app.listen({ port: config.port, host: config.host });
+  // Bounce reports and complaints arrive like API traffic: the listener runs beside the HTTP API.
+  const inbound =
+    role !== 'worker' && config.inboundPort !== undefined
+      ? await startInboundServer({ db, signer: app.signer, host: config.host, port: config.inboundPort, log: app.log })
+      : undefined;
   let worker: Worker | undefined;
   const transport = role === 'api' ? undefined : createTransport(config);
   if (transport) worker = await startDelivery(db, config, transport, app.log);
   const webhooks = role === 'api' ? undefined : await startWebhookDelivery(db, config, app.log);
-  app.log.info({ role, database: db.kind, transport: transport?.name }, 'mailroom started');
+  app.log.info({ role, database: db.kind, transport: transport?.name, inboundPort: inbound?.port }, 'mailroom started');
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -39,6 +45,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     }, config.shutdownTimeoutMs);
     deadline.unref();
     await app.close(); // stops accepting, waits for in-flight requests
+    await inbound?.close(); // and the SMTP sessions handing in reports
     await worker?.stop(); // claims nothing more, lets the messages being sent finish
     await webhooks?.close();
     await transport?.close();

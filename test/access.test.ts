@@ -16,6 +16,10 @@ interface Row {
   body?: (org: TestOrganization) => unknown;
   /** Makes the resource the url names, for the given organization; returns its id. */
   fixture?: (t: TestApp, org: TestOrganization) => Promise<string>;
+  /** The route as registered, when its parameter is not `:id` (`/contacts/:id_or_email`). */
+  registered?: string;
+  /** For a public route taking a signed link token: makes one (replaces `:token`). */
+  token?: (t: TestApp, org: TestOrganization) => Promise<string>;
 }
 
 /** A fixture that creates a resource of the organization with POST and returns its id. */
@@ -47,6 +51,32 @@ const deliveryFixture = async (t: TestApp, org: TestOrganization) => {
   ]);
   return `${endpoint}/deliveries/${rows[0]!.id}`;
 };
+
+const unique = () => Math.random().toString(36).slice(2);
+const topicFixture = created('/topics', () => ({ name: 'fixture', default_subscription: 'opt_in' }));
+const contactFixture = created('/contacts', () => ({ email: `c${unique()}@example.com` }));
+/** A suppression's id is its address. */
+const suppressionFixture = async (t: TestApp, org: TestOrganization) => {
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/suppressions',
+    headers: bearer(org.fullKey),
+    payload: { email: `s${unique()}@example.com` },
+  });
+  return res.json().email as string;
+};
+/** Signed links as a sent message carries them, for a message of the organization. */
+const unsubscribeToken = async (t: TestApp, org: TestOrganization) =>
+  t.app.signer.sign('unsubscribe', {
+    o: org.id,
+    a: 'someone@example.com',
+    t: await topicFixture(t, org),
+    e: await emailFixture(t, org),
+  });
+const openToken = async (t: TestApp, org: TestOrganization) =>
+  t.app.signer.sign('open', { e: await emailFixture(t, org), r: 'someone@example.com' });
+const clickToken = async (t: TestApp, org: TestOrganization) =>
+  t.app.signer.sign('click', { e: await emailFixture(t, org), r: 'someone@example.com', u: 'https://example.com/' });
 
 export const ROUTES: Row[] = [
   { method: 'GET', url: '/healthz', access: 'public', ok: 200 },
@@ -120,6 +150,50 @@ export const ROUTES: Row[] = [
   { method: 'POST', url: '/webhooks/:own/signing-secret/rotate', access: 'session', ok: 200, fixture: webhookFixture },
   { method: 'GET', url: '/webhooks/:own/deliveries', access: 'session', ok: 200, fixture: webhookFixture },
   { method: 'POST', url: '/webhooks/:own/replay', access: 'session', ok: 200, fixture: deliveryFixture },
+  {
+    method: 'POST',
+    url: '/topics',
+    access: 'full',
+    ok: 201,
+    body: () => ({ name: 'news', default_subscription: 'opt_out' }),
+  },
+  { method: 'GET', url: '/topics', access: 'full', ok: 200 },
+  { method: 'GET', url: '/topics/:own', access: 'full', ok: 200, fixture: topicFixture },
+  { method: 'PATCH', url: '/topics/:own', access: 'full', ok: 200, body: () => ({ name: 'x' }), fixture: topicFixture },
+  { method: 'DELETE', url: '/topics/:own', access: 'full', ok: 200, fixture: topicFixture },
+  { method: 'POST', url: '/contacts', access: 'full', ok: 201, body: () => ({ email: `n${unique()}@example.com` }) },
+  { method: 'GET', url: '/contacts', access: 'full', ok: 200 },
+  ...(['GET', 'PATCH', 'DELETE'] as const).map((method): Row => ({
+    method,
+    url: '/contacts/:own',
+    registered: '/contacts/:id_or_email',
+    access: 'full',
+    ok: 200,
+    ...(method === 'PATCH' ? { body: () => ({ first_name: 'x' }) } : {}),
+    fixture: contactFixture,
+  })),
+  { method: 'GET', url: '/unsubscribe/:token', access: 'public', ok: 200, token: unsubscribeToken },
+  { method: 'POST', url: '/unsubscribe/:token', access: 'public', ok: 200, token: unsubscribeToken },
+  { method: 'GET', url: '/t/o/:token', access: 'public', ok: 200, token: openToken },
+  { method: 'GET', url: '/t/c/:token', access: 'public', ok: 302, token: clickToken },
+  { method: 'GET', url: '/organization', access: 'full', ok: 200 },
+  { method: 'PATCH', url: '/organization', access: 'full', ok: 200, body: () => ({ open_tracking: true }) },
+  { method: 'GET', url: '/suppressions', access: 'full', ok: 200 },
+  {
+    method: 'POST',
+    url: '/suppressions',
+    access: 'full',
+    ok: 201,
+    body: () => ({ email: `p${unique()}@example.com` }),
+  },
+  ...(['GET', 'DELETE'] as const).map((method): Row => ({
+    method,
+    url: '/suppressions/:own',
+    registered: '/suppressions/:email',
+    access: 'full',
+    ok: 200,
+    fixture: suppressionFixture,
+  })),
 ];
 
 // Who calls, and for each access level what they get: a status and an error name.
@@ -186,7 +260,8 @@ describe('access to every route', () => {
   for (const route of ROUTES) {
     for (const caller of ['none', 'bad', 'full', 'sending', 'session'] as const) {
       test(`${route.method} ${route.url} as ${caller}`, async () => {
-        const url = route.fixture ? route.url.replace(':own', await route.fixture(t, orgs.a)) : route.url;
+        let url = route.fixture ? route.url.replace(':own', await route.fixture(t, orgs.a)) : route.url;
+        if (route.token) url = url.replace(':token', await route.token(t, orgs.a));
         const res = await t.app.inject({
           method: route.method,
           url,
@@ -236,7 +311,7 @@ describe('access to every route', () => {
     const declared = new Set(
       ROUTES.map(
         (r) =>
-          `${r.method} ${r.url.replace(':own/replay', ':id/deliveries/:delivery_id/replay').replace(':own', ':id')} ${r.access}`,
+          `${r.method} ${r.registered ?? r.url.replace(':own/replay', ':id/deliveries/:delivery_id/replay').replace(':own', ':id')} ${r.access}`,
       ),
     );
     const registered = t.app.routeList.map((r) => `${r.method} ${r.url} ${r.access}`);

@@ -1,4 +1,63 @@
+import { Type } from 'typebox';
 import type { App } from '../platform/http/app.ts';
+import { createTopic, deleteTopic, getTopic, listTopics, updateTopic } from './topics.ts';
 
-/** Resend's /topics. (Being written.) */
-export async function topicRoutes(_app: App) {}
+const IdParams = Type.Object({ id: Type.String() });
+
+const Name = Type.String({ minLength: 1, maxLength: 200 });
+const Description = Type.Union([Type.String({ maxLength: 1000 }), Type.Null()]);
+const DefaultSubscription = Type.Union([Type.Literal('opt_in'), Type.Literal('opt_out')]);
+
+const CreateBody = Type.Object(
+  { name: Name, description: Type.Optional(Description), default_subscription: DefaultSubscription },
+  { additionalProperties: false },
+);
+// An empty PATCH is a mistake on the caller's side, not a no-op.
+const UpdateBody = Type.Object(
+  {
+    name: Type.Optional(Name),
+    description: Type.Optional(Description),
+    default_subscription: Type.Optional(DefaultSubscription),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+/** Resend's /topics: create, list, read, update, delete. */
+export async function topicRoutes(app: App) {
+  app.post(
+    '/topics',
+    { config: { access: 'full' }, schema: { summary: 'Create a topic', body: CreateBody } },
+    async (request, reply) => {
+      const { id } = await createTopic(app.db, request.principal.organizationId, request.body);
+      return reply.code(201).send({ object: 'topic', id });
+    },
+  );
+
+  app.get('/topics', { config: { access: 'full' }, schema: { summary: 'List topics' } }, async (request) => {
+    return { object: 'list', data: await listTopics(app.db, request.principal.organizationId) };
+  });
+
+  app.get(
+    '/topics/:id',
+    { config: { access: 'full' }, schema: { summary: 'Read a topic', params: IdParams } },
+    async (request) => getTopic(app.db, request.principal.organizationId, request.params.id),
+  );
+
+  app.patch(
+    '/topics/:id',
+    { config: { access: 'full' }, schema: { summary: 'Update a topic', params: IdParams, body: UpdateBody } },
+    async (request) => {
+      const { id } = await updateTopic(app.db, request.principal.organizationId, request.params.id, request.body);
+      return { object: 'topic', id };
+    },
+  );
+
+  app.delete(
+    '/topics/:id',
+    { config: { access: 'full' }, schema: { summary: 'Delete a topic', params: IdParams } },
+    async (request) => {
+      const { id } = await deleteTopic(app.db, request.principal.organizationId, request.params.id);
+      return { object: 'topic', id, deleted: true };
+    },
+  );
+}

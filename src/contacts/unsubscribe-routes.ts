@@ -1,4 +1,105 @@
+import { Type } from 'typebox';
+import type { FastifyReply } from 'fastify';
 import type { App } from '../platform/http/app.ts';
+import { notFound } from '../platform/http/errors.ts';
+import { unsubscribeFromTopic } from './contacts.ts';
+import { findTopic } from './topics.ts';
+import { readUnsubscribeToken, type UnsubscribeTarget } from './unsubscribe-link.ts';
 
-/** One-click unsubscribe (RFC 8058). (Being written.) */
-export async function unsubscribeRoutes(_app: App) {}
+// The target of the List-Unsubscribe header of a topic send (RFC 8058). A mail client's one-click
+// button POSTs to it; a person who opens the link in a browser GETs it and is shown a confirmation
+// button, because link scanners and previews fetch GETs and must not unsubscribe anyone. The token
+// (unsubscribe-link.ts) is the whole credential: it names one address and one topic, signed.
+
+const TokenParams = Type.Object({ token: Type.String() });
+
+/** Far above the one-click body (`List-Unsubscribe=One-Click`), far below the API's limit. */
+const BODY_LIMIT = 64 * 1024;
+
+/** No framing, no scripts, nothing loaded from elsewhere; the form may post only back here. */
+const CONTENT_SECURITY_POLICY =
+  "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'";
+
+export async function unsubscribeRoutes(app: App) {
+  // RFC 8058 clients POST `List-Unsubscribe=One-Click` as a form (urlencoded or multipart), and some send
+  // other types or none: these routes accept any body and read none of it. The parsers are this
+  // plugin's own; the rest of the API keeps its JSON-only ones.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (_request, _body, done) =>
+    done(null, undefined),
+  );
+  // The answer depends on state that the POST changes, and the token is a credential: never cache.
+  app.addHook('onRequest', async (_request, reply) => {
+    reply.header('cache-control', 'no-store');
+  });
+
+  const targetOf = (token: string): UnsubscribeTarget => {
+    const target = readUnsubscribeToken(app.signer, token);
+    if (!target) throw notFound('Unsubscribe link');
+    return target;
+  };
+  const topicName = async (target: UnsubscribeTarget) =>
+    (await findTopic(app.db, target.organizationId, target.topicId))?.name;
+
+  app.get(
+    '/unsubscribe/:token',
+    {
+      config: { access: 'public' },
+      schema: { summary: 'One-click unsubscribe: confirmation page (changes nothing)', params: TokenParams },
+    },
+    async (request, reply) => {
+      const target = targetOf(request.params.token);
+      const topic = await topicName(target);
+      // No action attribute: the form posts back to this very URL, whatever prefix a proxy put before it.
+      return sendPage(
+        reply,
+        'Unsubscribe',
+        `<p>Stop receiving ${topicLabel(topic)} at <strong>${escapeHtml(target.address)}</strong>?</p>
+<form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>`,
+      );
+    },
+  );
+
+  app.post(
+    '/unsubscribe/:token',
+    {
+      config: { access: 'public' },
+      schema: { summary: 'One-click unsubscribe (RFC 8058): opt the address out of the topic', params: TokenParams },
+    },
+    async (request, reply) => {
+      const target = targetOf(request.params.token);
+      const topic = await topicName(target);
+      await unsubscribeFromTopic(app.db, target);
+      return sendPage(
+        reply,
+        'Unsubscribed',
+        `<p>You are unsubscribed from ${topicLabel(topic)}.</p>
+<p><strong>${escapeHtml(target.address)}</strong> will no longer receive these messages.</p>`,
+      );
+    },
+  );
+}
+
+const topicLabel = (name: string | undefined) =>
+  name === undefined ? 'this list' : `<strong>${escapeHtml(name)}</strong>`;
+
+function sendPage(reply: FastifyReply, title: string, body: string) {
+  return reply
+    .type('text/html; charset=utf-8')
+    .header('content-security-policy', CONTENT_SECURITY_POLICY)
+    .header('referrer-policy', 'no-referrer')
+    .send(
+      `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex"><title>${title}</title>
+<style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;line-height:1.5}</style>
+</head><body><h1>${title}</h1>
+${body}
+</body></html>
+`,
+    );
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
+}

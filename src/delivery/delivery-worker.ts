@@ -1,8 +1,14 @@
-import type { Config } from '../platform/config.ts';
+import { publicBaseUrl, type Config } from '../platform/config.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
+import type { Signer } from '../platform/signing.ts';
+import { cappedText } from '../platform/text.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
 import type { Job, JobResult } from '../queue/worker.ts';
 import { wakeWorkers } from '../queue/jobs.ts';
+import { subscribedAddresses } from '../contacts/subscriptions.ts';
+import { unsubscribeUrl } from '../contacts/unsubscribe-link.ts';
+import { addTracking } from '../tracking/tracking-links.ts';
+import { returnPathAddress } from '../inbound/return-path.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from './transport.ts';
 import { isBadMailbox } from './smtp-outcome.ts';
 
@@ -13,6 +19,12 @@ import { isBadMailbox } from './smtp-outcome.ts';
 // cancel takes: whichever commits first wins, so a message is either cancelled or sent, never both.
 // Outcomes are kept per recipient, so a retry (or a worker that died mid-send and whose job came back)
 // sends only to the recipients with no outcome yet.
+//
+// Recipients who must not receive it fail without being sent to: those on the suppression list
+// (reason `suppressed`) and, for a topic send, those not subscribed to the topic (`unsubscribed`), both
+// decided now rather than at acceptance, so an unsubscribe before a scheduled send is honoured. A
+// message that carries something per recipient (tracked links and pixel, a topic's one-click
+// unsubscribe link) goes out as one copy per recipient; any other goes in one SMTP transaction.
 
 interface EmailRow {
   id: string;
@@ -27,7 +39,10 @@ interface EmailRow {
   html: string | null;
   text: string | null;
   headers: Record<string, string> | null;
+  topic_id: string | null;
   message_id: string;
+  open_tracking: boolean;
+  click_tracking: boolean;
   domain_name: string | null;
   dkim_selector: string | null;
   dkim_private_key: string | null;
@@ -40,36 +55,108 @@ interface RecipientRow {
   suppressed: boolean;
 }
 
-export function deliveryHandler(db: Database, config: Config, transport: Transport) {
+/** Copies sent at once for a message that goes out one copy per recipient. */
+const COPIES_IN_FLIGHT = 4;
+
+export function deliveryHandler(db: Database, config: Config, transport: Transport, signer: Signer) {
   const schedule = config.deliveryRetrySchedule;
+  const baseUrl = publicBaseUrl(config);
 
   return async (job: Job): Promise<JobResult> => {
     const emailId = String(job.payload.email_id);
     const taken = await takeForSending(db, emailId);
     if (taken === 'finished') return { done: true };
     if (taken instanceof Date) return { retryAt: taken, reason: 'scheduled for later' };
-    const { email, recipients } = taken;
+    const { email } = taken;
+    let recipients = taken.recipients;
 
     const suppressed = recipients.filter((r) => r.suppressed);
-    if (suppressed.length > 0) await failSuppressed(db, email, suppressed);
-    const pending = recipients.filter((r) => !r.suppressed);
-    if (pending.length === 0) return finishIfDone(db, email.id);
+    if (suppressed.length > 0) await failWithoutSending(db, email, suppressed, 'suppressed');
+    recipients = recipients.filter((r) => !r.suppressed);
+    if (email.topic_id !== null && recipients.length > 0) {
+      const subscribed = await subscribedAddresses(
+        db,
+        email.organization_id,
+        email.topic_id,
+        recipients.map((r) => r.address),
+      );
+      const unsubscribed = recipients.filter((r) => !subscribed.has(r.address.toLowerCase()));
+      if (unsubscribed.length > 0) await failWithoutSending(db, email, unsubscribed, 'unsubscribed');
+      recipients = recipients.filter((r) => subscribed.has(r.address.toLowerCase()));
+    }
+    if (recipients.length === 0) return finishIfDone(db, email.id);
 
-    const results = await sendOrDefer(transport, await outgoing(db, email, pending));
-    const attemptsOf = new Map(pending.map((r) => [r.address, r.attempts + 1]));
-    const deferredUntil = await db.transaction(async (tx) => {
-      let retryAt: Date | undefined;
-      for (const result of results) {
-        const attempts = attemptsOf.get(result.address) ?? 1;
-        const next = await recordOutcome(tx, email, result, attempts, schedule);
-        if (next && (!retryAt || next < retryAt)) retryAt = next;
-      }
-      return retryAt;
-    });
-    wakeWorkers(db); // the outcomes queued webhook deliveries
+    const message = await outgoing(db, email, recipients, config, signer);
+    const copies = personalized(email)
+      ? recipients.map((r) => copyFor(message, email, r.address, { signer, baseUrl }))
+      : [message];
+    const attemptsOf = new Map(recipients.map((r) => [r.address, r.attempts + 1]));
+
+    // Each copy's outcomes are stored as soon as it is sent, so a crash later in the loop sends again
+    // only the copies whose outcome was not stored.
+    let deferredUntil: Date | undefined;
+    for (let i = 0; i < copies.length; i += COPIES_IN_FLIGHT) {
+      await Promise.all(
+        copies.slice(i, i + COPIES_IN_FLIGHT).map(async (copy) => {
+          const results = await sendOrDefer(transport, copy);
+          const next = await db.transaction(async (tx) => {
+            let retryAt: Date | undefined;
+            for (const result of results) {
+              const attempts = attemptsOf.get(result.address) ?? 1;
+              const at = await recordOutcome(tx, email, result, attempts, schedule);
+              if (at && (!retryAt || at < retryAt)) retryAt = at;
+            }
+            return retryAt;
+          });
+          if (next && (!deferredUntil || next < deferredUntil)) deferredUntil = next;
+        }),
+      );
+      wakeWorkers(db); // the outcomes queued webhook deliveries
+    }
     if (deferredUntil) return { retryAt: deferredUntil, reason: 'deferred recipients' };
     return finishIfDone(db, email.id);
   };
+}
+
+/** Whether each recipient gets a copy of their own: tracking needs an HTML body, a topic needs its link. */
+function personalized(email: EmailRow): boolean {
+  return email.topic_id !== null || (email.html !== null && (email.open_tracking || email.click_tracking));
+}
+
+/** One recipient's copy: their own tracked links and pixel, their own one-click unsubscribe link. */
+function copyFor(
+  message: OutgoingMessage,
+  email: EmailRow,
+  recipient: string,
+  links: { signer: Signer; baseUrl: string },
+): OutgoingMessage {
+  const html =
+    message.html === undefined
+      ? undefined
+      : addTracking(message.html, {
+          ...links,
+          emailId: email.id,
+          recipient,
+          opens: email.open_tracking,
+          clicks: email.click_tracking,
+        });
+  let headers = message.headers;
+  if (email.topic_id !== null) {
+    const url = unsubscribeUrl(links.signer, links.baseUrl, {
+      organizationId: email.organization_id,
+      address: recipient,
+      topicId: email.topic_id,
+      emailId: email.id,
+    });
+    // RFC 8058: both fields, covered by the DKIM signature (compose.ts). Senders cannot set them
+    // (owned headers, validate-message.ts): the only unsubscribe link is one that works.
+    headers = {
+      ...headers,
+      'List-Unsubscribe': `<${url}>`,
+      'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
+    };
+  }
+  return { ...message, html, headers, envelope: { ...message.envelope, to: [recipient] } };
 }
 
 /** A transport that throws (a message that cannot be composed, a bug) defers every recipient. */
@@ -93,9 +180,9 @@ async function takeForSending(
   return db.transaction(async (tx) => {
     const { rows } = await tx.query<EmailRow>(
       `SELECT e.id, e.organization_id, e.status, e.scheduled_at, e."from", e."to", e.cc, e.reply_to, e.subject,
-              e.html, e.text, e.headers, e.message_id,
+              e.html, e.text, e.headers, e.topic_id, e.message_id, o.open_tracking, o.click_tracking,
               d.name AS domain_name, d.dkim_selector, d.dkim_private_key
-         FROM emails e LEFT JOIN domains d ON d.id = e.domain_id
+         FROM emails e JOIN organizations o ON o.id = e.organization_id LEFT JOIN domains d ON d.id = e.domain_id
         WHERE e.id = $1 FOR UPDATE OF e`,
       [emailId],
     );
@@ -118,14 +205,19 @@ async function takeForSending(
   });
 }
 
-/** Recipients on the organization's suppression list fail without being sent to. */
-async function failSuppressed(db: Database, email: EmailRow, suppressed: RecipientRow[]): Promise<void> {
+/** Recipients who must not receive the message fail without being sent to (email.suppressed / email.failed). */
+async function failWithoutSending(
+  db: Database,
+  email: EmailRow,
+  recipients: RecipientRow[],
+  reason: 'suppressed' | 'unsubscribed',
+): Promise<void> {
   await db.transaction(async (tx) => {
-    for (const recipient of suppressed) {
+    for (const recipient of recipients) {
       const changed = await tx.query(
-        `UPDATE email_recipients SET status = 'failed', failure_reason = 'suppressed', updated_at = now()
+        `UPDATE email_recipients SET status = 'failed', failure_reason = $3, updated_at = now()
           WHERE email_id = $1 AND address = $2 AND status = 'pending'`,
-        [email.id, recipient.address],
+        [email.id, recipient.address, reason],
       );
       if (changed.rowCount === 0) continue;
       await recordTimelineEntry(tx, {
@@ -133,7 +225,7 @@ async function failSuppressed(db: Database, email: EmailRow, suppressed: Recipie
         organizationId: email.organization_id,
         kind: 'failed',
         recipient: recipient.address,
-        data: { reason: 'suppressed' },
+        data: { reason },
       });
     }
   });
@@ -151,7 +243,7 @@ async function recordOutcome(
   attempts: number,
   schedule: number[],
 ): Promise<Date | undefined> {
-  const smtp = { smtp_code: result.smtpCode ?? null, response: result.response.slice(0, 1000) };
+  const smtp = { smtp_code: result.smtpCode ?? null, response: cappedText(result.response, 1000) };
   const entry = { emailId: email.id, organizationId: email.organization_id, recipient: result.address };
   const update = (status: string, reason: string | null) =>
     tx.query(
@@ -167,8 +259,10 @@ async function recordOutcome(
   }
   if (result.outcome === 'bounced') {
     await update('bounced', null);
+    // once: a bounce report (inbound/) may have recorded this recipient's bounce first.
     await recordTimelineEntry(tx, {
       ...entry,
+      once: true,
       kind: 'bounced',
       data: { bounce: { type: 'hard', smtp_code: result.smtpCode ?? null, diagnostic: smtp.response } },
     });
@@ -212,7 +306,13 @@ async function finishIfDone(db: Database, emailId: string): Promise<JobResult> {
   return { done: true };
 }
 
-async function outgoing(db: Queryable, email: EmailRow, recipients: RecipientRow[]): Promise<OutgoingMessage> {
+async function outgoing(
+  db: Queryable,
+  email: EmailRow,
+  recipients: RecipientRow[],
+  config: Config,
+  signer: Signer,
+): Promise<OutgoingMessage> {
   const attachments = await db.query<{
     filename: string;
     content_type: string;
@@ -240,7 +340,11 @@ async function outgoing(db: Queryable, email: EmailRow, recipients: RecipientRow
       contentId: a.content_id ?? undefined,
       content: Buffer.from(a.content),
     })),
-    envelope: { from: fromAddress, to: recipients.map((r) => r.address) },
+    // With a return-path domain, bounces come back to this message's own VERP address (inbound/).
+    envelope: {
+      from: config.returnPathDomain ? returnPathAddress(signer, email.id, config.returnPathDomain) : fromAddress,
+      to: recipients.map((r) => r.address),
+    },
     dkim: {
       domain: email.domain_name ?? fromAddress.split('@')[1]!,
       selector: email.dkim_selector ?? '',

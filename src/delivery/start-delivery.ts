@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import { startWorker, type Worker } from '../queue/worker.ts';
+import { loadSigner } from '../platform/signing.ts';
 import { deliveryHandler } from './delivery-worker.ts';
 import type { Transport } from './transport.ts';
 
@@ -17,7 +18,7 @@ export async function startDelivery(
 ): Promise<Worker> {
   return startWorker(
     db,
-    { 'deliver-email': deliveryHandler(db, config, transport) },
+    { 'deliver-email': deliveryHandler(db, config, transport, await loadSigner(db)) },
     {
       concurrency: config.workerConcurrency,
       leaseSeconds: config.jobLeaseSeconds,

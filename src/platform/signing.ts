@@ -63,8 +63,10 @@ export function createSigner(secret: Buffer): Signer {
       const dot = token.indexOf('.');
       if (dot <= 0 || dot !== token.lastIndexOf('.')) return null;
       const body = token.slice(0, dot);
-      const given = Buffer.from(token.slice(dot + 1), 'base64url');
-      const expected = mac(purpose, body).subarray(0, TAG_BYTES);
+      // Compared as text, so each token has one spelling (base64url decoding forgives padding and the
+      // low bits of the last character).
+      const given = Buffer.from(token.slice(dot + 1), 'utf8');
+      const expected = Buffer.from(mac(purpose, body).subarray(0, TAG_BYTES).toString('base64url'), 'utf8');
       if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
       try {
         const payload: unknown = JSON.parse(Buffer.from(body, 'base64url').toString('utf8'));

@@ -16,3 +16,15 @@ export function withoutControlCharacters(text: string): string {
   for (const char of text) if (!isControl(char.charCodeAt(0), false)) out += char;
   return out;
 }
+
+/**
+ * Without control characters (a NUL cannot be stored in jsonb), at most `max` UTF-16 units, never
+ * splitting a surrogate pair (a lone surrogate cannot be stored either). For text from outside
+ * (SMTP answers, reports) kept in the timeline.
+ */
+export function cappedText(text: string, max: number): string {
+  const clean = withoutControlCharacters(text);
+  if (clean.length <= max) return clean;
+  const highSurrogate = /[\uD800-\uDBFF]/.test(clean.charAt(max - 1));
+  return clean.slice(0, highSurrogate ? max - 1 : max);
+}

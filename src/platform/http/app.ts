@@ -70,6 +70,12 @@ export async function buildApp({ db, config, logger = true }: AppOptions): Promi
       disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace',
     }),
     return503OnClosing: true,
+    // Signed link tokens (unsubscribe, tracking) travel as one path segment, up to signing.ts's limit;
+    // Fastify's default of 100 characters would turn them into 414s.
+    routerOptions: { maxParamLength: 8192 },
+    // Errors Fastify raises before a route is found (a malformed Content-Type, an over-long segment)
+    // get the same envelope as every other error.
+    frameworkErrors: (error, request, reply) => handleError(error, request, reply),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.decorate('db', db);

@@ -7,6 +7,8 @@ const FASTIFY_ERRORS: Record<string, () => ApiError> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: () =>
     new ApiError('validation_error', 'Unsupported Content-Type: send the body as application/json'),
   FST_ERR_CTP_INVALID_JSON_BODY: () => new ApiError('validation_error', 'The body is not valid JSON'),
+  // A path segment longer than any id or signed link Mailroom makes names nothing.
+  FST_ERR_MAX_PARAM_LENGTH: () => new ApiError('not_found', 'Not found'),
 };
 
 export function handleError(error: FastifyError | ApiError | Error, request: FastifyRequest, reply: FastifyReply) {

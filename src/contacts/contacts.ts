@@ -1,0 +1,336 @@
+import type { Database, Queryable } from '../platform/db/database.ts';
+import { isUniqueViolation } from '../platform/db/database.ts';
+import { ApiError, notFound } from '../platform/http/errors.ts';
+import { parseMailbox } from '../emails/addresses.ts';
+import { isUuid } from '../tenancy/organizations.ts';
+import { withEvent } from '../webhooks/fan-out.ts';
+import type { EventType } from '../webhooks/event-types.ts';
+import type { UnsubscribeTarget } from './unsubscribe-link.ts';
+import type { Subscription } from './topics.ts';
+
+// A contact is a person the organization keeps in its audience: one per address (without case), with
+// a global `unsubscribed` switch and an explicit choice per topic where they made one. Who a topic send
+// reaches follows from these (subscriptions.ts). A contact and its choices are written in one
+// transaction, together with the webhook event that reports the change.
+
+export interface TopicChoice {
+  id: string;
+  subscription: Subscription;
+}
+
+/** The fields of POST (email required) and PATCH (any non-empty subset). */
+export interface ContactInput {
+  email?: string;
+  first_name?: string | null;
+  last_name?: string | null;
+  unsubscribed?: boolean;
+  /** Sets these topics' choices; topics not listed keep theirs. */
+  topics?: TopicChoice[];
+}
+
+interface ContactRow {
+  id: string;
+  email: string;
+  first_name: string | null;
+  last_name: string | null;
+  unsubscribed: boolean;
+  topics: TopicChoice[];
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** The API shape. */
+export interface ContactView {
+  object: 'contact';
+  id: string;
+  email: string;
+  first_name: string | null;
+  last_name: string | null;
+  unsubscribed: boolean;
+  topics: TopicChoice[];
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ContactPage {
+  object: 'list';
+  has_more: boolean;
+  data: ContactView[];
+}
+
+/** SQLSTATE of a foreign-key violation: a topic deleted while a choice for it was being written. */
+const FOREIGN_KEY_VIOLATION = '23503';
+
+// The explicit choices ride along as one JSON array, ordered by topic id.
+const SELECT_CONTACT = `SELECT c.id, c.email, c.first_name, c.last_name, c.unsubscribed, c.created_at, c.updated_at,
+       coalesce((SELECT jsonb_agg(jsonb_build_object('id', ct.topic_id, 'subscription', ct.subscription)
+                                  ORDER BY ct.topic_id)
+                   FROM contact_topics ct WHERE ct.contact_id = c.id), '[]'::jsonb) AS topics
+  FROM contacts c`;
+
+/** A contact.* webhook event for the changed row. The organization is always $1. */
+const contactEvent = (type: EventType) => ({
+  org: '$1::uuid',
+  type: `'${type}'::text`,
+  data: `jsonb_build_object('id', changed.id, 'email', changed.email, 'first_name', changed.first_name,
+                            'last_name', changed.last_name, 'unsubscribed', changed.unsubscribed)`,
+});
+const RETURNED = 'RETURNING id, email, first_name, last_name, unsubscribed';
+
+export async function createContact(
+  db: Database,
+  organizationId: string,
+  input: ContactInput & { email: string },
+): Promise<{ id: string }> {
+  const email = contactAddress(input.email);
+  const choices = checkedChoices(input.topics ?? []);
+  return writing(email, () =>
+    db.transaction(async (tx) => {
+      const { rows } = await tx.query<{ id: string }>(
+        withEvent(
+          `INSERT INTO contacts (organization_id, email, first_name, last_name, unsubscribed)
+           VALUES ($1, $2, $3, $4, $5) ${RETURNED}`,
+          contactEvent('contact.created'),
+        ),
+        [organizationId, email, input.first_name ?? null, input.last_name ?? null, input.unsubscribed ?? false],
+      );
+      const id = rows[0]!.id;
+      await setChoices(tx, organizationId, id, choices);
+      return { id };
+    }),
+  );
+}
+
+/** Oldest first, `limit` at a time; `after` is the id of the last contact of the previous page. */
+export async function listContacts(
+  db: Queryable,
+  organizationId: string,
+  page: { limit: number; after?: string },
+): Promise<ContactPage> {
+  const after = page.after ?? null;
+  if (after !== null && !(await findContactRow(db, organizationId, { id: after }))) {
+    throw new ApiError('validation_error', `after: ${after} is not a contact of this organization`, 'after');
+  }
+  const { rows } = await db.query<ContactRow>(
+    `${SELECT_CONTACT}
+      WHERE c.organization_id = $1
+        AND ($2::uuid IS NULL OR (c.created_at, c.id) > (SELECT created_at, id FROM contacts WHERE id = $2))
+      ORDER BY c.created_at, c.id
+      LIMIT $3`,
+    [organizationId, after, page.limit + 1],
+  );
+  return { object: 'list', has_more: rows.length > page.limit, data: rows.slice(0, page.limit).map(toView) };
+}
+
+/** `idOrEmail` is the contact's id, or (when it has an @) its address, matched without case. */
+export async function getContact(db: Queryable, organizationId: string, idOrEmail: string): Promise<ContactView> {
+  const key = contactKey(idOrEmail);
+  const contact = key && (await findContactRow(db, organizationId, key));
+  if (!contact) throw notFound('Contact');
+  return toView(contact);
+}
+
+/**
+ * Applies the given fields; the others keep their values. The row is locked from read to write so
+ * that two concurrent updates cannot undo each other's fields.
+ */
+export async function updateContact(
+  db: Database,
+  organizationId: string,
+  idOrEmail: string,
+  changes: ContactInput,
+): Promise<{ id: string }> {
+  const key = contactKey(idOrEmail);
+  if (!key) throw notFound('Contact');
+  const email = changes.email === undefined ? undefined : contactAddress(changes.email);
+  const choices = checkedChoices(changes.topics ?? []);
+  return writing(email, () =>
+    db.transaction(async (tx) => {
+      const current = await findContactRow(tx, organizationId, key, { lock: true });
+      if (!current) throw notFound('Contact');
+      const pick = <K extends 'first_name' | 'last_name' | 'unsubscribed'>(field: K) =>
+        changes[field] !== undefined ? changes[field] : current[field];
+      await tx.query(
+        withEvent(
+          `UPDATE contacts SET email = $3, first_name = $4, last_name = $5, unsubscribed = $6, updated_at = now()
+            WHERE id = $2 AND organization_id = $1 ${RETURNED}`,
+          contactEvent('contact.updated'),
+        ),
+        [
+          organizationId,
+          current.id,
+          email ?? current.email,
+          pick('first_name'),
+          pick('last_name'),
+          pick('unsubscribed'),
+        ],
+      );
+      await setChoices(tx, organizationId, current.id, choices);
+      return { id: current.id };
+    }),
+  );
+}
+
+/** The contact's choices go with it (ON DELETE CASCADE). */
+export async function deleteContact(db: Queryable, organizationId: string, idOrEmail: string): Promise<{ id: string }> {
+  const key = contactKey(idOrEmail);
+  if (!key) throw notFound('Contact');
+  const { rows } = await db.query<{ id: string }>(
+    withEvent(
+      `DELETE FROM contacts WHERE organization_id = $1 AND ${key.id ? 'id = $2' : 'lower(email) = lower($2)'}
+       ${RETURNED}`,
+      contactEvent('contact.deleted'),
+    ),
+    [organizationId, key.id ?? key.email],
+  );
+  if (!rows[0]) throw notFound('Contact');
+  return { id: rows[0].id };
+}
+
+/**
+ * The one-click unsubscribe of a topic send: the contact with the link's address opts out of the
+ * link's topic, and contact.unsubscribed is emitted, in one statement. Only a real change emits (a
+ * second click, or a choice already opt_out, writes and emits nothing). An address that is no longer
+ * a contact, or a topic since deleted, changes nothing: neither can be sent to under that topic.
+ */
+export async function unsubscribeFromTopic(db: Queryable, target: UnsubscribeTarget): Promise<{ changed: boolean }> {
+  if (!isUuid(target.organizationId) || !isUuid(target.topicId)) return { changed: false };
+  try {
+    const { rows } = await db.query(
+      withEvent(
+        `INSERT INTO contact_topics (contact_id, topic_id, subscription)
+         SELECT c.id, t.id, 'opt_out'
+           FROM contacts c JOIN topics t ON t.id = $2 AND t.organization_id = c.organization_id
+          WHERE c.organization_id = $1 AND lower(c.email) = lower($3)
+         ON CONFLICT (contact_id, topic_id) DO UPDATE SET subscription = 'opt_out', updated_at = now()
+          WHERE contact_topics.subscription <> 'opt_out'
+         RETURNING contact_id, topic_id`,
+        {
+          org: '$1::uuid',
+          type: `'contact.unsubscribed'::text`,
+          data: `jsonb_build_object('id', changed.contact_id,
+                                    'email', (SELECT email FROM contacts WHERE id = changed.contact_id),
+                                    'topic_id', changed.topic_id, 'email_id', $4::text)`,
+        },
+      ),
+      [target.organizationId, target.topicId, target.address, target.emailId],
+    );
+    return { changed: rows.length > 0 };
+  } catch (error) {
+    // The contact or topic was deleted between this statement's read and its write: nothing to undo.
+    if (errorCode(error) === FOREIGN_KEY_VIOLATION) return { changed: false };
+    throw error;
+  }
+}
+
+/** The address as stored: bare, domain in ASCII. A "Name <address>" form is refused. */
+function contactAddress(input: string): string {
+  const mailbox = parseMailbox(input, 'email');
+  if (mailbox.name !== undefined) {
+    throw new ApiError('validation_error', 'Invalid address in email: give the bare address, without a name', 'email');
+  }
+  return mailbox.address;
+}
+
+/** Ids lower-cased; a malformed or repeated id is the caller's 400 before anything is written. */
+function checkedChoices(choices: TopicChoice[]): TopicChoice[] {
+  const seen = new Set<string>();
+  return choices.map(({ id, subscription }) => {
+    if (!isUuid(id))
+      throw new ApiError('validation_error', `topics: ${JSON.stringify(id)} is not a topic id`, 'topics');
+    const topicId = id.toLowerCase();
+    if (seen.has(topicId)) throw new ApiError('validation_error', `topics: ${topicId} is listed twice`, 'topics');
+    seen.add(topicId);
+    return { id: topicId, subscription };
+  });
+}
+
+/**
+ * Writes the choices, each only for a topic of the organization; any other id is a 400 (and, thrown
+ * inside the caller's transaction, undoes the whole request).
+ */
+async function setChoices(tx: Queryable, organizationId: string, contactId: string, choices: TopicChoice[]) {
+  if (choices.length === 0) return;
+  const { rows } = await tx.query<{ topic_id: string }>(
+    `INSERT INTO contact_topics (contact_id, topic_id, subscription)
+     SELECT $2, t.id, choice.subscription
+       FROM unnest($3::uuid[], $4::text[]) AS choice (topic_id, subscription)
+       JOIN topics t ON t.id = choice.topic_id AND t.organization_id = $1
+     ON CONFLICT (contact_id, topic_id) DO UPDATE SET subscription = excluded.subscription,
+        updated_at = CASE WHEN contact_topics.subscription = excluded.subscription
+                          THEN contact_topics.updated_at ELSE now() END
+     RETURNING topic_id`,
+    [organizationId, contactId, choices.map((choice) => choice.id), choices.map((choice) => choice.subscription)],
+  );
+  if (rows.length < choices.length) {
+    const written = new Set(rows.map((row) => row.topic_id));
+    throw unknownTopics(choices.filter((choice) => !written.has(choice.id)).map((choice) => choice.id));
+  }
+}
+
+const unknownTopics = (ids: string[]) =>
+  new ApiError(
+    'validation_error',
+    ids.length === 0 ? 'topics: a topic was deleted meanwhile' : `topics: no such topic: ${ids.join(', ')}`,
+    'topics',
+  );
+
+/** Runs a write, turning the database's refusals into the caller's errors. */
+async function writing<T>(email: string | undefined, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    if (isUniqueViolation(error)) {
+      // Only a new address can clash, so `email` is set whenever this happens.
+      throw new ApiError('conflict', `A contact with email ${email} exists already`, 'email');
+    }
+    if (errorCode(error) === FOREIGN_KEY_VIOLATION) throw unknownTopics([]);
+    throw error;
+  }
+}
+
+type ContactKey = { id: string; email?: undefined } | { id?: undefined; email: string };
+
+/** What a path parameter names: an id, an address, or (malformed) nothing. */
+function contactKey(idOrEmail: string): ContactKey | undefined {
+  if (!idOrEmail.includes('@')) return isUuid(idOrEmail) ? { id: idOrEmail } : undefined;
+  try {
+    return { email: contactAddress(idOrEmail) };
+  } catch {
+    return undefined;
+  }
+}
+
+async function findContactRow(
+  db: Queryable,
+  organizationId: string,
+  key: ContactKey,
+  { lock = false } = {},
+): Promise<ContactRow | undefined> {
+  if (key.id !== undefined && !isUuid(key.id)) return undefined;
+  const { rows } = await db.query<ContactRow>(
+    `${SELECT_CONTACT}
+      WHERE c.organization_id = $1 AND ${key.id !== undefined ? 'c.id = $2' : 'lower(c.email) = lower($2)'}
+      ${lock ? 'FOR UPDATE OF c' : ''}`,
+    [organizationId, key.id ?? key.email],
+  );
+  return rows[0];
+}
+
+function errorCode(error: unknown): unknown {
+  return typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+}
+
+function toView(contact: ContactRow): ContactView {
+  return {
+    object: 'contact',
+    id: contact.id,
+    email: contact.email,
+    first_name: contact.first_name,
+    last_name: contact.last_name,
+    unsubscribed: contact.unsubscribed,
+    topics: contact.topics,
+    created_at: new Date(contact.created_at).toISOString(),
+    updated_at: new Date(contact.updated_at).toISOString(),
+  };
+}

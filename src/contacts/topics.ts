@@ -1,0 +1,144 @@
+import type { Queryable } from '../platform/db/database.ts';
+import { notFound } from '../platform/http/errors.ts';
+import { isUuid } from '../tenancy/organizations.ts';
+import { withEvent } from '../webhooks/fan-out.ts';
+import type { EventType } from '../webhooks/event-types.ts';
+
+// A topic is a kind of message an organization sends to its contacts (a newsletter, product news).
+// Its default_subscription decides who it reaches when a contact has made no choice of their own
+// (subscriptions.ts has the rule). Deleting a topic deletes every contact's choice for it.
+
+export type Subscription = 'opt_in' | 'opt_out';
+
+/** The fields of POST (name and default_subscription required) and PATCH (any non-empty subset). */
+export interface TopicInput {
+  name?: string;
+  description?: string | null;
+  default_subscription?: Subscription;
+}
+
+export interface Topic {
+  id: string;
+  organization_id: string;
+  name: string;
+  description: string | null;
+  default_subscription: Subscription;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** The API shape. */
+export interface TopicView {
+  object: 'topic';
+  id: string;
+  name: string;
+  description: string | null;
+  default_subscription: Subscription;
+  created_at: string;
+  updated_at: string;
+}
+
+const COLUMNS = 'id, organization_id, name, description, default_subscription, created_at, updated_at';
+
+/** A topic.* webhook event for the changed row. */
+const topicEvent = (type: EventType) => ({
+  org: '$1::uuid',
+  type: `'${type}'::text`,
+  data: `jsonb_build_object('id', changed.id, 'name', changed.name, 'default_subscription', changed.default_subscription)`,
+});
+const RETURNED = 'RETURNING id, name, default_subscription';
+
+export async function createTopic(
+  db: Queryable,
+  organizationId: string,
+  input: TopicInput & { name: string; default_subscription: Subscription },
+): Promise<{ id: string }> {
+  const { rows } = await db.query<{ id: string }>(
+    withEvent(
+      `INSERT INTO topics (organization_id, name, description, default_subscription)
+       VALUES ($1, $2, $3, $4) ${RETURNED}`,
+      topicEvent('topic.created'),
+    ),
+    [organizationId, input.name, input.description ?? null, input.default_subscription],
+  );
+  return { id: rows[0]!.id };
+}
+
+/** Oldest first. */
+export async function listTopics(db: Queryable, organizationId: string): Promise<TopicView[]> {
+  const { rows } = await db.query<Topic>(
+    `SELECT ${COLUMNS} FROM topics WHERE organization_id = $1 ORDER BY created_at, id`,
+    [organizationId],
+  );
+  return rows.map(toView);
+}
+
+/** One of the organization's topics, or undefined (also for a malformed id). */
+export async function findTopic(db: Queryable, organizationId: string, id: string): Promise<Topic | undefined> {
+  if (!isUuid(id)) return undefined;
+  const { rows } = await db.query<Topic>(`SELECT ${COLUMNS} FROM topics WHERE id = $2 AND organization_id = $1`, [
+    organizationId,
+    id,
+  ]);
+  return rows[0];
+}
+
+export async function getTopic(db: Queryable, organizationId: string, id: string): Promise<TopicView> {
+  const topic = await findTopic(db, organizationId, id);
+  if (!topic) throw notFound('Topic');
+  return toView(topic);
+}
+
+/** Applies the given fields; the others keep their values. One statement, so no lock is needed. */
+export async function updateTopic(
+  db: Queryable,
+  organizationId: string,
+  id: string,
+  changes: TopicInput,
+): Promise<{ id: string }> {
+  if (!isUuid(id)) throw notFound('Topic');
+  const { rows } = await db.query<{ id: string }>(
+    withEvent(
+      `UPDATE topics
+          SET name = coalesce($3, name),
+              description = CASE WHEN $4::boolean THEN $5::text ELSE description END,
+              default_subscription = coalesce($6, default_subscription),
+              updated_at = now()
+        WHERE id = $2 AND organization_id = $1 ${RETURNED}`,
+      topicEvent('topic.updated'),
+    ),
+    [
+      organizationId,
+      id,
+      changes.name ?? null,
+      changes.description !== undefined,
+      changes.description ?? null,
+      changes.default_subscription ?? null,
+    ],
+  );
+  if (!rows[0]) throw notFound('Topic');
+  return { id: rows[0].id };
+}
+
+/** Contacts' choices for the topic go with it (ON DELETE CASCADE). */
+export async function deleteTopic(db: Queryable, organizationId: string, id: string): Promise<{ id: string }> {
+  if (!isUuid(id)) throw notFound('Topic');
+  const { rows } = await db.query<{ id: string }>(
+    withEvent(`DELETE FROM topics WHERE id = $2 AND organization_id = $1 ${RETURNED}`, topicEvent('topic.deleted')),
+    [organizationId, id],
+  );
+  if (!rows[0]) throw notFound('Topic');
+  return { id: rows[0].id };
+}
+
+function toView(topic: Topic): TopicView {
+  return {
+    object: 'topic',
+    id: topic.id,
+    name: topic.name,
+    description: topic.description,
+    default_subscription: topic.default_subscription,
+    created_at: new Date(topic.created_at).toISOString(),
+    updated_at: new Date(topic.updated_at).toISOString(),
+  };
+}

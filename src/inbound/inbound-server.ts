@@ -1,0 +1,160 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { simpleParser, type ParsedMail } from 'mailparser';
+import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
+import type { Database } from '../platform/db/database.ts';
+import type { Signer } from '../platform/signing.ts';
+import { REPORT_PARSER_OPTIONS, readDeliveryReports } from './delivery-reports.ts';
+import { recordReports } from './record-report.ts';
+import { emailIdOfReturnPath } from './return-path.ts';
+
+// The inbound SMTP listener: the MX of the return-path domain. It takes the bounce reports (RFC 3464)
+// and feedback-loop complaints (RFC 5965) that come back to a message's VERP return path, and nothing
+// else: a recipient that is not a return-path address Mailroom signed is refused, so it is no relay
+// and reports cannot be forged for messages by guessing their ids. A message is answered 250 only
+// once what it reports is committed, so if anything fails before that the sending server keeps it and
+// tries again (451 for a database error). Anything that is not a report (auto-replies, spam) is
+// accepted and dropped, so that it does not bounce back and forth.
+
+export interface InboundServerOptions {
+  db: Database;
+  signer: Signer;
+  host: string;
+  /** 0 picks a free port. */
+  port: number;
+  log: Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>;
+}
+
+export interface InboundServer {
+  /** The port listened on. */
+  port: number;
+  /** Stops listening, lets transactions in progress finish, then closes every session. */
+  close(): Promise<void>;
+}
+
+/** Largest message taken (10 MiB): reports are small, even with the original message attached. */
+const MAX_MESSAGE_BYTES = 10 * 1024 * 1024;
+/** A report goes to one return path; a transaction naming many is not a report. */
+const MAX_RECIPIENTS = 100;
+/** Sessions at once; one more is told 421 (try again later), as an MTA expects of a busy server. */
+const MAX_CLIENTS = 100;
+/** On close, how long a transaction in progress may take before its session is cut (421). */
+const CLOSE_GRACE_MS = 5000;
+
+export async function startInboundServer(options: InboundServerOptions): Promise<InboundServer> {
+  const { db, signer, log } = options;
+  /** Sessions whose DATA is being received or recorded: close() waits for these, not for idle ones. */
+  const inData = new Map<string, Promise<void>>();
+
+  const server = new SMTPServer({
+    banner: 'Mailroom: delivery reports only',
+    logger: false,
+    authOptional: true,
+    disabledCommands: ['AUTH', 'STARTTLS'],
+    // No DNS look-up of every client: nothing here needs its host name.
+    disableReverseLookup: true,
+    size: MAX_MESSAGE_BYTES,
+    maxRecipients: MAX_RECIPIENTS,
+    maxClients: MAX_CLIENTS,
+    closeTimeout: CLOSE_GRACE_MS,
+
+    onRcptTo(address, _session, callback) {
+      if (emailIdOfReturnPath(signer, address.address) !== null) return callback();
+      callback(new SmtpReply(550, '5.1.1 No such recipient here: this server takes delivery reports only'));
+    },
+
+    onData(stream, session, callback) {
+      const handled = receive(stream, session)
+        .then(
+          () => callback(),
+          (error: unknown) =>
+            callback(error instanceof SmtpReply ? error : new SmtpReply(451, '4.3.0 Try again later')),
+        )
+        .finally(() => inData.delete(session.id));
+      inData.set(session.id, handled);
+    },
+  });
+
+  async function receive(stream: SMTPServerDataStream, session: SMTPServerSession): Promise<void> {
+    const raw = await collect(stream);
+    const emailIds = [
+      ...new Set(session.envelope.rcptTo.map((rcpt) => emailIdOfReturnPath(signer, rcpt.address))),
+    ].filter((id) => id !== null);
+    const from = session.envelope.mailFrom === false ? '' : session.envelope.mailFrom.address;
+
+    let mail: ParsedMail;
+    try {
+      mail = await simpleParser(raw, REPORT_PARSER_OPTIONS);
+    } catch (error) {
+      log.info({ emailIds, from, err: error }, 'inbound message could not be parsed: dropped');
+      return;
+    }
+    const { reports, originalRecipients } = readDeliveryReports(mail);
+    if (reports.length === 0) {
+      log.info({ emailIds, from, subject: mail.subject }, 'inbound message is not a delivery report: dropped');
+      return;
+    }
+    let recorded = 0;
+    try {
+      for (const emailId of emailIds) recorded += await recordReports(db, emailId, reports, originalRecipients);
+    } catch (error) {
+      log.error({ emailIds, err: error }, 'could not record a delivery report; the sender was told to retry');
+      throw error;
+    }
+    const kinds = reports.map((report) => report.kind);
+    log.info({ emailIds, from, reports: kinds, recorded }, 'delivery report received');
+  }
+
+  // Once listening, errors are a client's (a reset connection, a timeout): logged, the server goes on.
+  let listening = false;
+  server.on('error', (error) => {
+    if (listening) log.warn({ err: error }, 'inbound SMTP session error');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  listening = true;
+  const address = server.server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : options.port;
+
+  return {
+    port,
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Sessions between transactions are told to go now; those in DATA get their answer first (any
+      // command after it is refused with 421 by smtp-server, which is closing).
+      for (const connection of server.connections) {
+        if (!inData.has(connection.session.id)) connection.send(421, 'Server shutting down');
+      }
+      await closed;
+      await Promise.allSettled(inData.values());
+    },
+  };
+}
+
+/** Reads the message, keeping at most the size limit; over it, the reply is 552. */
+async function collect(stream: SMTPServerDataStream): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream as AsyncIterable<Buffer>) {
+    // Read to the end all the same: the client sends the whole message before it reads a reply.
+    if (size + chunk.length <= MAX_MESSAGE_BYTES) chunks.push(chunk);
+    size += chunk.length;
+  }
+  if (stream.sizeExceeded || size > MAX_MESSAGE_BYTES) {
+    throw new SmtpReply(552, `5.3.4 Message too big: at most ${MAX_MESSAGE_BYTES} bytes`);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** An error smtp-server answers with its own reply code (451 for any other). */
+class SmtpReply extends Error {
+  readonly responseCode: number;
+  constructor(responseCode: number, message: string) {
+    super(message);
+    this.responseCode = responseCode;
+  }
+}

@@ -1,0 +1,171 @@
+import { domainToASCII } from 'node:url';
+import type { Database, Queryable } from '../platform/db/database.ts';
+import { recordTimelineEntry } from '../emails/timeline.ts';
+import { wakeWorkers } from '../queue/jobs.ts';
+import { isBadMailbox } from '../delivery/smtp-outcome.ts';
+import type { BounceReport, ComplaintReport, DeliveryReport } from './delivery-reports.ts';
+
+// Records the reports that came back to one message's return path: a bounce marks the recipient
+// bounced, a complaint records complained, each with its timeline entry and webhook event, and the
+// address goes on the organization's suppression list where the report says it should. All of one
+// message's reports commit together, so an SMTP client told 250 knows they are stored, and one that
+// was told 451 can send them again: bounced and complained are kept once per recipient, so a report
+// delivered twice records nothing the second time.
+
+interface RecipientRow {
+  address: string;
+}
+
+/** How many timeline entries were recorded (repeats and reports about no recipient of the message are not). */
+export async function recordReports(
+  db: Database,
+  emailId: string,
+  reports: DeliveryReport[],
+  originalRecipients: string[],
+): Promise<number> {
+  const recorded = await db.transaction(async (tx) => {
+    const email = await tx.query<{ organization_id: string }>('SELECT organization_id FROM emails WHERE id = $1', [
+      emailId,
+    ]);
+    const organizationId = email.rows[0]?.organization_id;
+    if (organizationId === undefined) return 0; // deleted since it was sent
+    const { rows } = await tx.query<RecipientRow>('SELECT address FROM email_recipients WHERE email_id = $1', [
+      emailId,
+    ]);
+    const recipients = new Recipients(rows.map((row) => row.address));
+
+    const message = { emailId, organizationId };
+    let count = 0;
+    for (const report of reports) {
+      if (report.kind === 'bounce') {
+        const recipient = recipients.find(report.recipient) ?? recipients.find(report.originalRecipient);
+        if (recipient !== undefined && (await recordBounce(tx, message, recipient, report))) count++;
+      } else {
+        const recipient = complainant(recipients, report, originalRecipients);
+        if (recipient !== undefined && (await recordComplaint(tx, message, recipient, report))) count++;
+      }
+    }
+    return count;
+  });
+  if (recorded > 0) wakeWorkers(db); // the timeline entries queued webhook deliveries
+  return recorded;
+}
+
+interface MessageRef {
+  emailId: string;
+  organizationId: string;
+}
+
+async function recordBounce(
+  tx: Queryable,
+  message: MessageRef,
+  recipient: string,
+  report: BounceReport,
+): Promise<boolean> {
+  const eventId = await recordTimelineEntry(tx, {
+    ...message,
+    kind: 'bounced',
+    recipient,
+    once: true,
+    data: {
+      bounce: { type: report.type, smtp_code: report.smtpCode, diagnostic: report.diagnostic },
+      status: report.status,
+      source: 'dsn',
+    },
+  });
+  if (eventId === null) return false; // already recorded: a repeat changes nothing
+  await tx.query(
+    `UPDATE email_recipients SET status = 'bounced', updated_at = now()
+      WHERE email_id = $1 AND address = $2 AND status <> 'bounced'`,
+    [message.emailId, recipient],
+  );
+  // As for a bounce at send time (smtp-outcome.ts): only a bad mailbox is suppressed, not a refusal of
+  // the content or the sender (5.7.x), which is no fault of the address.
+  const badMailbox = isBadMailbox({
+    address: recipient,
+    outcome: 'bounced',
+    smtpCode: report.smtpCode ?? undefined,
+    response: `${report.status} ${report.diagnostic}`,
+  });
+  if (report.type === 'hard' && badMailbox) await suppress(tx, message.organizationId, recipient, 'hard_bounce');
+  return true;
+}
+
+async function recordComplaint(
+  tx: Queryable,
+  message: MessageRef,
+  recipient: string,
+  report: ComplaintReport,
+): Promise<boolean> {
+  const eventId = await recordTimelineEntry(tx, {
+    ...message,
+    kind: 'complained',
+    recipient,
+    once: true,
+    data: { feedback_type: report.feedbackType, user_agent: report.userAgent },
+  });
+  if (eventId === null) return false;
+  await suppress(tx, message.organizationId, recipient, 'complaint');
+  return true;
+}
+
+/** An address already listed keeps the reason it was listed for. */
+async function suppress(
+  tx: Queryable,
+  organizationId: string,
+  address: string,
+  reason: 'hard_bounce' | 'complaint',
+): Promise<void> {
+  await tx.query(
+    'INSERT INTO suppressions (organization_id, address, reason) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
+    [organizationId, address.toLowerCase(), reason],
+  );
+}
+
+/**
+ * Who complained: the recipient the report names; else the one recipient of the message found in the
+ * embedded original's To and Cc; else the message's only recipient. Several candidates name no one: a
+ * complaint is not pinned on someone who may not have made it.
+ */
+function complainant(
+  recipients: Recipients,
+  report: ComplaintReport,
+  originalRecipients: string[],
+): string | undefined {
+  const named = recipients.find(report.recipient);
+  if (named !== undefined) return named;
+  const inOriginal = new Set(
+    originalRecipients.map((address) => recipients.find(address)).filter((a) => a !== undefined),
+  );
+  if (inOriginal.size === 1) return [...inOriginal][0];
+  if (inOriginal.size === 0 && recipients.size === 1) return recipients.only;
+  return undefined;
+}
+
+/** The message's recipients, found by any spelling of their address: case, or the domain in Unicode. */
+class Recipients {
+  private readonly byKey = new Map<string, string>();
+
+  constructor(addresses: string[]) {
+    for (const address of addresses) this.byKey.set(addressKey(address), address);
+  }
+
+  get size(): number {
+    return this.byKey.size;
+  }
+
+  get only(): string | undefined {
+    return this.byKey.size === 1 ? [...this.byKey.values()][0] : undefined;
+  }
+
+  /** The address as stored, for an address of the message given in any case. */
+  find(address: string | null): string | undefined {
+    return address === null ? undefined : this.byKey.get(addressKey(address));
+  }
+}
+
+function addressKey(address: string): string {
+  const at = address.lastIndexOf('@');
+  const domain = address.slice(at + 1);
+  return `${address.slice(0, at).toLowerCase()}@${domainToASCII(domain) || domain.toLowerCase()}`;
+}
