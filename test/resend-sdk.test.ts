@@ -63,3 +63,31 @@ test('an idempotent retry returns the same id and sends once', async () => {
   assert.equal(second.data!.id, first.data!.id);
   assert.deepEqual(await counts(t.db, org.id), before);
 });
+
+test('topics and contacts, with per-topic subscriptions, through the SDK', async () => {
+  const manage = new Resend(org.fullKey, { baseUrl: resend.baseUrl });
+  const topic = await manage.topics.create({ name: 'Weekly digest', defaultSubscription: 'opt_out' });
+  assert.equal(topic.error, null, JSON.stringify(topic.error));
+  const topicId = topic.data!.id;
+
+  const contact = await manage.contacts.create({ email: 'reader@example.com', firstName: 'Ada' });
+  assert.equal(contact.error, null, JSON.stringify(contact.error));
+  const read = await manage.contacts.get({ email: 'reader@example.com' });
+  assert.equal(read.data?.first_name, 'Ada');
+
+  const updated = await manage.contacts.topics.update({
+    email: 'reader@example.com',
+    topics: [{ id: topicId, subscription: 'opt_in' }],
+  });
+  assert.equal(updated.error, null, JSON.stringify(updated.error));
+  const listed = await manage.contacts.topics.list({ email: 'reader@example.com' });
+  assert.equal(listed.error, null, JSON.stringify(listed.error));
+  assert.deepEqual(
+    listed.data!.data.map((entry) => [entry.id, entry.subscription]),
+    [[topicId, 'opt_in']],
+  );
+
+  assert.equal((await manage.topics.get(topicId)).data?.name, 'Weekly digest');
+  assert.equal((await manage.contacts.remove({ email: 'reader@example.com' })).error, null);
+  assert.equal((await manage.topics.remove(topicId)).error, null);
+});

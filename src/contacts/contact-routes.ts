@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import type { App } from '../platform/http/app.ts';
-import { createContact, deleteContact, getContact, listContacts, updateContact } from './contacts.ts';
+import { contactTopics, createContact, deleteContact, getContact, listContacts, updateContact } from './contacts.ts';
 
 // Resend addresses a contact by its id or by its email address: both work in the path.
 const ContactParams = Type.Object({ id_or_email: Type.String() });
@@ -32,7 +32,9 @@ const UpdateBody = Type.Object(
   { additionalProperties: false, minProperties: 1 },
 );
 
-/** Resend's /contacts: create, list (paginated), read, update, delete. */
+const TopicChoices = Type.Array(TopicChoice, { maxItems: 100 });
+
+/** Resend's /contacts: create, list (paginated), read, update, delete; and a contact's topics. */
 export async function contactRoutes(app: App) {
   app.post(
     '/contacts',
@@ -77,6 +79,34 @@ export async function contactRoutes(app: App) {
     async (request) => {
       const { id } = await deleteContact(app.db, request.principal.organizationId, request.params.id_or_email);
       return { object: 'contact', id, deleted: true };
+    },
+  );
+
+  // Resend's SDK reads and sets a contact's topics here (contacts.topics.list / update).
+  app.get(
+    '/contacts/:id_or_email/topics',
+    {
+      config: { access: 'full' },
+      schema: { summary: "A contact's subscription to every topic", params: ContactParams },
+    },
+    async (request) => contactTopics(app.db, request.principal.organizationId, request.params.id_or_email),
+  );
+
+  app.patch(
+    '/contacts/:id_or_email/topics',
+    {
+      config: { access: 'full' },
+      schema: { summary: "Set a contact's choices for some topics", params: ContactParams, body: TopicChoices },
+    },
+    async (request) => {
+      const { organizationId } = request.principal;
+      const idOrEmail = request.params.id_or_email;
+      // An empty list changes nothing, and so emits no contact.updated.
+      const { id } =
+        request.body.length === 0
+          ? await getContact(app.db, organizationId, idOrEmail)
+          : await updateContact(app.db, organizationId, idOrEmail, { topics: request.body });
+      return { object: 'contact', id };
     },
   );
 }

@@ -171,6 +171,31 @@ export async function updateContact(
   );
 }
 
+/** One topic as a contact sees it (Resend's GET /contacts/:id/topics): their choice, else the default. */
+export interface ContactTopicView {
+  id: string;
+  name: string;
+  description: string | null;
+  subscription: Subscription;
+}
+
+/** Every topic of the organization with the contact's effective subscription to it, oldest topic first. */
+export async function contactTopics(
+  db: Queryable,
+  organizationId: string,
+  idOrEmail: string,
+): Promise<{ object: 'list'; has_more: false; data: ContactTopicView[] }> {
+  const contact = await getContact(db, organizationId, idOrEmail);
+  const { rows } = await db.query<ContactTopicView>(
+    `SELECT t.id, t.name, t.description, coalesce(ct.subscription, t.default_subscription) AS subscription
+       FROM topics t LEFT JOIN contact_topics ct ON ct.topic_id = t.id AND ct.contact_id = $2
+      WHERE t.organization_id = $1
+      ORDER BY t.created_at, t.id`,
+    [organizationId, contact.id],
+  );
+  return { object: 'list', has_more: false, data: rows };
+}
+
 /** The contact's choices go with it (ON DELETE CASCADE). */
 export async function deleteContact(db: Queryable, organizationId: string, idOrEmail: string): Promise<{ id: string }> {
   const key = contactKey(idOrEmail);
