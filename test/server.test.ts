@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { databaseForProcesses, onPostgres } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
-import { startServerProcess } from './helpers/server-process.ts';
+import { freePort, startServerProcess } from './helpers/server-process.ts';
+import { createConnection } from 'node:net';
 
 let env: Record<string, string>;
 let cleanup: () => Promise<void>;
@@ -98,5 +99,26 @@ test('serve: first start, credentials, health, graceful SIGTERM, second start', 
     assert.equal(await second.exited, 0);
   } finally {
     second.child.kill('SIGKILL');
+  }
+});
+
+test('serve with MAILROOM_INBOUND_PORT also listens for bounce reports over SMTP, and stops on SIGTERM', async () => {
+  const inboundPort = await freePort();
+  const server = await startServerProcess({ ...env, MAILROOM_INBOUND_PORT: String(inboundPort) });
+  try {
+    assert.match(server.output(), new RegExp(`"inboundPort":${inboundPort}`));
+    const banner = await new Promise<string>((resolve, reject) => {
+      const socket = createConnection({ host: '127.0.0.1', port: inboundPort });
+      socket.once('data', (chunk) => {
+        socket.end('QUIT\r\n');
+        resolve(chunk.toString());
+      });
+      socket.once('error', reject);
+    });
+    assert.match(banner, /^220 /);
+    server.child.kill('SIGTERM');
+    assert.equal(await server.exited, 0, server.output());
+  } finally {
+    server.child.kill('SIGKILL');
   }
 });
