@@ -1,6 +1,8 @@
-// Child process of bench/accept.ts: Mailroom's API on a fresh PostgreSQL database, and a bare Fastify
-// route that parses the same JSON body and answers the same shape, on two ports. Prints one JSON line
-// { mailroom, bare, token, from } when both listen; exits on SIGTERM.
+// Child process of bench/accept.ts and bench/tracking.ts: Mailroom's API on a fresh PostgreSQL database,
+// and bare Fastify routes that answer the same shapes without a database (POST /emails, a GIF, a 302),
+// on two ports. For tracking, 20 messages of 50 recipients each are stored, and the signed pixel and link
+// paths of every recipient handed over. Prints one JSON line { mailroom, bare, token, from, opens, clicks }
+// when both listen; exits on SIGTERM.
 import { randomUUID } from 'node:crypto';
 import Fastify from 'fastify';
 import { loadConfig } from '../src/platform/config.ts';
@@ -20,12 +22,33 @@ await db.query('UPDATE organizations SET rate_limit = 1000000, monthly_quota = 2
 const app = await buildApp({ db, config, logger: false });
 const mailroom = await app.listen({ port: 0, host: '127.0.0.1' });
 
-const bare = Fastify({ logger: false });
+const from = `Bench <bench@${org.domain}>`;
+const opens: string[] = [];
+const clicks: string[] = [];
+for (let message = 0; message < 20; message++) {
+  const to = Array.from({ length: 50 }, (_, i) => `r${i}@example.com`);
+  const sent = await app.inject({
+    method: 'POST',
+    url: '/emails',
+    headers: { authorization: `Bearer ${org.fullKey}` },
+    payload: { from, to, subject: 'Tracked', html: '<p>Hi</p>' },
+  });
+  const e = sent.json().id as string;
+  for (const r of to) {
+    opens.push(`/t/o/${app.signer.sign('open', { e, r })}`);
+    clicks.push(`/t/c/${app.signer.sign('click', { e, r, u: 'https://shop.example.com/offer?id=42' })}`);
+  }
+}
+
+const PIXEL = Buffer.from('R0lGODlhAQABAIAAAP///wAAACH5BAEAAAAALAAAAAABAAEAAAICRAEAOw==', 'base64');
+const bare = Fastify({ logger: false, routerOptions: { maxParamLength: 8192 } });
 bare.post('/emails', async () => ({ object: 'email', id: randomUUID() }));
+bare.get('/t/o/:token', async (_request, reply) => reply.type('image/gif').send(PIXEL));
+bare.get('/t/c/:token', async (_request, reply) => reply.redirect('https://shop.example.com/offer?id=42'));
 const bareAddress = await bare.listen({ port: 0, host: '127.0.0.1' });
 
 process.stdout.write(
-  `${JSON.stringify({ mailroom, bare: bareAddress, token: org.sendingKey, from: `Bench <bench@${org.domain}>` })}\n`,
+  `${JSON.stringify({ mailroom, bare: bareAddress, token: org.sendingKey, from, opens, clicks })}\n`,
 );
 
 process.once('SIGTERM', async () => {

@@ -61,6 +61,7 @@ const db = openPostgres(created.url, 4);
 await migrate(db);
 const org = await createTestOrganization(db, config, 'dbench');
 await db.query('UPDATE organizations SET rate_limit = 1000000, monthly_quota = 2000000000 WHERE id = $1', [org.id]);
+if (process.env.NO_TRACKING) await db.query('UPDATE organizations SET open_tracking = false, click_tracking = false');
 await db.close();
 const server = await startServerProcess({
   DATABASE_URL: created.url,

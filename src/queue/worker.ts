@@ -115,12 +115,16 @@ export async function startWorker(
   };
 }
 
+const CLAIMED = 'RETURNING id, queue, payload, attempts, lease_id';
+const CLAIMABLE = 'queue = ANY($1::text[]) AND run_at <= now() AND (locked_until IS NULL OR locked_until < now())';
+const LEASE = 'locked_until = now() + make_interval(secs => $3), attempts = attempts + 1, lease_id = gen_random_uuid()';
+
 async function claim(
   db: Database,
   queues: string[],
   limit: number,
   leaseSeconds: number,
-  groupLimit = 1_000_000,
+  groupLimit: number | undefined,
 ): Promise<Job[]> {
   const { rows } = await db.query<{
     id: number;
@@ -129,37 +133,42 @@ async function claim(
     attempts: number;
     lease_id: string;
   }>(
-    // Groups (webhook endpoints) already running their limit are left out before the window of oldest
-    // due jobs is taken, so a dead endpoint's backlog cannot fill the window and starve the others; in the
-    // window, a group's n-th job qualifies while its running jobs plus n stay within the limit.
-    // The claimability test is repeated in the locking SELECT: PostgreSQL re-checks that WHERE on the
-    // newest row version after a lock wait, so a job another worker claimed meanwhile is skipped.
-    `WITH running AS (
-       SELECT group_key, count(*) AS n FROM jobs
-        WHERE group_key IS NOT NULL AND locked_until > now() GROUP BY group_key
-     ),
-     oldest AS (
-       SELECT id, group_key, run_at FROM jobs
-        WHERE queue = ANY($1::text[]) AND run_at <= now() AND (locked_until IS NULL OR locked_until < now())
-          AND (group_key IS NULL OR group_key NOT IN (SELECT group_key FROM running WHERE n >= $4))
-        ORDER BY run_at, id LIMIT 1000
-     ),
-     due AS (
-       SELECT oldest.id, oldest.group_key,
-              row_number() OVER (PARTITION BY oldest.group_key ORDER BY oldest.run_at, oldest.id)
-                + coalesce(running.n, 0) AS slot
-         FROM oldest LEFT JOIN running ON running.group_key = oldest.group_key
-     )
-     UPDATE jobs SET locked_until = now() + make_interval(secs => $3), attempts = attempts + 1,
-                     lease_id = gen_random_uuid()
-      WHERE id IN (
-        SELECT id FROM jobs
-         WHERE queue = ANY($1::text[]) AND run_at <= now() AND (locked_until IS NULL OR locked_until < now())
-           AND id IN (SELECT id FROM due WHERE group_key IS NULL OR slot <= $4)
-         ORDER BY run_at, id LIMIT $2
-         FOR UPDATE SKIP LOCKED)
-      RETURNING id, queue, payload, attempts, lease_id`,
-    [queues, limit, leaseSeconds, groupLimit],
+    groupLimit === undefined
+      ? // The oldest due jobs, straight from the (queue, run_at) index; jobs another worker is claiming
+        // right now are skipped, not waited for.
+        `UPDATE jobs SET ${LEASE}
+          WHERE id IN (SELECT id FROM jobs WHERE ${CLAIMABLE} ORDER BY run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+          ${CLAIMED}`
+      : // Groups (webhook endpoints) already running their limit are left out before the window of oldest
+        // due jobs is taken, so a dead endpoint's backlog cannot fill the window and starve the others; in
+        // the window, a group's n-th job qualifies while its running jobs plus n stay within the limit.
+        // The claimability test is repeated in the locking SELECT: PostgreSQL re-checks that WHERE on the
+        // newest row version after a lock wait, so a job another worker claimed meanwhile is skipped.
+        // (This window costs a sort per claim: workers without groups take the plain claim above.)
+        `WITH running AS (
+           SELECT group_key, count(*) AS n FROM jobs
+            WHERE group_key IS NOT NULL AND locked_until > now() GROUP BY group_key
+         ),
+         oldest AS (
+           SELECT id, group_key, run_at FROM jobs
+            WHERE ${CLAIMABLE}
+              AND (group_key IS NULL OR group_key NOT IN (SELECT group_key FROM running WHERE n >= $4))
+            ORDER BY run_at, id LIMIT 1000
+         ),
+         due AS (
+           SELECT oldest.id, oldest.group_key,
+                  row_number() OVER (PARTITION BY oldest.group_key ORDER BY oldest.run_at, oldest.id)
+                    + coalesce(running.n, 0) AS slot
+             FROM oldest LEFT JOIN running ON running.group_key = oldest.group_key
+         )
+         UPDATE jobs SET ${LEASE}
+          WHERE id IN (
+            SELECT id FROM jobs
+             WHERE ${CLAIMABLE} AND id IN (SELECT id FROM due WHERE group_key IS NULL OR slot <= $4)
+             ORDER BY run_at, id LIMIT $2
+             FOR UPDATE SKIP LOCKED)
+          ${CLAIMED}`,
+    groupLimit === undefined ? [queues, limit, leaseSeconds] : [queues, limit, leaseSeconds, groupLimit],
   );
   return rows.map((row) => ({
     id: Number(row.id),
