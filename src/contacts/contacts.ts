@@ -1,5 +1,5 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
-import { isUniqueViolation } from '../platform/db/database.ts';
+import { isForeignKeyViolation, isUniqueViolation } from '../platform/db/database.ts';
 import { ApiError, notFound } from '../platform/http/errors.ts';
 import { parseMailbox } from '../emails/addresses.ts';
 import { isUuid } from '../tenancy/organizations.ts';
@@ -57,9 +57,6 @@ export interface ContactPage {
   has_more: boolean;
   data: ContactView[];
 }
-
-/** SQLSTATE of a foreign-key violation: a topic deleted while a choice for it was being written. */
-const FOREIGN_KEY_VIOLATION = '23503';
 
 // The explicit choices ride along as one JSON array, ordered by topic id.
 const SELECT_CONTACT = `SELECT c.id, c.email, c.first_name, c.last_name, c.unsubscribed, c.created_at, c.updated_at,
@@ -243,7 +240,7 @@ export async function unsubscribeFromTopic(db: Queryable, target: UnsubscribeTar
     return { changed: rows.length > 0 };
   } catch (error) {
     // The contact or topic was deleted between this statement's read and its write: nothing to undo.
-    if (errorCode(error) === FOREIGN_KEY_VIOLATION) return { changed: false };
+    if (isForeignKeyViolation(error)) return { changed: false };
     throw error;
   }
 }
@@ -309,7 +306,7 @@ async function writing<T>(email: string | undefined, write: () => Promise<T>): P
       // Only a new address can clash, so `email` is set whenever this happens.
       throw new ApiError('conflict', `A contact with email ${email} exists already`, 'email');
     }
-    if (errorCode(error) === FOREIGN_KEY_VIOLATION) throw unknownTopics([]);
+    if (isForeignKeyViolation(error)) throw unknownTopics([]);
     throw error;
   }
 }
@@ -340,10 +337,6 @@ async function findContactRow(
     [organizationId, key.id ?? key.email],
   );
   return rows[0];
-}
-
-function errorCode(error: unknown): unknown {
-  return typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
 }
 
 function toView(contact: ContactRow): ContactView {

@@ -29,7 +29,16 @@ export interface Database extends Queryable {
 
 /** SQLSTATE of a unique-constraint violation, the same on both engines. */
 export const UNIQUE_VIOLATION = '23505';
+/** SQLSTATE of a foreign-key violation (a row referenced was deleted meanwhile). */
+export const FOREIGN_KEY_VIOLATION = '23503';
+
+const sqlState = (error: unknown) =>
+  typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
 
 export function isUniqueViolation(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === UNIQUE_VIOLATION;
+  return sqlState(error) === UNIQUE_VIOLATION;
+}
+
+export function isForeignKeyViolation(error: unknown): boolean {
+  return sqlState(error) === FOREIGN_KEY_VIOLATION;
 }
