@@ -9,6 +9,7 @@ import { subscribedAddresses } from '../contacts/subscriptions.ts';
 import { unsubscribeUrl } from '../contacts/unsubscribe-link.ts';
 import { addTracking } from '../tracking/tracking-links.ts';
 import { returnPathAddress } from '../inbound/return-path.ts';
+import { suppressAddress } from '../suppressions/suppressions.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from './transport.ts';
 import { isBadMailbox } from './smtp-outcome.ts';
 
@@ -267,12 +268,7 @@ async function recordOutcome(
       data: { bounce: { type: 'hard', smtp_code: result.smtpCode ?? null, diagnostic: smtp.response } },
     });
     // A bad mailbox is not tried again: later messages to this address fail as suppressed.
-    if (isBadMailbox(result)) {
-      await tx.query(
-        `INSERT INTO suppressions (organization_id, address, reason) VALUES ($1, $2, 'hard_bounce') ON CONFLICT DO NOTHING`,
-        [email.organization_id, result.address.toLowerCase()],
-      );
-    }
+    if (isBadMailbox(result)) await suppressAddress(tx, email.organization_id, result.address, 'hard_bounce');
     return undefined;
   }
   // Deferred: try again after the next delay of the schedule, or give up.

@@ -3,6 +3,7 @@ import type { Database, Queryable } from '../platform/db/database.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
 import { wakeWorkers } from '../queue/jobs.ts';
 import { isBadMailbox } from '../delivery/smtp-outcome.ts';
+import { suppressAddress } from '../suppressions/suppressions.ts';
 import type { BounceReport, ComplaintReport, DeliveryReport } from './delivery-reports.ts';
 
 // Records the reports that came back to one message's return path: a bounce marks the recipient
@@ -82,12 +83,12 @@ async function recordBounce(
   // As for a bounce at send time (smtp-outcome.ts): only a bad mailbox is suppressed, not a refusal of
   // the content or the sender (5.7.x), which is no fault of the address.
   const badMailbox = isBadMailbox({
-    address: recipient,
-    outcome: 'bounced',
     smtpCode: report.smtpCode ?? undefined,
     response: `${report.status} ${report.diagnostic}`,
   });
-  if (report.type === 'hard' && badMailbox) await suppress(tx, message.organizationId, recipient, 'hard_bounce');
+  if (report.type === 'hard' && badMailbox) {
+    await suppressAddress(tx, message.organizationId, recipient, 'hard_bounce');
+  }
   return true;
 }
 
@@ -105,21 +106,8 @@ async function recordComplaint(
     data: { feedback_type: report.feedbackType, user_agent: report.userAgent },
   });
   if (eventId === null) return false;
-  await suppress(tx, message.organizationId, recipient, 'complaint');
+  await suppressAddress(tx, message.organizationId, recipient, 'complaint');
   return true;
-}
-
-/** An address already listed keeps the reason it was listed for. */
-async function suppress(
-  tx: Queryable,
-  organizationId: string,
-  address: string,
-  reason: 'hard_bounce' | 'complaint',
-): Promise<void> {
-  await tx.query(
-    'INSERT INTO suppressions (organization_id, address, reason) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
-    [organizationId, address.toLowerCase(), reason],
-  );
 }
 
 /**

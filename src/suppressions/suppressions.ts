@@ -37,6 +37,22 @@ export function suppressionKey(input: string, field = 'email'): string {
   return mailbox.address.toLowerCase();
 }
 
+/**
+ * Lists an address because of what happened to a message sent to it (delivery/, inbound/), inside the
+ * transaction that records it. An address already listed keeps the reason it was listed for.
+ */
+export async function suppressAddress(
+  tx: Queryable,
+  organizationId: string,
+  address: string,
+  reason: Exclude<SuppressionReason, 'manual'>,
+): Promise<void> {
+  await tx.query(
+    'INSERT INTO suppressions (organization_id, address, reason) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
+    [organizationId, address.toLowerCase(), reason],
+  );
+}
+
 /** Adds an address by hand; an address already listed keeps its reason. `created` says which happened. */
 export async function addSuppression(
   db: Queryable,
@@ -55,7 +71,7 @@ export async function addSuppression(
 }
 
 export async function getSuppression(db: Queryable, organizationId: string, email: string): Promise<SuppressionView> {
-  const address = lookupKey(email);
+  const address = pathKey(email);
   const { rows } = await db.query<SuppressionRow>(
     'SELECT address, reason, created_at FROM suppressions WHERE organization_id = $1 AND address = $2',
     [organizationId, address],
@@ -65,7 +81,7 @@ export async function getSuppression(db: Queryable, organizationId: string, emai
 }
 
 export async function deleteSuppression(db: Queryable, organizationId: string, email: string): Promise<string> {
-  const address = lookupKey(email);
+  const address = pathKey(email);
   const { rowCount } = await db.query('DELETE FROM suppressions WHERE organization_id = $1 AND address = $2', [
     organizationId,
     address,
@@ -80,13 +96,18 @@ export async function listSuppressions(
   organizationId: string,
   page: { limit: number; after?: string },
 ): Promise<{ object: 'list'; has_more: boolean; data: SuppressionView[] }> {
-  const after = page.after === undefined ? null : lookupKey(page.after, 'after');
-  if (after !== null)
-    await getSuppression(db, organizationId, after).catch(() => {
+  // The cursor must be an address on the list: there is no place to continue from otherwise.
+  const after = page.after === undefined ? null : suppressionKey(page.after, 'after');
+  if (after !== null) {
+    const { rowCount } = await db.query('SELECT 1 FROM suppressions WHERE organization_id = $1 AND address = $2', [
+      organizationId,
+      after,
+    ]);
+    if (rowCount === 0)
       throw new ApiError('validation_error', `after: ${after} is not on the suppression list`, 'after');
-    });
+  }
   const { rows } = await db.query<SuppressionRow>(
-    `SELECT address, reason, created_at FROM suppressions s
+    `SELECT address, reason, created_at FROM suppressions
       WHERE organization_id = $1
         AND ($2::text IS NULL OR (created_at, address) >
              (SELECT created_at, address FROM suppressions WHERE organization_id = $1 AND address = $2))
@@ -97,12 +118,11 @@ export async function listSuppressions(
   return { object: 'list', has_more: rows.length > page.limit, data: rows.slice(0, page.limit).map(view) };
 }
 
-/** A path or cursor address: a malformed one cannot be listed, so it reads as not found rather than 400. */
-function lookupKey(email: string, field = 'email'): string {
+/** A path's address: a malformed one cannot be on the list, so it reads as not found rather than 400. */
+function pathKey(email: string): string {
   try {
-    return suppressionKey(email, field);
+    return suppressionKey(email);
   } catch {
-    if (field === 'after') throw new ApiError('validation_error', `after: "${email}" is not an address`, 'after');
     throw notFound(`Suppression for ${email}`);
   }
 }
