@@ -15,6 +15,7 @@ import { startInboundServer } from '../src/inbound/inbound-server.ts';
 import { emailIdOfReturnPath } from '../src/inbound/return-path.ts';
 import { dkimRecordValue } from '../src/domains/dkim.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
 import { message, send } from './helpers/emails.ts';
 import { startSmtpSink, type ReceivedTransaction, type SmtpSink } from './helpers/smtp-sink.ts';
 import { freePort } from './helpers/server-process.ts';
@@ -43,8 +44,7 @@ before(async () => {
   });
   await t.app.listen({ port, host: '127.0.0.1' });
   org = await createTestOrganization(t.db, t.config, 'engage');
-  // An endpoint that receives nothing (port 9): its queued deliveries show which events were emitted.
-  await call('POST', '/webhooks', { endpoint: 'http://127.0.0.1:9/hook', events: [] });
+  await observeWebhookEvents(t.app, org);
   transport = createTransport(t.config);
   const log = { error: () => {}, warn: () => {}, info: () => {} };
   worker = await startDelivery(t.db, t.config, transport, log);
@@ -76,14 +76,8 @@ const sendOne = async (extra: Record<string, unknown>) => {
   assert.equal(res.statusCode, 200, res.body);
   return res.json().id as string;
 };
-/** The webhook events queued for this organization, of one type. */
-const webhookEvents = async (type: string) =>
-  (
-    await t.db.query<{ payload: { data: Record<string, unknown> } }>(
-      'SELECT payload FROM webhook_deliveries WHERE organization_id = $1 AND event_type = $2 ORDER BY created_at',
-      [org.id, type],
-    )
-  ).rows.map((row) => row.payload.data);
+/** The data of the webhook events queued for this organization, of one type. */
+const webhookEvents = async (type: string) => (await queuedEvents(t.db, org.id, type)).map((event) => event.data);
 const transactionTo = (address: string): ReceivedTransaction => {
   const found = sink.transactions.find((tx) => tx.rcptTo.includes(address));
   assert.ok(found, `a transaction to ${address}`);

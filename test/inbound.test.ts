@@ -18,6 +18,7 @@ import { startInboundServer, type InboundServer } from '../src/inbound/inbound-s
 import { REPORT_PARSER_OPTIONS, readDeliveryReports } from '../src/inbound/delivery-reports.ts';
 import { returnPathAddress } from '../src/inbound/return-path.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
 import { message, send } from './helpers/emails.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -40,14 +41,7 @@ before(async () => {
     MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8',
   });
   org = await createTestOrganization(t.db, t.config, 'inbound');
-  // An endpoint nothing delivers to here (no webhook worker runs): its queued deliveries show the events.
-  const hook = await t.app.inject({
-    method: 'POST',
-    url: '/webhooks',
-    headers: bearer(org.fullKey),
-    payload: { endpoint: 'http://127.0.0.1:9/hook', events: [] },
-  });
-  assert.equal(hook.statusCode, 201, hook.body);
+  await observeWebhookEvents(t.app, org);
   transport = createTransport(t.config);
   worker = await startDelivery(t.db, t.config, transport, quiet);
   inbound = await startInboundServer({ db: t.db, signer: t.app.signer, host: '127.0.0.1', port: 0, log: quiet });
@@ -82,13 +76,7 @@ const suppression = async (address: string) =>
     )
   ).rows[0]?.reason;
 const webhookEvents = async (id: string, type: string) =>
-  (
-    await t.db.query<{ payload: { data: Record<string, unknown> } }>(
-      `SELECT payload FROM webhook_deliveries
-        WHERE organization_id = $1 AND event_type = $2 AND payload -> 'data' ->> 'email_id' = $3`,
-      [org.id, type, id],
-    )
-  ).rows.map((row) => row.payload.data);
+  (await queuedEvents(t.db, org.id, type, { email_id: id })).map((event) => event.data);
 
 let counter = 0;
 /** Fresh addresses per test, so suppressions of one test do not stop the sends of another. */

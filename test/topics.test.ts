@@ -2,6 +2,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
 import type { TopicView } from '../src/contacts/topics.ts';
 
 describe('topics', () => {
@@ -14,13 +15,7 @@ describe('topics', () => {
     t = await buildTestApp({ MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8' });
     org = await createTestOrganization(t.db, t.config, 'topics');
     other = await createTestOrganization(t.db, t.config, 'other');
-    const hook = await t.app.inject({
-      method: 'POST',
-      url: '/webhooks',
-      headers: bearer(org.fullKey),
-      payload: { endpoint: 'http://127.0.0.1:9/hook', events: [] },
-    });
-    assert.equal(hook.statusCode, 201, hook.body);
+    await observeWebhookEvents(t.app, org);
   });
 
   after(async () => {
@@ -57,15 +52,7 @@ describe('topics', () => {
   }
 
   /** The webhook payloads of this type written for the topic, oldest first. */
-  async function events(type: string, topicId: string) {
-    const { rows } = await t.db.query<{ payload: { id: string; type: string; data: Record<string, unknown> } }>(
-      `SELECT payload FROM webhook_deliveries
-        WHERE organization_id = $1 AND event_type = $2 AND payload #>> '{data,id}' = $3
-        ORDER BY payload ->> 'created_at'`,
-      [org.id, type, topicId],
-    );
-    return rows.map((row) => row.payload);
-  }
+  const events = (type: string, id: string) => queuedEvents(t.db, org.id, type, { id });
 
   test('create, read, update, delete', async () => {
     const response = await create({ name: 'Newsletter', description: 'Monthly news', default_subscription: 'opt_in' });

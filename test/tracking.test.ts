@@ -9,6 +9,7 @@ import { buildApp } from '../src/platform/http/app.ts';
 import { publicBaseUrl } from '../src/platform/config.ts';
 import { addTracking, readTrackingToken, type TrackingOptions } from '../src/tracking/tracking-links.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
 import { message, send } from './helpers/emails.ts';
 import { freePort } from './helpers/server-process.ts';
 
@@ -264,9 +265,7 @@ describe('tracking over HTTP', () => {
     });
     await t.app.listen({ port, host: '127.0.0.1' });
     org = await createTestOrganization(t.db, t.config, 'track');
-    // An endpoint for every event type that receives nothing (port 9): its queued deliveries show what was emitted.
-    const hook = await call('POST', '/webhooks', { endpoint: 'http://127.0.0.1:9/hook', events: [] });
-    assert.equal(hook.statusCode, 201, hook.body);
+    await observeWebhookEvents(t.app, org);
     const res = await send(t.app, org.fullKey, message(org, { to: ['ann@example.com', 'Bob@Example.com'], html }));
     assert.equal(res.statusCode, 200, res.body);
     emailId = res.json().id;
@@ -297,13 +296,7 @@ describe('tracking over HTTP', () => {
     ((await call('GET', `/emails/${id}/events`)).json().data as Event[]).filter(
       (e) => e.type === 'opened' || e.type === 'clicked',
     );
-  const webhookEvents = async (type: string) =>
-    (
-      await t.db.query<{ payload: { id: string; data: Record<string, unknown> } }>(
-        'SELECT payload FROM webhook_deliveries WHERE organization_id = $1 AND event_type = $2 ORDER BY created_at',
-        [org.id, type],
-      )
-    ).rows.map((row) => row.payload);
+  const webhookEvents = (type: string) => queuedEvents(t.db, org.id, type);
   const rawGet = (path: string) =>
     new Promise<{ status: number; location: string | undefined }>((resolve, reject) => {
       const url = new URL(base);

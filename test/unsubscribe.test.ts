@@ -2,6 +2,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
 import { subscribedAddresses } from '../src/contacts/subscriptions.ts';
 import { unsubscribeUrl, type UnsubscribeTarget } from '../src/contacts/unsubscribe-link.ts';
 
@@ -14,13 +15,7 @@ describe('one-click unsubscribe', () => {
   before(async () => {
     t = await buildTestApp({ MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8' });
     org = await createTestOrganization(t.db, t.config, 'unsub');
-    const hook = await t.app.inject({
-      method: 'POST',
-      url: '/webhooks',
-      headers: bearer(org.fullKey),
-      payload: { endpoint: 'http://127.0.0.1:9/hook', events: [] },
-    });
-    assert.equal(hook.statusCode, 201, hook.body);
+    await observeWebhookEvents(t.app, org);
     await t.app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = t.app.server.address() as { port: number };
     baseUrl = `http://127.0.0.1:${port}`;
@@ -65,14 +60,8 @@ describe('one-click unsubscribe', () => {
     return rows[0]?.subscription;
   }
 
-  async function unsubscribedEvents(contactId: string) {
-    const { rows } = await t.db.query<{ payload: { type: string; data: Record<string, unknown> } }>(
-      `SELECT payload FROM webhook_deliveries WHERE organization_id = $1 AND event_type = 'contact.unsubscribed'
-          AND payload #>> '{data,id}' = $2`,
-      [org.id, contactId],
-    );
-    return rows.map((row) => row.payload);
-  }
+  const unsubscribedEvents = (contactId: string) =>
+    queuedEvents(t.db, org.id, 'contact.unsubscribed', { id: contactId });
 
   const isSubscribed = async (topicId: string, address: string) =>
     (await subscribedAddresses(t.db, org.id, topicId, [address])).has(address.toLowerCase());
