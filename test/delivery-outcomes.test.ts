@@ -2,11 +2,8 @@
 // that accepts, defers or rejects each recipient) → timeline and suppression list.
 import { after, before, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startDelivery } from '../src/delivery/start-delivery.ts';
-import { createTransport } from '../src/delivery/transports/index.ts';
-import type { Transport } from '../src/delivery/transport.ts';
-import type { Worker } from '../src/queue/worker.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
 import { message, send } from './helpers/emails.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -14,8 +11,7 @@ import { waitFor } from './helpers/wait.ts';
 let t: TestApp;
 let org: TestOrganization;
 let sink: SmtpSink;
-let transport: Transport;
-let worker: Worker;
+let delivery: TestDelivery;
 
 before(async () => {
   sink = await startSmtpSink({ starttls: false });
@@ -27,12 +23,10 @@ before(async () => {
     MAILROOM_SMTP_TIMEOUT_MS: '2000',
   });
   org = await createTestOrganization(t.db, t.config, 'out');
-  transport = createTransport(t.config);
-  worker = await startDelivery(t.db, t.config, transport, { error: () => {}, warn: () => {} });
+  delivery = await startTestDelivery(t);
 });
 after(async () => {
-  await worker.stop();
-  await transport.close();
+  await delivery.stop();
   await t.close();
   await sink.close();
 });
@@ -128,8 +122,7 @@ test('a relay that cannot be reached defers; the message is delivered when it co
     MAILROOM_DELIVERY_RETRY_SCHEDULE: '1',
   });
   const o = await createTestOrganization(down.db, down.config, 'down');
-  const unreachable = createTransport(down.config);
-  const w = await startDelivery(down.db, down.config, unreachable, { error: () => {}, warn: () => {} });
+  const unreachable = await startTestDelivery(down);
   try {
     const res = await send(down.app, o.fullKey, message(o, { to: 'x@example.com' }));
     const id = res.json().id;
@@ -141,8 +134,7 @@ test('a relay that cannot be reached defers; the message is delivered when it co
     assert.match(String(delayed.data!.response), /connect/i);
     assert.equal(delayed.data!.smtp_code, null);
   } finally {
-    await w.stop();
-    await unreachable.close();
+    await unreachable.stop();
     await down.close();
   }
 });

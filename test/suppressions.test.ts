@@ -2,11 +2,8 @@
 // (failed, reason suppressed, email.suppressed); taken off the list, it is sent to again.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startDelivery } from '../src/delivery/start-delivery.ts';
-import { createTransport } from '../src/delivery/transports/index.ts';
-import type { Transport } from '../src/delivery/transport.ts';
-import type { Worker } from '../src/queue/worker.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
 import { message, send } from './helpers/emails.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -15,20 +12,17 @@ let t: TestApp;
 let org: TestOrganization;
 let other: TestOrganization;
 let sink: SmtpSink;
-let transport: Transport;
-let worker: Worker;
+let delivery: TestDelivery;
 
 before(async () => {
   sink = await startSmtpSink({ starttls: false });
   t = await buildTestApp({ MAILROOM_TRANSPORT: 'smtp', MAILROOM_SMTP_URL: sink.url });
   org = await createTestOrganization(t.db, t.config, 'sup');
   other = await createTestOrganization(t.db, t.config, 'sup-other');
-  transport = createTransport(t.config);
-  worker = await startDelivery(t.db, t.config, transport, { error: () => {}, warn: () => {} });
+  delivery = await startTestDelivery(t);
 });
 after(async () => {
-  await worker.stop();
-  await transport.close();
+  await delivery.stop();
   await t.close();
   await sink.close();
 });
