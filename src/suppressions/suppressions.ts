@@ -29,7 +29,7 @@ const view = (row: SuppressionRow): SuppressionView => ({
 });
 
 /** The list key of an address: the bare address, domain in ASCII, lower-cased (as delivery matches it). */
-export function suppressionKey(input: string, field = 'email'): string {
+function suppressionKey(input: string, field = 'email'): string {
   const mailbox = parseMailbox(input, field);
   if (mailbox.name !== undefined) {
     throw new ApiError('validation_error', `Invalid address in ${field}: give the bare address, without a name`, field);
