@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import Fastify from 'fastify';
 import { loadConfig } from '../src/platform/config.ts';
-import { buildApp } from '../src/platform/http/app.ts';
+import { buildApp } from '../src/app.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { migrate } from '../src/platform/db/migrate.ts';
 import { createTestOrganization } from '../test/helpers/app.ts';

@@ -2,7 +2,7 @@
 import type { Config } from './platform/config.ts';
 import { openDatabase } from './platform/db/open.ts';
 import { migrate } from './platform/db/migrate.ts';
-import { buildApp } from './platform/http/app.ts';
+import { buildApp } from './app.ts';
 import { bootstrapDevOrganization } from './tenancy/dev-bootstrap.ts';
 import { startDelivery } from './delivery/start-delivery.ts';
 import { createTransport } from './delivery/transports/index.ts';

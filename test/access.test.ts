@@ -3,7 +3,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
-import type { Access } from '../src/tenancy/principal.ts';
+import type { Access } from '../src/platform/http/app-types.ts';
 import { message } from './helpers/emails.ts';
 
 interface Row {

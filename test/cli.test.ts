@@ -4,7 +4,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadConfig } from '../src/platform/config.ts';
 import { openPGliteDirectory } from '../src/platform/db/pglite.ts';
-import { buildApp } from '../src/platform/http/app.ts';
+import { buildApp } from '../src/app.ts';
 import { databaseForProcesses, onPostgres } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';

@@ -1,7 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadConfig } from '../src/platform/config.ts';
-import { buildApp, type App } from '../src/platform/http/app.ts';
+import { buildApp, type App } from '../src/app.ts';
 import { bearer, createTestOrganization, type TestOrganization } from './helpers/app.ts';
 import { openTestDatabase, type TestDatabase } from './helpers/database.ts';
 

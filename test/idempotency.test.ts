@@ -1,7 +1,7 @@
 // Idempotency-Key on POST /emails and /emails/batch (DESIGN §2), and limits shared between processes.
 import { after, before, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildApp, type App } from '../src/platform/http/app.ts';
+import { buildApp, type App } from '../src/app.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { counts, message, send, sendBatch, setLimits } from './helpers/emails.ts';

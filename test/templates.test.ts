@@ -2,7 +2,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
-import { ApiError } from '../src/platform/http/errors.ts';
+import { ServiceError } from '../src/platform/errors.ts';
 import { createTemplate, findTemplate, renderTemplate, type TemplateView } from '../src/templates/templates.ts';
 
 describe('templates', () => {
@@ -51,12 +51,12 @@ describe('templates', () => {
     return body as { message: string };
   }
 
-  /** Runs fn and asserts it rejects with an ApiError of that name and field; returns its message. */
+  /** Runs fn and asserts it rejects with an ServiceError of that name and field; returns its message. */
   async function assertApiError(fn: () => Promise<unknown>, name: string, field: string): Promise<string> {
     try {
       await fn();
     } catch (error) {
-      assert.ok(error instanceof ApiError, String(error));
+      assert.ok(error instanceof ServiceError, String(error));
       assert.equal(error.name, name, error.message);
       assert.equal(error.field, field, error.message);
       return error.message;

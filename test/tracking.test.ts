@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { createSigner } from '../src/platform/signing.ts';
 import type { Database } from '../src/platform/db/database.ts';
-import { buildApp } from '../src/platform/http/app.ts';
+import { buildApp } from '../src/app.ts';
 import { publicBaseUrl } from '../src/platform/config.ts';
 import { addTracking, readTrackingToken, type TrackingOptions } from '../src/tracking/tracking-links.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';

@@ -5,7 +5,8 @@ import { createServer, type IncomingMessage, type RequestListener, type ServerRe
 import { isIP, type AddressInfo, type Socket } from 'node:net';
 import type { Dispatcher } from 'undici';
 import { loadConfig, type Config } from '../src/platform/config.ts';
-import { ApiError } from '../src/platform/http/errors.ts';
+import { ServiceError } from '../src/platform/errors.ts';
+import { errorBody, HTTP_STATUS } from '../src/platform/http/error-envelope.ts';
 import { forbiddenAddressReason, isForbiddenAddress, parseEndpointUrl } from '../src/webhooks/endpoint-address.ts';
 import {
   createSafeDispatcher,
@@ -143,9 +144,9 @@ function failed(result: PostJsonResult): PostJsonFailure {
 
 async function assertRefused(endpoint: string, config: Config, message?: RegExp): Promise<void> {
   await assert.rejects(parseEndpointUrl(endpoint, config), (error: unknown) => {
-    assert.ok(error instanceof ApiError, `expected an ApiError, got ${String(error)}`);
+    assert.ok(error instanceof ServiceError, `expected a ServiceError, got ${String(error)}`);
     assert.deepEqual(
-      { statusCode: error.statusCode, name: error.name, field: error.field },
+      { statusCode: HTTP_STATUS[error.name], name: error.name, field: error.field },
       { statusCode: 400, name: 'invalid_webhook_endpoint', field: 'endpoint' },
     );
     if (message) assert.match(error.message, message);
@@ -318,8 +319,8 @@ describe('parseEndpointUrl refuses', () => {
 
   test('the error body is the API envelope with field endpoint', async () => {
     const error = await parseEndpointUrl('http://10.0.0.1/', configWith()).catch((e: unknown) => e);
-    assert.ok(error instanceof ApiError);
-    assert.deepEqual(error.toBody(), {
+    assert.ok(error instanceof ServiceError);
+    assert.deepEqual(errorBody(error), {
       statusCode: 400,
       name: 'invalid_webhook_endpoint',
       message: 'endpoint host 10.0.0.1 is a private address; webhooks must reach a public address',

@@ -5,7 +5,7 @@ import { ConfigError, loadConfig, type Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import { migrate } from '../platform/db/migrate.ts';
 import { openDatabase } from '../platform/db/open.ts';
-import { ApiError } from '../platform/http/errors.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { runServer, type Role } from '../server.ts';
 import { createApiKey } from '../tenancy/api-keys.ts';
 import { createOrganization, findOrganization } from '../tenancy/organizations.ts';
@@ -239,7 +239,7 @@ export async function main(argv: string[]): Promise<number> {
     if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
       return fail({ name: 'usage', message: (error as Error).message }, 2);
     }
-    if (error instanceof ApiError) return fail({ name: error.name, message: error.message });
+    if (error instanceof ServiceError) return fail({ name: error.name, message: error.message });
     if (error instanceof ConfigError) return fail({ name: 'configuration', message: error.message });
     if ((error as Error).name === 'DataDirInUseError')
       return fail({ name: 'data_dir_in_use', message: (error as Error).message });

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import type { App } from '../platform/http/app.ts';
+import type { App } from '../platform/http/app-types.ts';
 import { contactTopics, createContact, deleteContact, getContact, listContacts, updateContact } from './contacts.ts';
 
 // Resend addresses a contact by its id or by its email address: both work in the path.

@@ -1,8 +1,8 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { isForeignKeyViolation, isUniqueViolation } from '../platform/db/database.ts';
-import { ApiError, notFound } from '../platform/http/errors.ts';
+import { ServiceError, notFound } from '../platform/errors.ts';
 import { parseMailbox } from '../emails/addresses.ts';
-import { isUuid } from '../tenancy/organizations.ts';
+import { isUuid } from '../platform/ids.ts';
 import { withEvent } from '../webhooks/fan-out.ts';
 import type { EventType } from '../webhooks/event-types.ts';
 import type { UnsubscribeTarget } from './unsubscribe-link.ts';
@@ -106,7 +106,7 @@ export async function listContacts(
 ): Promise<ContactPage> {
   const after = page.after ?? null;
   if (after !== null && !(await findContactRow(db, organizationId, { id: after }))) {
-    throw new ApiError('validation_error', `after: ${after} is not a contact of this organization`, 'after');
+    throw new ServiceError('validation_error', `after: ${after} is not a contact of this organization`, 'after');
   }
   const { rows } = await db.query<ContactRow>(
     `${SELECT_CONTACT}
@@ -249,7 +249,11 @@ export async function unsubscribeFromTopic(db: Queryable, target: UnsubscribeTar
 function contactAddress(input: string): string {
   const mailbox = parseMailbox(input, 'email');
   if (mailbox.name !== undefined) {
-    throw new ApiError('validation_error', 'Invalid address in email: give the bare address, without a name', 'email');
+    throw new ServiceError(
+      'validation_error',
+      'Invalid address in email: give the bare address, without a name',
+      'email',
+    );
   }
   return mailbox.address;
 }
@@ -259,9 +263,9 @@ function checkedChoices(choices: TopicChoice[]): TopicChoice[] {
   const seen = new Set<string>();
   return choices.map(({ id, subscription }) => {
     if (!isUuid(id))
-      throw new ApiError('validation_error', `topics: ${JSON.stringify(id)} is not a topic id`, 'topics');
+      throw new ServiceError('validation_error', `topics: ${JSON.stringify(id)} is not a topic id`, 'topics');
     const topicId = id.toLowerCase();
-    if (seen.has(topicId)) throw new ApiError('validation_error', `topics: ${topicId} is listed twice`, 'topics');
+    if (seen.has(topicId)) throw new ServiceError('validation_error', `topics: ${topicId} is listed twice`, 'topics');
     seen.add(topicId);
     return { id: topicId, subscription };
   });
@@ -291,7 +295,7 @@ async function setChoices(tx: Queryable, organizationId: string, contactId: stri
 }
 
 const unknownTopics = (ids: string[]) =>
-  new ApiError(
+  new ServiceError(
     'validation_error',
     ids.length === 0 ? 'topics: a topic was deleted meanwhile' : `topics: no such topic: ${ids.join(', ')}`,
     'topics',
@@ -304,7 +308,7 @@ async function writing<T>(email: string | undefined, write: () => Promise<T>): P
   } catch (error) {
     if (isUniqueViolation(error)) {
       // Only a new address can clash, so `email` is set whenever this happens.
-      throw new ApiError('conflict', `A contact with email ${email} exists already`, 'email');
+      throw new ServiceError('conflict', `A contact with email ${email} exists already`, 'email');
     }
     if (isForeignKeyViolation(error)) throw unknownTopics([]);
     throw error;

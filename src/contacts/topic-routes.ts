@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import type { App } from '../platform/http/app.ts';
+import type { App } from '../platform/http/app-types.ts';
 import { createTopic, deleteTopic, getTopic, listTopics, updateTopic } from './topics.ts';
 
 const IdParams = Type.Object({ id: Type.String() });

@@ -1,6 +1,6 @@
 import type { Queryable } from '../platform/db/database.ts';
-import { notFound } from '../platform/http/errors.ts';
-import { isUuid } from '../tenancy/organizations.ts';
+import { notFound } from '../platform/errors.ts';
+import { isUuid } from '../platform/ids.ts';
 import { withEvent } from '../webhooks/fan-out.ts';
 import type { EventType } from '../webhooks/event-types.ts';
 

@@ -1,10 +1,10 @@
 import type { Config } from '../platform/config.ts';
 import { isUniqueViolation, type Queryable } from '../platform/db/database.ts';
-import { ApiError, notFound } from '../platform/http/errors.ts';
-import { isUuid } from '../tenancy/organizations.ts';
+import { ServiceError, notFound } from '../platform/errors.ts';
+import { isUuid } from '../platform/ids.ts';
 import { generateDkimKeyPair } from './dkim.ts';
 import { checkRecords } from './dns-verification.ts';
-import { normalizeDomainName } from './domain-name.ts';
+import { normalizeDomainName } from '../platform/domain-name.ts';
 import { withEvent } from '../webhooks/fan-out.ts';
 import type { EventType } from '../webhooks/event-types.ts';
 import { recordsToPublish, type RecordKind, type RecordStatus, type RecordStatuses } from './domain-records.ts';
@@ -85,7 +85,7 @@ export async function addDomain(
     ),
     [organizationId, domainName, config.dkimSelector, keys.privateKey, keys.publicKey],
   );
-  if (rows.length === 0) throw new ApiError('conflict', `Domain ${domainName} has already been added`, 'name');
+  if (rows.length === 0) throw new ServiceError('conflict', `Domain ${domainName} has already been added`, 'name');
   return toView(rows[0]!);
 }
 
@@ -225,7 +225,7 @@ async function guardVerifiedName<T>(name: string, statement: () => Promise<T>): 
 }
 
 const verifiedElsewhere = (name: string) =>
-  new ApiError('conflict', `Domain ${name} is already verified by another organization`);
+  new ServiceError('conflict', `Domain ${name} is already verified by another organization`);
 
 function normalizedOrUndefined(name: string): string | undefined {
   try {

@@ -1,12 +1,12 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
-import { ApiError } from '../platform/http/errors.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { storeAnswer, type IdempotencyClaim, type StoredAnswer } from '../platform/http/idempotency.ts';
 import { enqueueJob, wakeWorkers } from '../queue/jobs.ts';
 import type { PreparedMessage } from './prepare-message.ts';
 import { refundRateTokens, reserveQuota, takeRateTokens, type RateLimitState } from './sending-limits.ts';
 import { recordTimelineEntry } from './timeline.ts';
 
-export type Outcome = { accepted: true; id: string } | { accepted: false; error: ApiError };
+export type Outcome = { accepted: true; id: string } | { accepted: false; error: ServiceError };
 
 export interface AcceptOptions {
   organizationId: string;
@@ -88,11 +88,14 @@ function stateAfterRefund(state: RateLimitState, refunded: number): RateLimitSta
   return refunded > 0 ? { ...state, remaining: Math.min(state.limit, state.remaining + refunded) } : state;
 }
 
-function limitError(which: 'rate' | 'quota', state: RateLimitState): ApiError {
+function limitError(which: 'rate' | 'quota', state: RateLimitState): ServiceError {
   if (which === 'quota') {
-    return new ApiError('monthly_quota_exceeded', 'The monthly quota of recipients of this organization is used up');
+    return new ServiceError(
+      'monthly_quota_exceeded',
+      'The monthly quota of recipients of this organization is used up',
+    );
   }
-  return new ApiError(
+  return new ServiceError(
     'rate_limit_exceeded',
     `Rate limit of ${state.limit} messages per second exceeded; retry after ${Math.max(1, state.resetSeconds)} s`,
   );

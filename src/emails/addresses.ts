@@ -1,6 +1,6 @@
-import { ApiError } from '../platform/http/errors.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { hasControlCharacter } from '../platform/text.ts';
-import { normalizeDomainName } from '../domains/domain-name.ts';
+import { normalizeDomainName } from '../platform/domain-name.ts';
 
 // Strict mailbox parsing for every address field. Accepted: `local@domain` and `Display Name <local@domain>`
 // (the name optionally in double quotes). The local part is an RFC 5322 dot-atom in ASCII: quoted local
@@ -20,7 +20,7 @@ const DOT_ATOM = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}
 const NAME_ADDR = /^(?:"([^"\\]*)"|([^"<>\\]*?))\s*<([^<>]*)>$/;
 
 export function parseMailbox(input: string, field: string): Mailbox {
-  const invalid = (why: string) => new ApiError('validation_error', `Invalid address in ${field}: ${why}`, field);
+  const invalid = (why: string) => new ServiceError('validation_error', `Invalid address in ${field}: ${why}`, field);
   if (hasControlCharacter(input)) throw invalid('it contains a line break or control character');
   const trimmed = input.trim();
   if (trimmed === '') throw invalid('it is empty');

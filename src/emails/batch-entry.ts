@@ -1,4 +1,4 @@
-import { ApiError } from '../platform/http/errors.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { compileBodyValidator } from '../platform/http/validation.ts';
 import { EmailMessageSchema, type EmailMessage } from './message-schema.ts';
 
@@ -14,7 +14,7 @@ export function validateBatchEntry(entry: unknown): EmailMessage {
   if (entry !== null && typeof entry === 'object' && !Array.isArray(entry)) {
     for (const field of NOT_IN_BATCH) {
       if (field in entry) {
-        throw new ApiError(
+        throw new ServiceError(
           'unsupported_in_batch',
           `${field} is not supported in a batch; send it with POST /emails`,
           field,

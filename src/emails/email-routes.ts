@@ -1,7 +1,8 @@
 import { Type } from 'typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { App } from '../platform/http/app.ts';
-import { ApiError } from '../platform/http/errors.ts';
+import type { App } from '../platform/http/app-types.ts';
+import { ServiceError } from '../platform/errors.ts';
+import { errorBody } from '../platform/http/error-envelope.ts';
 import { idempotent, type IdempotencyClaim, type StoredAnswer } from '../platform/http/idempotency.ts';
 import { acceptMessages, type Outcome } from './accept-messages.ts';
 import { MAX_BATCH, validateBatchEntry } from './batch-entry.ts';
@@ -91,10 +92,11 @@ export async function emailRoutes(app: App) {
         const organizationId = request.principal.organizationId;
         const strict = String(request.headers['x-batch-validation'] ?? '').toLowerCase() === 'strict';
         const entries = request.body;
-        if (!Array.isArray(entries)) throw new ApiError('validation_error', 'The body must be a JSON array of emails');
-        if (entries.length === 0) throw new ApiError('validation_error', 'The batch is empty');
+        if (!Array.isArray(entries))
+          throw new ServiceError('validation_error', 'The body must be a JSON array of emails');
+        if (entries.length === 0) throw new ServiceError('validation_error', 'The batch is empty');
         if (entries.length > MAX_BATCH) {
-          throw new ApiError(
+          throw new ServiceError(
             'validation_error',
             `A batch holds at most ${MAX_BATCH} emails; this one has ${entries.length}`,
           );
@@ -102,20 +104,20 @@ export async function emailRoutes(app: App) {
 
         // Each entry is checked on its own; a refused entry does not stop the others.
         const now = new Date();
-        const checked: Array<PreparedMessage | ApiError> = [];
+        const checked: Array<PreparedMessage | ServiceError> = [];
         for (const entry of entries) {
           try {
             const message = validateBatchEntry(entry);
             checked.push(await prepareMessage(app.db, app.config, organizationId, message as EmailMessage, now));
           } catch (error) {
-            if (!(error instanceof ApiError)) throw error;
+            if (!(error instanceof ServiceError)) throw error;
             checked.push(error);
           }
         }
-        const invalid = checked.flatMap((c, index) => (c instanceof ApiError ? [{ index, error: c }] : []));
+        const invalid = checked.flatMap((c, index) => (c instanceof ServiceError ? [{ index, error: c }] : []));
         if (strict && invalid.length > 0) throw strictRefusal(invalid);
 
-        const prepared = checked.filter((c): c is PreparedMessage => !(c instanceof ApiError));
+        const prepared = checked.filter((c): c is PreparedMessage => !(c instanceof ServiceError));
         const answer = (outcomes: Outcome[]) => batchAnswer(checked, outcomes);
         if (prepared.length === 0) return { answer: answer([]), rate: await peekRateLimit(app.db, organizationId) };
         const result = await acceptMessages(app.db, prepared, {
@@ -137,13 +139,13 @@ function setRateLimitHeaders(reply: FastifyReply, state: RateLimitState) {
 }
 
 /** The batch answer: one entry per submitted message, in order, and the refusals listed under errors. */
-function batchAnswer(checked: Array<PreparedMessage | ApiError>, outcomes: Outcome[]): StoredAnswer {
+function batchAnswer(checked: Array<PreparedMessage | ServiceError>, outcomes: Outcome[]): StoredAnswer {
   let next = 0;
   const errors: Array<Record<string, unknown>> = [];
   const data = checked.map((entry, index) => {
-    const outcome: Outcome = entry instanceof ApiError ? { accepted: false, error: entry } : outcomes[next++]!;
+    const outcome: Outcome = entry instanceof ServiceError ? { accepted: false, error: entry } : outcomes[next++]!;
     if (outcome.accepted) return { object: 'email', id: outcome.id };
-    const { statusCode, name, message, field } = outcome.error.toBody();
+    const { statusCode, name, message, field } = errorBody(outcome.error);
     const detail = { index, statusCode, name, message, ...(field ? { field } : {}) };
     errors.push(detail);
     return { object: 'error', id: null, ...detail };
@@ -154,10 +156,10 @@ function batchAnswer(checked: Array<PreparedMessage | ApiError>, outcomes: Outco
   return { statusCode: 200, body: errors.length > 0 ? { object: 'list', data, errors } : { object: 'list', data } };
 }
 
-function strictRefusal(invalid: Array<{ index: number; error: ApiError }>): ApiError {
+function strictRefusal(invalid: Array<{ index: number; error: ServiceError }>): ServiceError {
   const first = invalid[0]!;
-  const body = first.error.toBody();
-  return new ApiError(
+  const body = errorBody(first.error);
+  return new ServiceError(
     first.error.name,
     `Entry ${first.index}: ${body.message}` +
       (invalid.length > 1 ? ` (and ${invalid.length - 1} more invalid entries)` : ''),

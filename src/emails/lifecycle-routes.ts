@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
-import type { App } from '../platform/http/app.ts';
-import { ApiError } from '../platform/http/errors.ts';
+import type { App } from '../platform/http/app-types.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { cancelEmail, rescheduleEmail } from './lifecycle.ts';
 import { readEmail, readTimeline } from './read-email.ts';
 import { parseScheduledAt } from './validate-message.ts';
@@ -42,7 +42,7 @@ export async function lifecycleRoutes(app: App) {
     },
     async (request) => {
       const at = parseScheduledAt(request.body.scheduled_at, new Date());
-      if (!at) throw new ApiError('missing_required_field', 'Missing required field: scheduled_at', 'scheduled_at');
+      if (!at) throw new ServiceError('missing_required_field', 'Missing required field: scheduled_at', 'scheduled_at');
       await rescheduleEmail(app.db, request.principal.organizationId, request.params.id, at);
       return { object: 'email', id: request.params.id };
     },

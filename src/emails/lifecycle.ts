@@ -1,7 +1,7 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
-import { ApiError, notFound } from '../platform/http/errors.ts';
+import { ServiceError, notFound } from '../platform/errors.ts';
 import { wakeWorkers } from '../queue/jobs.ts';
-import { isUuid } from '../tenancy/organizations.ts';
+import { isUuid } from '../platform/ids.ts';
 import { recordTimelineEntry } from './timeline.ts';
 import { emitEvent } from '../webhooks/fan-out.ts';
 
@@ -40,12 +40,12 @@ export async function rescheduleEmail(db: Database, organizationId: string, id: 
 }
 
 /** 404 for a message that is not the organization's, 400 invalid_state for one already on its way. */
-async function whyNot(tx: Queryable, organizationId: string, id: string, verb: string): Promise<ApiError> {
+async function whyNot(tx: Queryable, organizationId: string, id: string, verb: string): Promise<ServiceError> {
   const { rows } = await tx.query<{ status: string }>(
     'SELECT status FROM emails WHERE id = $1 AND organization_id = $2',
     [id, organizationId],
   );
   if (!rows[0]) return notFound('Email');
   const state = rows[0].status === 'canceled' ? 'has been cancelled' : 'has already been sent';
-  return new ApiError('invalid_state', `This email ${state}; it can no longer be ${verb}`);
+  return new ServiceError('invalid_state', `This email ${state}; it can no longer be ${verb}`);
 }

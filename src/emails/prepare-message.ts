@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Config } from '../platform/config.ts';
 import type { Queryable } from '../platform/db/database.ts';
-import { ApiError } from '../platform/http/errors.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { findSendingDomain } from '../domains/domains.ts';
-import { isUuid } from '../tenancy/organizations.ts';
+import { isUuid } from '../platform/ids.ts';
 import { renderTemplate } from '../templates/templates.ts';
 import type { EmailMessage } from './message-schema.ts';
 import { validateMessage, type ValidMessage } from './validate-message.ts';
@@ -28,7 +28,7 @@ export async function prepareMessage(
 
   const domain = await findSendingDomain(db, organizationId, valid.from.domain);
   if (!domain) {
-    throw new ApiError(
+    throw new ServiceError(
       'invalid_from_address',
       `The domain ${valid.from.domain} is not a verified domain of this organization`,
       'from',
@@ -42,7 +42,7 @@ export async function prepareMessage(
     html = rendered.html ?? undefined;
     text = rendered.text ?? undefined;
     if (subject === undefined) {
-      throw new ApiError(
+      throw new ServiceError(
         'missing_required_field',
         'Missing required field: subject (the template has none)',
         'subject',
@@ -54,7 +54,7 @@ export async function prepareMessage(
     const { rowCount } = isUuid(valid.topicId)
       ? await db.query('SELECT 1 FROM topics WHERE id = $1 AND organization_id = $2', [valid.topicId, organizationId])
       : { rowCount: 0 };
-    if (rowCount === 0) throw new ApiError('validation_error', `Topic ${valid.topicId} not found`, 'topic_id');
+    if (rowCount === 0) throw new ServiceError('validation_error', `Topic ${valid.topicId} not found`, 'topic_id');
   }
 
   const id = randomUUID();

@@ -1,5 +1,5 @@
 import { detectMimeType } from 'nodemailer/lib/mime-funcs';
-import { ApiError } from '../platform/http/errors.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { hasControlCharacter, withoutControlCharacters } from '../platform/text.ts';
 import { asList, formatMailbox, parseMailbox, type Mailbox } from './addresses.ts';
 import type { EmailMessage } from './message-schema.ts';
@@ -82,10 +82,10 @@ export function validateMessage(
   const to = asList(message.to);
   const cc = asList(message.cc);
   const bcc = asList(message.bcc);
-  if (to.length === 0) throw new ApiError('missing_required_field', 'Missing required field: to', 'to');
+  if (to.length === 0) throw new ServiceError('missing_required_field', 'Missing required field: to', 'to');
   const recipientCount = to.length + cc.length + bcc.length;
   if (recipientCount > MAX_RECIPIENTS) {
-    throw new ApiError(
+    throw new ServiceError(
       'too_many_recipients',
       `A message may have at most ${MAX_RECIPIENTS} recipients across to, cc and bcc; this one has ${recipientCount}`,
       'to',
@@ -105,16 +105,16 @@ export function validateMessage(
 
   const usesTemplate = message.template !== undefined;
   if (usesTemplate && (message.html !== undefined || message.text !== undefined)) {
-    throw new ApiError('validation_error', 'template cannot be combined with html or text', 'template');
+    throw new ServiceError('validation_error', 'template cannot be combined with html or text', 'template');
   }
   if (!usesTemplate && message.html === undefined && message.text === undefined) {
-    throw new ApiError('missing_required_field', 'One of html, text or template is required', 'html');
+    throw new ServiceError('missing_required_field', 'One of html, text or template is required', 'html');
   }
   if (!usesTemplate && message.subject === undefined) {
-    throw new ApiError('missing_required_field', 'Missing required field: subject', 'subject');
+    throw new ServiceError('missing_required_field', 'Missing required field: subject', 'subject');
   }
   if (message.subject !== undefined && hasControlCharacter(message.subject)) {
-    throw new ApiError('validation_error', 'subject may not contain line breaks or control characters', 'subject');
+    throw new ServiceError('validation_error', 'subject may not contain line breaks or control characters', 'subject');
   }
 
   return {
@@ -144,7 +144,7 @@ function parseAll(list: string[], field: string): Mailbox[] {
 /** scheduled_at: ISO 8601 with an offset, a real date, in the future (POST /emails and PATCH /emails/:id). */
 export function parseScheduledAt(value: string | undefined, now: Date): Date | undefined {
   if (value === undefined) return undefined;
-  const invalid = (why: string) => new ApiError('validation_error', `scheduled_at ${why}`, 'scheduled_at');
+  const invalid = (why: string) => new ServiceError('validation_error', `scheduled_at ${why}`, 'scheduled_at');
   const time = Date.parse(value);
   if (!isCalendarTimestamp(value) || Number.isNaN(time)) {
     throw invalid(`must be an ISO 8601 timestamp with an offset, e.g. 2026-12-01T09:00:00Z; got "${value}"`);
@@ -175,24 +175,28 @@ function isCalendarTimestamp(value: string): boolean {
 function customHeaders(headers: Record<string, string> | undefined): Record<string, string> | undefined {
   if (headers === undefined) return undefined;
   const entries = Object.entries(headers);
-  if (entries.length > 50) throw new ApiError('validation_error', 'At most 50 custom headers', 'headers');
+  if (entries.length > 50) throw new ServiceError('validation_error', 'At most 50 custom headers', 'headers');
   for (const [name, value] of entries) {
     const field = `headers.${name}`;
     if (!HEADER_NAME.test(name)) {
-      throw new ApiError('validation_error', `"${name}" is not a header name (printable ASCII, no colon)`, field);
+      throw new ServiceError('validation_error', `"${name}" is not a header name (printable ASCII, no colon)`, field);
     }
     if (OWNED_HEADERS.has(name.toLowerCase()) || name.toLowerCase().startsWith('content-')) {
-      throw new ApiError('validation_error', `The ${name} header is set by Mailroom and cannot be overridden`, field);
+      throw new ServiceError(
+        'validation_error',
+        `The ${name} header is set by Mailroom and cannot be overridden`,
+        field,
+      );
     }
     if (hasControlCharacter(value, { allowTab: true })) {
-      throw new ApiError(
+      throw new ServiceError(
         'validation_error',
         `The value of ${name} may not contain line breaks or control characters`,
         field,
       );
     }
     if (value.length > 998)
-      throw new ApiError('validation_error', `The value of ${name} is over 998 characters`, field);
+      throw new ServiceError('validation_error', `The value of ${name} is over 998 characters`, field);
   }
   return headers;
 }
@@ -202,22 +206,22 @@ function attachments(list: NonNullable<EmailMessage['attachments']>, maxBytes: n
   return list.map((attachment, i) => {
     const field = `attachments.${i}`;
     if (attachment.path !== undefined) {
-      throw new ApiError(
+      throw new ServiceError(
         'validation_error',
         'attachments[].path is not supported: Mailroom does not fetch URLs; send the file as base64 content',
         `${field}.path`,
       );
     }
     if (attachment.content === undefined) {
-      throw new ApiError('missing_required_field', `Missing required field: ${field}.content`, `${field}.content`);
+      throw new ServiceError('missing_required_field', `Missing required field: ${field}.content`, `${field}.content`);
     }
     if (attachment.content === '' || !BASE64.test(attachment.content)) {
-      throw new ApiError('invalid_attachment', `attachments[${i}].content is not valid base64`, `${field}.content`);
+      throw new ServiceError('invalid_attachment', `attachments[${i}].content is not valid base64`, `${field}.content`);
     }
     const content = Buffer.from(attachment.content, 'base64');
     total += content.length;
     if (total > maxBytes) {
-      throw new ApiError(
+      throw new ServiceError(
         'invalid_attachment',
         `Attachments may total at most ${maxBytes} bytes once decoded`,
         `${field}.content`,
@@ -225,7 +229,7 @@ function attachments(list: NonNullable<EmailMessage['attachments']>, maxBytes: n
     }
     const filename = sanitizeFilename(attachment.filename);
     if (filename === '') {
-      throw new ApiError(
+      throw new ServiceError(
         'invalid_attachment',
         `attachments[${i}].filename is empty once sanitized`,
         `${field}.filename`,
@@ -233,11 +237,15 @@ function attachments(list: NonNullable<EmailMessage['attachments']>, maxBytes: n
     }
     const contentType = attachment.content_type ?? detectMimeType(filename);
     if (!CONTENT_TYPE.test(contentType)) {
-      throw new ApiError('invalid_attachment', `"${contentType}" is not a MIME type`, `${field}.content_type`);
+      throw new ServiceError('invalid_attachment', `"${contentType}" is not a MIME type`, `${field}.content_type`);
     }
     const contentId = attachment.content_id;
     if (contentId !== undefined && !/^[^\s<>"()\\]{1,200}$/.test(contentId)) {
-      throw new ApiError('invalid_attachment', 'content_id has characters a Content-ID may not', `${field}.content_id`);
+      throw new ServiceError(
+        'invalid_attachment',
+        'content_id has characters a Content-ID may not',
+        `${field}.content_id`,
+      );
     }
     return { filename, contentType, contentId, content };
   });

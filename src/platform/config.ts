@@ -3,7 +3,7 @@
 // how it is checked. `loadConfig` validates them all at boot and names the variable at fault;
 // docs/configuration.md documents the same table (a test keeps the two in step).
 
-import { isHostLabel, normalizeDomainName } from '../domains/domain-name.ts';
+import { isHostLabel, normalizeDomainName } from './domain-name.ts';
 
 export class ConfigError extends Error {
   readonly variable: string;

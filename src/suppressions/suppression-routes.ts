@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import type { App } from '../platform/http/app.ts';
+import type { App } from '../platform/http/app-types.ts';
 import { addSuppression, deleteSuppression, getSuppression, listSuppressions } from './suppressions.ts';
 
 const EmailParams = Type.Object({ email: Type.String() });

@@ -1,5 +1,5 @@
 import type { Queryable } from '../platform/db/database.ts';
-import { ApiError, notFound } from '../platform/http/errors.ts';
+import { ServiceError, notFound } from '../platform/errors.ts';
 import { parseMailbox } from '../emails/addresses.ts';
 
 // The organization's suppression list: addresses it does not send to. Hard bounces (delivery/, inbound/)
@@ -32,7 +32,11 @@ const view = (row: SuppressionRow): SuppressionView => ({
 function suppressionKey(input: string, field = 'email'): string {
   const mailbox = parseMailbox(input, field);
   if (mailbox.name !== undefined) {
-    throw new ApiError('validation_error', `Invalid address in ${field}: give the bare address, without a name`, field);
+    throw new ServiceError(
+      'validation_error',
+      `Invalid address in ${field}: give the bare address, without a name`,
+      field,
+    );
   }
   return mailbox.address.toLowerCase();
 }
@@ -104,7 +108,7 @@ export async function listSuppressions(
       after,
     ]);
     if (rowCount === 0)
-      throw new ApiError('validation_error', `after: ${after} is not on the suppression list`, 'after');
+      throw new ServiceError('validation_error', `after: ${after} is not on the suppression list`, 'after');
   }
   const { rows } = await db.query<SuppressionRow>(
     `SELECT address, reason, created_at FROM suppressions

@@ -2,8 +2,8 @@ import { withEvent } from '../webhooks/fan-out.ts';
 import type { EventType } from '../webhooks/event-types.ts';
 import Handlebars from 'handlebars';
 import type { Database, Queryable } from '../platform/db/database.ts';
-import { ApiError, notFound } from '../platform/http/errors.ts';
-import { isUuid } from '../tenancy/organizations.ts';
+import { ServiceError, notFound } from '../platform/errors.ts';
+import { isUuid } from '../platform/ids.ts';
 
 // A template is Handlebars source (subject, html, text) plus the variables it declares. Sources are
 // parsed when saved, so a syntax error is the author's 400, not a sender's. Rendering fills only
@@ -206,7 +206,7 @@ export async function renderTemplate(
   ref: { id: string; variables?: Record<string, unknown> },
 ): Promise<RenderedTemplate> {
   const template = await findTemplate(db, organizationId, ref.id);
-  if (!template) throw new ApiError('template_not_found', `Template ${ref.id} not found`, 'template.id');
+  if (!template) throw new ServiceError('template_not_found', `Template ${ref.id} not found`, 'template.id');
   const data = resolveVariables(template.variables, ref.variables ?? {});
   const render = (part: 'subject' | 'html' | 'text', source: string | null) => {
     if (source === null) return null;
@@ -217,7 +217,7 @@ export async function renderTemplate(
     } catch (error) {
       // Runtime failures the save-time checks cannot foresee, such as {{#each}} without an argument.
       if (error instanceof handlebars.Exception) {
-        throw new ApiError(
+        throw new ServiceError(
           'validation_error',
           `Template ${template.id} could not be rendered (${part}): ${error.message}`,
           'template',
@@ -238,12 +238,12 @@ export async function renderTemplate(
 /** The value of every declared variable: the one provided, else the fallback. */
 function resolveVariables(declared: TemplateVariable[], provided: Record<string, unknown>): Record<string, unknown> {
   if (typeof provided !== 'object' || provided === null || Array.isArray(provided)) {
-    throw new ApiError('validation_error', 'template.variables must be an object', 'template.variables');
+    throw new ServiceError('validation_error', 'template.variables must be an object', 'template.variables');
   }
   const byKey = new Map(declared.map((variable) => [variable.key, variable]));
   const undeclared = Object.keys(provided).filter((key) => !byKey.has(key));
   if (undeclared.length > 0) {
-    throw new ApiError(
+    throw new ServiceError(
       'validation_error',
       `The template does not declare ${undeclared.length === 1 ? 'variable' : 'variables'}: ${undeclared.join(', ')}`,
       undeclared.length === 1 ? `template.variables.${undeclared[0]}` : 'template.variables',
@@ -255,10 +255,10 @@ function resolveVariables(declared: TemplateVariable[], provided: Record<string,
     const field = `template.variables.${variable.key}`;
     const value = Object.hasOwn(provided, variable.key) ? provided[variable.key] : variable.fallback_value;
     if (value === undefined) {
-      throw new ApiError('validation_error', `Missing template variable: ${variable.key}`, field);
+      throw new ServiceError('validation_error', `Missing template variable: ${variable.key}`, field);
     }
     if (!isOfType(value, variable.type)) {
-      throw new ApiError(
+      throw new ServiceError(
         'validation_error',
         `Template variable ${variable.key} must be a ${variable.type}, not ${describe(value)}`,
         field,
@@ -286,10 +286,10 @@ function checkedFields(input: TemplateFields): Omit<TemplateFields, 'variables'>
   const html = input.html || null;
   const text = input.text || null;
   if (subject !== null && /[\r\n]/.test(subject)) {
-    throw new ApiError('validation_error', 'subject must not contain line breaks', 'subject');
+    throw new ServiceError('validation_error', 'subject must not contain line breaks', 'subject');
   }
   if (html === null && text === null) {
-    throw new ApiError('missing_required_field', 'Missing required field: html or text', 'html');
+    throw new ServiceError('missing_required_field', 'Missing required field: html or text', 'html');
   }
   for (const [field, source] of [
     ['subject', subject],
@@ -306,17 +306,17 @@ function checkedVariables(variables: TemplateVariableInput[]): TemplateVariable[
   return variables.map(({ key, type, fallback_value }, index) => {
     const field = `variables.${index}`;
     if (!VARIABLE_KEY.test(key) || key === '__proto__') {
-      throw new ApiError(
+      throw new ServiceError(
         'validation_error',
         `Invalid variable key ${JSON.stringify(key)}: use letters, digits and underscores, not starting with a digit`,
         `${field}.key`,
       );
     }
-    if (seen.has(key)) throw new ApiError('validation_error', `Duplicate variable key: ${key}`, `${field}.key`);
+    if (seen.has(key)) throw new ServiceError('validation_error', `Duplicate variable key: ${key}`, `${field}.key`);
     seen.add(key);
     if (fallback_value === undefined || fallback_value === null) return { key, type };
     if (!isOfType(fallback_value, type)) {
-      throw new ApiError(
+      throw new ServiceError(
         'validation_error',
         `The fallback_value of ${key} must be a ${type}, not ${describe(fallback_value)}`,
         `${field}.fallback_value`,
@@ -329,7 +329,7 @@ function checkedVariables(variables: TemplateVariableInput[]): TemplateVariable[
 /** Parses one source and refuses what could only fail when rendered: partials, decorators, unknown helpers. */
 function checkSource(field: 'subject' | 'html' | 'text', source: string): void {
   if (source.split('{{').length - 1 > MAX_EXPRESSIONS) {
-    throw new ApiError(
+    throw new ServiceError(
       'validation_error',
       `Too many Handlebars expressions in ${field}: at most ${MAX_EXPRESSIONS} {{…}} are allowed`,
       field,
@@ -339,7 +339,7 @@ function checkSource(field: 'subject' | 'html' | 'text', source: string): void {
   try {
     program = handlebars.parse(source);
   } catch (error) {
-    throw new ApiError('validation_error', `Invalid Handlebars in ${field}: ${(error as Error).message}`, field);
+    throw new ServiceError('validation_error', `Invalid Handlebars in ${field}: ${(error as Error).message}`, field);
   }
   checkNode(program, field);
 }
@@ -351,10 +351,14 @@ function checkNode(node: hbs.AST.Node, field: string): void {
   switch (node.type) {
     case 'PartialStatement':
     case 'PartialBlockStatement':
-      throw new ApiError('validation_error', `Partials are not supported, in ${where}`, field);
+      throw new ServiceError('validation_error', `Partials are not supported, in ${where}`, field);
     case 'Decorator':
     case 'DecoratorBlock':
-      throw new ApiError('validation_error', `Decorators and inline partials are not supported, in ${where}`, field);
+      throw new ServiceError(
+        'validation_error',
+        `Decorators and inline partials are not supported, in ${where}`,
+        field,
+      );
     case 'MustacheStatement':
     case 'BlockStatement':
     case 'SubExpression': {
@@ -362,14 +366,14 @@ function checkNode(node: hbs.AST.Node, field: string): void {
       const name = call.path.type === 'PathExpression' ? (call.path as hbs.AST.PathExpression).original : undefined;
       // With arguments it is a helper call; without, a variable lookup or a section ({{#key}}…{{/key}}).
       if ((call.params.length > 0 || call.hash) && (name === undefined || !BUILTIN_HELPERS.has(name))) {
-        throw new ApiError(
+        throw new ServiceError(
           'validation_error',
           `Unknown helper ${JSON.stringify(name ?? '')} in ${where}: the helpers are if, unless, each, with and lookup`,
           field,
         );
       }
       if (name !== undefined && ONE_ARGUMENT_HELPERS.has(name) && call.params.length !== 1) {
-        throw new ApiError('validation_error', `${name} takes exactly one argument, in ${where}`, field);
+        throw new ServiceError('validation_error', `${name} takes exactly one argument, in ${where}`, field);
       }
     }
   }

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import type { App } from '../platform/http/app.ts';
+import type { App } from '../platform/http/app-types.ts';
 import { createApiKey, listApiKeys, revokeApiKey } from './api-keys.ts';
 
 const IdParams = Type.Object({ id: Type.String() });

@@ -1,8 +1,8 @@
 import type { Queryable } from '../platform/db/database.ts';
-import { notFound } from '../platform/http/errors.ts';
+import { notFound } from '../platform/errors.ts';
 import { hashToken, newToken } from '../platform/tokens.ts';
 import { API_KEY_PREFIX } from './credentials.ts';
-import { isUuid } from './organizations.ts';
+import { isUuid } from '../platform/ids.ts';
 import type { ApiKeyPermission } from './principal.ts';
 
 export interface ApiKey {

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import type { App } from '../platform/http/app.ts';
+import type { App } from '../platform/http/app-types.ts';
 import { endSession, login } from './sessions.ts';
 
 /** Dashboard sessions: email and password in, a bearer session token out. */

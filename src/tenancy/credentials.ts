@@ -1,7 +1,8 @@
 import type { Queryable } from '../platform/db/database.ts';
-import { ApiError } from '../platform/http/errors.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { hashToken } from '../platform/tokens.ts';
-import type { Access, ApiKeyPermission, Principal } from './principal.ts';
+import type { Access } from '../platform/http/app-types.ts';
+import type { ApiKeyPermission, Principal } from './principal.ts';
 
 export const API_KEY_PREFIX = 'mr_';
 export const SESSION_PREFIX = 'mrs_';
@@ -25,13 +26,13 @@ const RESOLVE_SQL = `
 
 export async function resolveBearer(db: Queryable, authorization: string | undefined): Promise<Principal> {
   if (authorization === undefined || authorization.trim() === '') {
-    throw new ApiError('missing_api_key', 'Missing API key in the Authorization header (Bearer <token>)');
+    throw new ServiceError('missing_api_key', 'Missing API key in the Authorization header (Bearer <token>)');
   }
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
   const token = match?.[1] ?? '';
   const { rows } = await db.query<CredentialRow>(RESOLVE_SQL, [hashToken(token)]);
   const row = rows[0];
-  if (!match || !row) throw new ApiError('invalid_api_key', 'API key is invalid');
+  if (!match || !row) throw new ServiceError('invalid_api_key', 'API key is invalid');
   if (row.kind === 'session') {
     return { kind: 'session', organizationId: row.organization_id, sessionId: row.id, userId: row.user_id! };
   }
@@ -41,9 +42,9 @@ export async function resolveBearer(db: Queryable, authorization: string | undef
 /** Throws the 401 the spec asks for when a principal may not use a route of the given access. */
 export function checkAccess(principal: Principal, access: Access): void {
   if (access === 'session' && principal.kind !== 'session') {
-    throw new ApiError('session_required', 'This endpoint needs a dashboard session token, not an API key');
+    throw new ServiceError('session_required', 'This endpoint needs a dashboard session token, not an API key');
   }
   if (access === 'full' && principal.kind === 'api_key' && principal.permission !== 'full_access') {
-    throw new ApiError('restricted_api_key', 'This API key is restricted to sending emails only');
+    throw new ServiceError('restricted_api_key', 'This API key is restricted to sending emails only');
   }
 }

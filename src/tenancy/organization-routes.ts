@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import type { Queryable } from '../platform/db/database.ts';
-import type { App } from '../platform/http/app.ts';
-import { notFound } from '../platform/http/errors.ts';
+import type { App } from '../platform/http/app-types.ts';
+import { notFound } from '../platform/errors.ts';
 
 // The caller's own organization: read it, and switch open and click tracking. Quota and rate limit are
 // the operator's (CLI), so they are shown but not settable here.

@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db/database.ts';
+import { isUuid } from '../platform/ids.ts';
 
 export interface Organization {
   id: string;
@@ -31,10 +32,4 @@ export async function findOrganization(db: Queryable, id: string): Promise<Organ
     [id],
   );
   return rows[0];
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-/** Ids from outside are checked before they reach SQL, where a malformed uuid would be an error. */
-export function isUuid(value: string): boolean {
-  return UUID.test(value);
 }

@@ -1,5 +1,5 @@
-// Who is making a request. Resolved from the bearer token by authenticate(); routes read
-// request.principal and always scope their queries by principal.organizationId.
+// Who is making a request. Resolved from the bearer token by the authentication hook (authentication.ts);
+// routes read request.principal and always scope their queries by principal.organizationId.
 
 export type ApiKeyPermission = 'full_access' | 'sending_access';
 
@@ -7,11 +7,9 @@ export type Principal =
   | { kind: 'api_key'; organizationId: string; apiKeyId: string; permission: ApiKeyPermission }
   | { kind: 'session'; organizationId: string; sessionId: string; userId: string };
 
-/**
- * What a route demands:
- * - `send`: any API key or a session (sending email);
- * - `full`: a full_access key or a session (reading and managing);
- * - `session`: a dashboard session only;
- * - `public`: no credential (health checks, login).
- */
-export type Access = 'public' | 'send' | 'full' | 'session';
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the authentication hook on every route whose access is not `public`. */
+    principal: Principal;
+  }
+}

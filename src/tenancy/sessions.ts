@@ -1,5 +1,5 @@
 import type { Queryable } from '../platform/db/database.ts';
-import { ApiError } from '../platform/http/errors.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { hashToken, newToken } from '../platform/tokens.ts';
 import { SESSION_PREFIX } from './credentials.ts';
 import { decoyPasswordHash, verifyPassword } from './passwords.ts';
@@ -25,7 +25,7 @@ export async function login(db: Queryable, email: string, password: string, ttlH
   const user = await findUserByEmail(db, email);
   const ok = await verifyPassword(password, user?.password_hash ?? (await decoyPasswordHash()));
   if (!user || !user.password_hash || !ok) {
-    throw new ApiError('invalid_credentials', 'Email or password is incorrect');
+    throw new ServiceError('invalid_credentials', 'Email or password is incorrect');
   }
   // Expired sessions of this user are cleared here rather than by a sweeper.
   await db.query('DELETE FROM sessions WHERE user_id = $1 AND expires_at <= now()', [user.id]);

@@ -1,6 +1,6 @@
 import type { Queryable } from '../platform/db/database.ts';
 import { isUniqueViolation } from '../platform/db/database.ts';
-import { ApiError } from '../platform/http/errors.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { hashPassword } from './passwords.ts';
 
 export interface User {
@@ -18,10 +18,10 @@ export async function createUser(
 ): Promise<User> {
   const email = input.email.trim();
   if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) {
-    throw new ApiError('validation_error', `"${email}" is not an email address`, 'email');
+    throw new ServiceError('validation_error', `"${email}" is not an email address`, 'email');
   }
   if (input.password !== undefined && input.password.length < MIN_PASSWORD_LENGTH) {
-    throw new ApiError('validation_error', `Passwords have at least ${MIN_PASSWORD_LENGTH} characters`, 'password');
+    throw new ServiceError('validation_error', `Passwords have at least ${MIN_PASSWORD_LENGTH} characters`, 'password');
   }
   const passwordHash = input.password === undefined ? null : await hashPassword(input.password);
   try {
@@ -32,7 +32,8 @@ export async function createUser(
     );
     return rows[0]!;
   } catch (error) {
-    if (isUniqueViolation(error)) throw new ApiError('conflict', `A user with email ${email} exists already`, 'email');
+    if (isUniqueViolation(error))
+      throw new ServiceError('conflict', `A user with email ${email} exists already`, 'email');
     throw error;
   }
 }

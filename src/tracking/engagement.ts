@@ -1,7 +1,7 @@
 import type { Database } from '../platform/db/database.ts';
 import { recordTimelineEntry, type TimelineKind } from '../emails/timeline.ts';
 import { wakeWorkers } from '../queue/jobs.ts';
-import { isUuid } from '../tenancy/organizations.ts';
+import { isUuid } from '../platform/ids.ts';
 
 // Opens and clicks reported by the tracking routes. Each is kept once per recipient (a click once per
 // recipient and link): a pixel fetched again, or a link clicked again, records and emits nothing.

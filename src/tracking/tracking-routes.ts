@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import type { FastifyRequest } from 'fastify';
-import type { App } from '../platform/http/app.ts';
-import { notFound } from '../platform/http/errors.ts';
+import type { App } from '../platform/http/app-types.ts';
+import { notFound } from '../platform/errors.ts';
 import { recordClick, recordOpen } from './engagement.ts';
 import { readTrackingToken } from './tracking-links.ts';
 

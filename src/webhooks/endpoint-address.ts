@@ -2,7 +2,7 @@ import { lookup, NODATA, NOTFOUND, Resolver } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { Config } from '../platform/config.ts';
-import { ApiError } from '../platform/http/errors.ts';
+import { ServiceError } from '../platform/errors.ts';
 
 // Which addresses a webhook may reach (DESIGN §2, "Webhooks"): only public unicast ones, so a customer
 // cannot point Mailroom at the operator's own network (loopback, RFC 1918, cloud metadata on
@@ -232,8 +232,8 @@ export function createHostResolver(config: Config): HostResolver {
   };
 }
 
-function refuse(message: string): ApiError {
-  return new ApiError('invalid_webhook_endpoint', message, 'endpoint');
+function refuse(message: string): ServiceError {
+  return new ServiceError('invalid_webhook_endpoint', message, 'endpoint');
 }
 
 /**

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../platform/config.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
-import { ApiError, notFound } from '../platform/http/errors.ts';
-import { isUuid } from '../tenancy/organizations.ts';
+import { ServiceError, notFound } from '../platform/errors.ts';
+import { isUuid } from '../platform/ids.ts';
 import { parseEndpointUrl } from './endpoint-address.ts';
 import { isEventType } from './event-types.ts';
 
@@ -35,7 +35,7 @@ export function toView(row: EndpointRow) {
 function checkEvents(events: string[]): string[] {
   const unknown = events.filter((event) => !isEventType(event));
   if (unknown.length > 0) {
-    throw new ApiError('validation_error', `Unknown event type(s): ${unknown.join(', ')}`, 'events');
+    throw new ServiceError('validation_error', `Unknown event type(s): ${unknown.join(', ')}`, 'events');
   }
   return [...new Set(events)];
 }

@@ -1,6 +1,6 @@
 import { loadConfig, type Config } from '../../src/platform/config.ts';
 import type { Database } from '../../src/platform/db/database.ts';
-import { buildApp, type App } from '../../src/platform/http/app.ts';
+import { buildApp, type App } from '../../src/app.ts';
 import { createApiKey } from '../../src/tenancy/api-keys.ts';
 import { createOrganization } from '../../src/tenancy/organizations.ts';
 import { createSession } from '../../src/tenancy/sessions.ts';

@@ -1,5 +1,5 @@
 import type { Database } from '../../src/platform/db/database.ts';
-import type { App } from '../../src/platform/http/app.ts';
+import type { App } from '../../src/app.ts';
 import { bearer, type TestOrganization } from './app.ts';
 
 /** A minimal valid message from the organization's verified domain. */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { Queryable } from '../../src/platform/db/database.ts';
-import type { App } from '../../src/platform/http/app.ts';
+import type { App } from '../../src/app.ts';
 import { bearer, type TestOrganization } from './app.ts';
 
 // Which webhook events a change emitted, without a receiver: an endpoint for every type on a loopback

@@ -1,7 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { readFileSync } from 'node:fs';
-import type { App } from './app.ts';
+import type { App } from './app-types.ts';
 
 export const API_REFERENCE_PREFIX = '/docs';
 

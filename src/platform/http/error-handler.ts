@@ -1,42 +1,46 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError } from './errors.ts';
+import { ServiceError } from '../errors.ts';
+import { errorBody, HTTP_STATUS } from './error-envelope.ts';
 
 // Fastify's own 4xx errors (body parsing, content type, size) rewritten into the one envelope.
-const FASTIFY_ERRORS: Record<string, () => ApiError> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: () => new ApiError('payload_too_large', 'Request body is too large'),
+const FASTIFY_ERRORS: Record<string, () => ServiceError> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: () => new ServiceError('payload_too_large', 'Request body is too large'),
   FST_ERR_CTP_INVALID_MEDIA_TYPE: () =>
-    new ApiError('validation_error', 'Unsupported Content-Type: send the body as application/json'),
-  FST_ERR_CTP_INVALID_JSON_BODY: () => new ApiError('validation_error', 'The body is not valid JSON'),
+    new ServiceError('validation_error', 'Unsupported Content-Type: send the body as application/json'),
+  FST_ERR_CTP_INVALID_JSON_BODY: () => new ServiceError('validation_error', 'The body is not valid JSON'),
   // A path segment longer than any id or signed link Mailroom makes names nothing.
-  FST_ERR_MAX_PARAM_LENGTH: () => new ApiError('not_found', 'Not found'),
+  FST_ERR_MAX_PARAM_LENGTH: () => new ServiceError('not_found', 'Not found'),
 };
 
-export function handleError(error: FastifyError | ApiError | Error, request: FastifyRequest, reply: FastifyReply) {
-  let apiError: ApiError;
-  if (error instanceof ApiError) {
-    apiError = error;
+export function handleError(error: FastifyError | ServiceError | Error, request: FastifyRequest, reply: FastifyReply) {
+  let serviceError: ServiceError;
+  if (error instanceof ServiceError) {
+    serviceError = error;
   } else {
     const { code, statusCode } = error as FastifyError;
     const known = code ? FASTIFY_ERRORS[code] : undefined;
-    if (known) apiError = known();
-    else if (statusCode === 404) apiError = new ApiError('not_found', 'Not found');
-    else if (statusCode === 413) apiError = FASTIFY_ERRORS.FST_ERR_CTP_BODY_TOO_LARGE!();
+    if (known) serviceError = known();
+    else if (statusCode === 404) serviceError = new ServiceError('not_found', 'Not found');
+    else if (statusCode === 413) serviceError = FASTIFY_ERRORS.FST_ERR_CTP_BODY_TOO_LARGE!();
     else if (statusCode !== undefined && statusCode >= 400 && statusCode < 500) {
       // Fastify's remaining client errors (malformed JSON, prototype poisoning …): their messages are safe.
-      apiError = new ApiError('validation_error', error.message);
+      serviceError = new ServiceError('validation_error', error.message);
     } else {
       // Anything else is our fault: log it with the request id, show none of it.
       request.log.error({ err: error, reqId: request.id }, 'unhandled error');
-      apiError = new ApiError('application_error', `Internal server error (request id ${request.id})`);
+      serviceError = new ServiceError('application_error', `Internal server error (request id ${request.id})`);
     }
   }
-  if (apiError.statusCode >= 500 && error instanceof ApiError) {
-    request.log.error({ err: error, reqId: request.id }, apiError.message);
+  const status = HTTP_STATUS[serviceError.name];
+  if (status >= 500 && error instanceof ServiceError) {
+    request.log.error({ err: error, reqId: request.id }, serviceError.message);
   }
-  return reply.code(apiError.statusCode).type('application/json; charset=utf-8').send(apiError.toBody());
+  return reply.code(status).type('application/json; charset=utf-8').send(errorBody(serviceError));
 }
 
 export function handleNotFound(request: FastifyRequest, reply: FastifyReply) {
-  const body = new ApiError('not_found', `Route ${request.method} ${request.url.split('?')[0]} not found`).toBody();
+  const body = errorBody(
+    new ServiceError('not_found', `Route ${request.method} ${request.url.split('?')[0]} not found`),
+  );
   return reply.code(404).send(body);
 }

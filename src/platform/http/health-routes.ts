@@ -1,5 +1,5 @@
-import type { App } from './app.ts';
-import { ApiError } from './errors.ts';
+import type { App } from './app-types.ts';
+import { ServiceError } from '../errors.ts';
 
 /** Liveness (the process answers) and readiness (the database answers too). */
 export async function healthRoutes(app: App) {
@@ -9,7 +9,7 @@ export async function healthRoutes(app: App) {
     try {
       await app.db.query('SELECT 1');
     } catch {
-      throw new ApiError('service_unavailable', 'The database is not reachable');
+      throw new ServiceError('service_unavailable', 'The database is not reachable');
     }
     return { status: 'ready' };
   });

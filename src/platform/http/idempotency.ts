@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { Database, Queryable } from '../db/database.ts';
-import { ApiError } from './errors.ts';
+import { isFinalRefusal, ServiceError } from '../errors.ts';
+import { errorBody, HTTP_STATUS } from './error-envelope.ts';
 
 // Idempotency-Key (DESIGN §2): scoped to the organization; the first request claims the key with its
 // fingerprint (method, path, hash of the canonical JSON body) and a lease; its response is stored in the
@@ -49,7 +50,7 @@ export function readIdempotencyKey(request: FastifyRequest): string | undefined 
   if (header === undefined) return undefined;
   const key = Array.isArray(header) ? header.join(',') : header;
   if (key.length === 0 || key.length > MAX_KEY_LENGTH) {
-    throw new ApiError(
+    throw new ServiceError(
       'invalid_idempotency_key',
       `Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters long`,
       'Idempotency-Key',
@@ -80,13 +81,13 @@ async function claim(db: Database, target: IdempotencyClaim, fingerprint: string
   const row = rows[0];
   if (!row) return claim(db, target, fingerprint); // expired and removed in between: try again
   if (row.fingerprint !== fingerprint) {
-    throw new ApiError(
+    throw new ServiceError(
       'invalid_idempotent_request',
       'This Idempotency-Key was used with a different request in the last 24 hours',
     );
   }
   if (row.status_code === null) {
-    throw new ApiError(
+    throw new ServiceError(
       'concurrent_idempotent_requests',
       'A request with this Idempotency-Key is still in progress; retry shortly',
     );
@@ -102,10 +103,6 @@ export async function storeAnswer(tx: Queryable, target: IdempotencyClaim, answe
     [target.organizationId, target.key, answer.statusCode, JSON.stringify(answer.body)],
   );
 }
-
-/** Which refusals are remembered: 4xx except 401 and 429, so a retry after those can succeed. */
-const isStored = (statusCode: number) =>
-  statusCode >= 400 && statusCode < 500 && statusCode !== 401 && statusCode !== 429;
 
 /**
  * Runs a send under the request's Idempotency-Key, if it has one. `work` receives the claim (to pass to
@@ -126,8 +123,8 @@ export async function idempotent(
   try {
     return { answer: await work(target), replayed: false };
   } catch (error) {
-    if (error instanceof ApiError && isStored(error.statusCode)) {
-      await storeAnswer(db, target, { statusCode: error.statusCode, body: error.toBody() });
+    if (error instanceof ServiceError && isFinalRefusal(error.name)) {
+      await storeAnswer(db, target, { statusCode: HTTP_STATUS[error.name], body: errorBody(error) });
     } else {
       await db.query('DELETE FROM idempotency_keys WHERE organization_id = $1 AND key = $2 AND status_code IS NULL', [
         target.organizationId,

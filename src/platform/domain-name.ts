@@ -1,5 +1,5 @@
 import { domainToASCII } from 'node:url';
-import { ApiError } from '../platform/http/errors.ts';
+import { ServiceError } from './errors.ts';
 
 // Letters, digits and inner hyphens, 1 to 63 octets (RFC 1123). Underscores are allowed in DNS but not
 // in host names, and a sending domain is a host name.
@@ -18,7 +18,7 @@ export function isHostLabel(label: string): boolean {
  * punycode (bücher.example → xn--bcher-kva.example), no trailing dot. Throws validation_error otherwise.
  */
 export function normalizeDomainName(input: string): string {
-  const invalid = (why: string) => new ApiError('validation_error', `Invalid domain name: ${why}`, 'name');
+  const invalid = (why: string) => new ServiceError('validation_error', `Invalid domain name: ${why}`, 'name');
   const trimmed = input.trim().replace(/\.$/, '');
   if (trimmed === '') throw invalid('it is empty');
   if (URL_DELIMITERS.test(trimmed)) throw invalid(`"${input}" contains characters not allowed in a domain name`);

@@ -1,66 +1,29 @@
-import { randomUUID } from 'node:crypto';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
-import { checkAccess, resolveBearer } from '../../tenancy/credentials.ts';
-import type { Access, Principal } from '../../tenancy/principal.ts';
+import type { Signer } from '../signing.ts';
+import { randomUUID } from 'node:crypto';
+import Fastify, { LogController } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { handleError, handleNotFound } from './error-handler.ts';
 import { validatorCompiler } from './validation.ts';
 import { apiReference, API_REFERENCE_PREFIX } from './api-reference.ts';
 import { healthRoutes } from './health-routes.ts';
-import { authRoutes } from '../../tenancy/auth-routes.ts';
-import { apiKeyRoutes } from '../../tenancy/api-key-routes.ts';
-import { domainRoutes } from '../../domains/domain-routes.ts';
-import { emailRoutes } from '../../emails/email-routes.ts';
-import { lifecycleRoutes } from '../../emails/lifecycle-routes.ts';
-import { webhookRoutes } from '../../webhooks/webhook-routes.ts';
-import { templateRoutes } from '../../templates/template-routes.ts';
-import { topicRoutes } from '../../contacts/topic-routes.ts';
-import { contactRoutes } from '../../contacts/contact-routes.ts';
-import { unsubscribeRoutes } from '../../contacts/unsubscribe-routes.ts';
-import { trackingRoutes } from '../../tracking/tracking-routes.ts';
-import { organizationRoutes } from '../../tenancy/organization-routes.ts';
-import { suppressionRoutes } from '../../suppressions/suppression-routes.ts';
-import { loadSigner, type Signer } from '../signing.ts';
+import type { Access, App } from './app-types.ts';
 
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** Who may call the route; every route must say (checked when routes are added). */
-    access?: Access;
-  }
-  interface FastifyRequest {
-    /** Set by the authentication hook on every route whose access is not `public`. */
-    principal: Principal;
-  }
-  interface FastifyInstance {
-    db: Database;
-    config: Config;
-    /** Signs and checks the links Mailroom puts in messages (tracking, unsubscribe). */
-    signer: Signer;
-    /** Every route as "METHOD /path" with its access, in registration order (for tests and docs). */
-    routeList: Array<{ method: string; url: string; access: Access }>;
-  }
-}
+// The HTTP framework as every route finds it: request ids, the one error envelope, body validation, the
+// OpenAPI reference, health checks, and the rule that every route declares who may call it. Which
+// routes exist, and how a credential becomes a principal, is decided by the composition root (src/app.ts).
 
-export type App = FastifyInstance<
-  RawServerDefault,
-  IncomingMessage,
-  ServerResponse,
-  FastifyBaseLogger,
-  TypeBoxTypeProvider
->;
-
-export interface AppOptions {
+export interface HttpAppOptions {
   db: Database;
   config: Config;
+  signer: Signer;
   /** false silences the request log (tests). */
   logger?: boolean;
 }
 
-/** Builds the HTTP API. It does not listen: src/server.ts does, tests call app.inject(). */
-export async function buildApp({ db, config, logger = true }: AppOptions): Promise<App> {
+/** A Fastify instance with the framework in place and no domain route yet. It does not listen. */
+export async function createHttpApp({ db, config, signer, logger = true }: HttpAppOptions): Promise<App> {
   const app = Fastify({
     logger: logger ? { level: config.logLevel } : false,
     bodyLimit: config.bodyLimitBytes,
@@ -80,8 +43,7 @@ export async function buildApp({ db, config, logger = true }: AppOptions): Promi
 
   app.decorate('db', db);
   app.decorate('config', config);
-  app.decorate('signer', await loadSigner(db));
-  app.decorateRequest('principal', null as never);
+  app.decorate('signer', signer);
   app.setValidatorCompiler(validatorCompiler);
   // SDKs (Resend's among them) send Content-Type: application/json on bodiless POSTs such as
   // /domains/:id/verify: an empty body is no body, not a 400. Anything else parses as Fastify would.
@@ -110,11 +72,6 @@ export async function buildApp({ db, config, logger = true }: AppOptions): Promi
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
-    const access = request.routeOptions.config.access;
-    if (!access || access === 'public') return;
-    const principal = await resolveBearer(db, request.headers.authorization);
-    checkAccess(principal, access);
-    request.principal = principal;
   });
 
   // On shutdown, answers still in flight tell keep-alive clients to go, so that close() does not wait
@@ -129,18 +86,5 @@ export async function buildApp({ db, config, logger = true }: AppOptions): Promi
 
   await apiReference(app);
   await app.register(healthRoutes);
-  await app.register(authRoutes);
-  await app.register(apiKeyRoutes);
-  await app.register(domainRoutes);
-  await app.register(templateRoutes);
-  await app.register(emailRoutes);
-  await app.register(lifecycleRoutes);
-  await app.register(webhookRoutes);
-  await app.register(topicRoutes);
-  await app.register(contactRoutes);
-  await app.register(unsubscribeRoutes);
-  await app.register(trackingRoutes);
-  await app.register(organizationRoutes);
-  await app.register(suppressionRoutes);
   return app;
 }

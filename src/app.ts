@@ -1,0 +1,50 @@
+// The composition root: the one place that knows every domain. It builds the HTTP API from the
+// framework (platform/http) and each domain's routes; src/server.ts runs it, tests call app.inject().
+import type { Config } from './platform/config.ts';
+import type { Database } from './platform/db/database.ts';
+import { createHttpApp } from './platform/http/http-app.ts';
+import type { App } from './platform/http/app-types.ts';
+import { loadSigner } from './platform/signing.ts';
+import { installAuthentication } from './tenancy/authentication.ts';
+import { authRoutes } from './tenancy/auth-routes.ts';
+import { apiKeyRoutes } from './tenancy/api-key-routes.ts';
+import { organizationRoutes } from './tenancy/organization-routes.ts';
+import { domainRoutes } from './domains/domain-routes.ts';
+import { templateRoutes } from './templates/template-routes.ts';
+import { emailRoutes } from './emails/email-routes.ts';
+import { lifecycleRoutes } from './emails/lifecycle-routes.ts';
+import { webhookRoutes } from './webhooks/webhook-routes.ts';
+import { topicRoutes } from './contacts/topic-routes.ts';
+import { contactRoutes } from './contacts/contact-routes.ts';
+import { unsubscribeRoutes } from './contacts/unsubscribe-routes.ts';
+import { trackingRoutes } from './tracking/tracking-routes.ts';
+import { suppressionRoutes } from './suppressions/suppression-routes.ts';
+
+export type { App } from './platform/http/app-types.ts';
+
+export interface AppOptions {
+  db: Database;
+  config: Config;
+  /** false silences the request log (tests). */
+  logger?: boolean;
+}
+
+/** Builds the HTTP API. It does not listen: src/server.ts does, tests call app.inject(). */
+export async function buildApp({ db, config, logger = true }: AppOptions): Promise<App> {
+  const app = await createHttpApp({ db, config, signer: await loadSigner(db), logger });
+  installAuthentication(app);
+  await app.register(authRoutes);
+  await app.register(apiKeyRoutes);
+  await app.register(domainRoutes);
+  await app.register(templateRoutes);
+  await app.register(emailRoutes);
+  await app.register(lifecycleRoutes);
+  await app.register(webhookRoutes);
+  await app.register(topicRoutes);
+  await app.register(contactRoutes);
+  await app.register(unsubscribeRoutes);
+  await app.register(trackingRoutes);
+  await app.register(organizationRoutes);
+  await app.register(suppressionRoutes);
+  return app;
+}

@@ -1,0 +1,40 @@
+import type { FastifyBaseLogger, FastifyInstance, RawServerDefault } from 'fastify';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Config } from '../config.ts';
+import type { Database } from '../db/database.ts';
+import type { Signer } from '../signing.ts';
+
+// The type every route module receives (\`App\`), and what the framework adds to Fastify's own types.
+
+/**
+ * What a route demands:
+ * - `send`: any API key or a session (sending email);
+ * - `full`: a full_access key or a session (reading and managing);
+ * - `session`: a dashboard session only;
+ * - `public`: no credential (health checks, login, links in messages).
+ */
+export type Access = 'public' | 'send' | 'full' | 'session';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Who may call the route; every route must say (checked when routes are added). */
+    access?: Access;
+  }
+  interface FastifyInstance {
+    db: Database;
+    config: Config;
+    /** Signs and checks the links Mailroom puts in messages (tracking, unsubscribe). */
+    signer: Signer;
+    /** Every route as "METHOD /path" with its access, in registration order (for tests and docs). */
+    routeList: Array<{ method: string; url: string; access: Access }>;
+  }
+}
+
+export type App = FastifyInstance<
+  RawServerDefault,
+  IncomingMessage,
+  ServerResponse,
+  FastifyBaseLogger,
+  TypeBoxTypeProvider
+>;

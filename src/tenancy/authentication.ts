@@ -1,0 +1,17 @@
+import type { App } from '../platform/http/app-types.ts';
+import { checkAccess, resolveBearer } from './credentials.ts';
+
+/**
+ * Every route that is not `public` resolves its bearer token to a principal before anything else runs,
+ * and refuses a credential its access does not admit (401 in the envelope).
+ */
+export function installAuthentication(app: App): void {
+  app.decorateRequest('principal', null as never);
+  app.addHook('onRequest', async (request) => {
+    const access = request.routeOptions.config.access;
+    if (!access || access === 'public') return;
+    const principal = await resolveBearer(app.db, request.headers.authorization);
+    checkAccess(principal, access);
+    request.principal = principal;
+  });
+}
