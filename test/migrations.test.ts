@@ -128,3 +128,77 @@ test('a CLI command while another process holds the embedded database says so pl
   assert.equal(after.code, 0, after.stderr);
   await rm(dir, { recursive: true, force: true });
 });
+
+test('idempotency answers stored before results were plain data still replay after the upgrade', async () => {
+  const { db, close } = await openTestDatabase({ migrated: false });
+  try {
+    // The database as it was before 0006: every earlier migration applied, then answers stored as HTTP.
+    const before = (await loadMigrations()).filter((m) => m.id < 6);
+    await db.transaction(async (tx) => {
+      await tx.exec(
+        'CREATE TABLE mailroom_migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())',
+      );
+      for (const m of before) {
+        await tx.exec(m.sql);
+        await tx.query('INSERT INTO mailroom_migrations (id, name) VALUES ($1, $2)', [m.id, m.name]);
+      }
+    });
+    const org = (
+      await db.query<{ id: string }>(
+        "INSERT INTO organizations (name, monthly_quota, rate_limit) VALUES ('o', 100, 10) RETURNING id",
+      )
+    ).rows[0]!.id;
+    const id = '7d0c3a52-2a84-4d83-a3c4-2f8e0c36f1a1';
+    const stored = [
+      ['single', 200, { object: 'email', id }],
+      ['refused', 400, { statusCode: 400, name: 'validation_error', message: 'Invalid field to', field: 'to' }],
+      [
+        'batch',
+        200,
+        {
+          object: 'list',
+          data: [
+            { object: 'email', id },
+            {
+              object: 'error',
+              id: null,
+              index: 1,
+              statusCode: 400,
+              name: 'invalid_from_address',
+              message: 'm',
+              field: 'from',
+            },
+          ],
+          errors: [{ index: 1, statusCode: 400, name: 'invalid_from_address', message: 'm', field: 'from' }],
+        },
+      ],
+      ['running', null, null],
+    ] as const;
+    for (const [key, status, response] of stored) {
+      await db.query(
+        'INSERT INTO idempotency_keys (organization_id, key, fingerprint, status_code, response) VALUES ($1, $2, $3, $4, $5::jsonb)',
+        [org, key, 'f', status, response === null ? null : JSON.stringify(response)],
+      );
+    }
+    await migrate(db);
+    const results = Object.fromEntries(
+      (await db.query<{ key: string; result: unknown }>('SELECT key, result FROM idempotency_keys')).rows.map((r) => [
+        r.key,
+        r.result,
+      ]),
+    );
+    assert.deepEqual(results, {
+      single: { entries: [{ accepted: true, id }] },
+      refused: { refused: { name: 'validation_error', message: 'Invalid field to', field: 'to' } },
+      batch: {
+        entries: [
+          { accepted: true, id },
+          { accepted: false, error: { name: 'invalid_from_address', message: 'm', field: 'from' } },
+        ],
+      },
+      running: null,
+    });
+  } finally {
+    await close();
+  }
+});

@@ -69,7 +69,7 @@ test('a job added without any NOTIFY is found by polling; an expired lease is ta
     if (job.attempts === 1) await new Promise(() => {});
     return { done: true as const };
   };
-  await t.db.transaction((tx) => enqueueJob(tx, 'deliver-email', { email_id: 'none' }));
+  await t.db.transaction((tx) => enqueueJob(tx, { queue: 'deliver-email', payload: { email_id: 'none' } }));
   const first = await startWorker(
     t.db,
     { 'deliver-email': handler },

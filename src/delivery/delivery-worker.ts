@@ -4,7 +4,6 @@ import type { Signer } from '../platform/signing.ts';
 import { cappedText } from '../platform/text.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
 import type { Job, JobResult } from '../queue/worker.ts';
-import { wakeWorkers } from '../queue/jobs.ts';
 import { subscribedAddresses } from '../contacts/subscriptions.ts';
 import { unsubscribeUrl } from '../contacts/unsubscribe-link.ts';
 import { addTracking } from '../tracking/tracking-links.ts';
@@ -112,7 +111,6 @@ export function deliveryHandler(db: Database, config: Config, transport: Transpo
           if (next && (!deferredUntil || next < deferredUntil)) deferredUntil = next;
         }),
       );
-      wakeWorkers(db); // the outcomes queued webhook deliveries
     }
     if (deferredUntil) return { retryAt: deferredUntil, reason: 'deferred recipients' };
     return finishIfDone(db, email.id);
@@ -230,7 +228,6 @@ async function failWithoutSending(
       });
     }
   });
-  wakeWorkers(db);
 }
 
 /**

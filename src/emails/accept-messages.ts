@@ -1,20 +1,21 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
-import { ServiceError } from '../platform/errors.ts';
-import { storeAnswer, type IdempotencyClaim, type StoredAnswer } from '../platform/http/idempotency.ts';
-import { enqueueJob, wakeWorkers } from '../queue/jobs.ts';
+import { ServiceError, type ErrorDetail } from '../platform/errors.ts';
+import { rememberResult, type IdempotencyKey } from '../platform/idempotency.ts';
+import { queueDelivery } from './delivery-job.ts';
 import type { PreparedMessage } from './prepare-message.ts';
 import { refundRateTokens, reserveQuota, takeRateTokens, type RateLimitState } from './sending-limits.ts';
 import { recordTimelineEntry } from './timeline.ts';
 
-export type Outcome = { accepted: true; id: string } | { accepted: false; error: ServiceError };
+/** What became of one message: accepted under its id, or refused and why. */
+export type Outcome = { accepted: true; id: string } | { accepted: false; error: ErrorDetail };
 
-export interface AcceptOptions {
+export interface AcceptOptions<Result> {
   organizationId: string;
   /** Strict batches and single sends: either every message is accepted or none is. */
   allOrNothing: boolean;
-  /** Builds the HTTP answer from the outcomes; stored with the idempotency key in the same transaction. */
-  answer(outcomes: Outcome[]): StoredAnswer;
-  idempotency: IdempotencyClaim | undefined;
+  /** The request's idempotency key: `resultOf(outcomes)` is remembered under it in the same transaction. */
+  idempotency: IdempotencyKey | undefined;
+  resultOf(outcomes: Outcome[]): Result;
 }
 
 /** Thrown inside the transaction to roll it back when nothing at all was accepted. */
@@ -30,11 +31,11 @@ class NothingAccepted extends Error {
  * timeline entry and delivery job exist, and not before. Messages past the point where the rate limit
  * (then the quota) runs out are refused in order; all-or-nothing refuses them all instead.
  */
-export async function acceptMessages(
+export async function acceptMessages<Result>(
   db: Database,
   messages: PreparedMessage[],
-  options: AcceptOptions,
-): Promise<{ outcomes: Outcome[]; answer: StoredAnswer; rate: RateLimitState }> {
+  options: AcceptOptions<Result>,
+): Promise<{ outcomes: Outcome[]; rate: RateLimitState }> {
   const { organizationId } = options;
   const taken = await takeRateTokens(db, organizationId, messages.length);
   const granted = options.allOrNothing && taken.granted < messages.length ? 0 : taken.granted;
@@ -47,10 +48,9 @@ export async function acceptMessages(
   // Tokens taken for messages that were not accepted go back; losing a refund only costs a few tokens, so
   // a failure here never turns a committed acceptance into an error.
   const refund = (count: number) => refundRateTokens(db, organizationId, count).catch(() => {});
-  let answer: StoredAnswer;
   try {
     if (granted === 0) throw new NothingAccepted();
-    answer = await db.transaction(async (tx) => {
+    await db.transaction(async (tx) => {
       const candidates = messages.slice(0, granted);
       const quota = await reserveQuota(
         tx,
@@ -61,27 +61,21 @@ export async function acceptMessages(
       if (accepted === 0) throw new NothingAccepted();
       for (const message of candidates.slice(0, accepted)) {
         await insertMessage(tx, organizationId, message);
-        await enqueueJob(tx, 'deliver-email', { email_id: message.id }, message.scheduledAt);
+        await queueDelivery(tx, message.id, message.scheduledAt);
       }
-      const answer = options.answer(outcomesFor(accepted, granted));
-      if (options.idempotency) await storeAnswer(tx, options.idempotency, answer);
+      if (options.idempotency) {
+        await rememberResult(tx, options.idempotency, options.resultOf(outcomesFor(accepted, granted)));
+      }
       // Last before the commit: the usage row stays locked from here to the end of the transaction.
       await quota.charge(accepted);
-      return answer;
     });
   } catch (error) {
     await refund(taken.granted);
     if (!(error instanceof NothingAccepted)) throw error;
-    const outcomes = outcomesFor(0, granted);
-    return { outcomes, answer: options.answer(outcomes), rate: stateAfterRefund(taken.state, taken.granted) };
+    return { outcomes: outcomesFor(0, granted), rate: stateAfterRefund(taken.state, taken.granted) };
   }
-  wakeWorkers(db);
   await refund(taken.granted - accepted);
-  return {
-    outcomes: outcomesFor(accepted, granted),
-    answer,
-    rate: stateAfterRefund(taken.state, taken.granted - accepted),
-  };
+  return { outcomes: outcomesFor(accepted, granted), rate: stateAfterRefund(taken.state, taken.granted - accepted) };
 }
 
 function stateAfterRefund(state: RateLimitState, refunded: number): RateLimitState {

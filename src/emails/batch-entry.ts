@@ -1,5 +1,5 @@
 import { ServiceError } from '../platform/errors.ts';
-import { compileBodyValidator } from '../platform/http/validation.ts';
+import { compileBodyValidator } from '../platform/validation.ts';
 import { EmailMessageSchema, type EmailMessage } from './message-schema.ts';
 
 export const MAX_BATCH = 100;

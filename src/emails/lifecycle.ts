@@ -1,6 +1,7 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
-import { wakeWorkers } from '../queue/jobs.ts';
+import { cancelJobs, rescheduleJobs } from '../queue/jobs.ts';
+import { DELIVERY_QUEUE } from './delivery-job.ts';
 import { isUuid } from '../platform/ids.ts';
 import { recordTimelineEntry } from './timeline.ts';
 import { emitEvent } from '../webhooks/fan-out.ts';
@@ -19,10 +20,9 @@ export async function cancelEmail(db: Database, organizationId: string, id: stri
       [id, organizationId],
     );
     if (rowCount === 0) throw await whyNot(tx, organizationId, id, 'cancelled');
-    await tx.query(`DELETE FROM jobs WHERE payload ->> 'email_id' = $1`, [id]);
+    await cancelJobs(tx, DELIVERY_QUEUE, 'email_id', id);
     await recordTimelineEntry(tx, { emailId: id, organizationId, kind: 'canceled' });
   });
-  wakeWorkers(db);
 }
 
 export async function rescheduleEmail(db: Database, organizationId: string, id: string, at: Date): Promise<void> {
@@ -33,10 +33,9 @@ export async function rescheduleEmail(db: Database, organizationId: string, id: 
       [id, organizationId, at],
     );
     if (rowCount === 0) throw await whyNot(tx, organizationId, id, 'rescheduled');
-    await tx.query(`UPDATE jobs SET run_at = $2 WHERE payload ->> 'email_id' = $1`, [id, at]);
+    await rescheduleJobs(tx, DELIVERY_QUEUE, 'email_id', id, at);
     await emitEvent(tx, organizationId, 'email.rescheduled', { email_id: id, scheduled_at: at.toISOString() });
   });
-  wakeWorkers(db);
 }
 
 /** 404 for a message that is not the organization's, 400 invalid_state for one already on its way. */

@@ -1,7 +1,6 @@
 import { domainToASCII } from 'node:url';
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
-import { wakeWorkers } from '../queue/jobs.ts';
 import { isBadMailbox } from '../delivery/smtp-outcome.ts';
 import { suppressAddress } from '../suppressions/suppressions.ts';
 import type { BounceReport, ComplaintReport, DeliveryReport } from './delivery-reports.ts';
@@ -48,7 +47,6 @@ export async function recordReports(
     }
     return count;
   });
-  if (recorded > 0) wakeWorkers(db); // the timeline entries queued webhook deliveries
   return recorded;
 }
 

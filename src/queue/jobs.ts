@@ -1,4 +1,9 @@
-import type { Database, Queryable } from '../platform/db/database.ts';
+import { notifyAfterCommitTag, type Queryable } from '../platform/db/database.ts';
+
+// The queue owns the jobs table: every row of it is written here or by the worker (worker.ts). Each
+// write that adds or moves a job runs inside the caller's transaction, so the job exists exactly when
+// the change it acts on committed; its statement carries the tag that makes the database seam wake
+// the workers (in every process) once it commits. No caller wakes workers by hand.
 
 /** Queues of background work. */
 export type QueueName = 'deliver-email' | 'deliver-webhook';
@@ -7,38 +12,69 @@ export type QueueName = 'deliver-email' | 'deliver-webhook';
 export const JOBS_CHANNEL = 'mailroom_jobs';
 
 /**
- * Adds a job, to run at `runAt` (now when absent). Call it inside the transaction whose change the job
- * acts on: the job exists exactly when that change committed. Then call wakeWorkers after the commit.
+ * The payload fields that name what a job acts on, so its job can be found again (indexed where
+ * that is looked up: `email_id`).
  */
-export async function enqueueJob(
-  tx: Queryable,
-  queue: QueueName,
-  payload: Record<string, unknown>,
-  runAt?: Date,
-): Promise<void> {
-  await tx.query(`INSERT INTO jobs (queue, payload, run_at) VALUES ($1, $2::jsonb, coalesce($3::timestamptz, now()))`, [
-    queue,
-    JSON.stringify(payload),
-    runAt ?? null,
-  ]);
+export type JobKey = 'email_id' | 'delivery_id';
+
+const WAKE = notifyAfterCommitTag(JOBS_CHANNEL);
+
+export interface NewJob {
+  queue: QueueName;
+  payload: Partial<Record<JobKey, string>>;
+  /** Jobs of one group run at most a worker's group limit at a time (a webhook endpoint). */
+  groupKey?: string;
+  /** Not before this time; now when absent. */
+  runAt?: Date;
 }
 
-// NOTIFY is not sent inside the accepting transaction: PostgreSQL serialises the commits of every
-// transaction that notifies, which would cap accepted sends per second. One NOTIFY after the commit,
-// at most one per process every 20 ms, wakes the workers just as well; their polling covers a lost one.
-const WAKE_INTERVAL_MS = 20;
-const lastWake = new WeakMap<Database, { at: number; pending: boolean }>();
+/** Adds a job inside the transaction whose change it acts on. */
+export async function enqueueJob(tx: Queryable, job: NewJob): Promise<void> {
+  await tx.query(
+    `${WAKE} INSERT INTO jobs (queue, payload, group_key, run_at)
+     VALUES ($1, $2::jsonb, $3, coalesce($4::timestamptz, now()))`,
+    [job.queue, JSON.stringify(job.payload), job.groupKey ?? null, job.runAt ?? null],
+  );
+}
 
-/** Wakes the workers (in any process) to look for jobs now. Fire and forget. */
-export function wakeWorkers(db: Database): void {
-  const state = lastWake.get(db) ?? { at: 0, pending: false };
-  lastWake.set(db, state);
-  if (state.pending) return;
-  const wait = Math.max(0, state.at + WAKE_INTERVAL_MS - Date.now());
-  state.pending = true;
-  setTimeout(() => {
-    state.pending = false;
-    state.at = Date.now();
-    db.query('SELECT pg_notify($1, $2)', [JOBS_CHANNEL, '']).catch(() => {});
-  }, wait).unref();
+/**
+ * SQL for a data-modifying CTE body that adds one job per row of the earlier CTE `from`, for
+ * statements that create what the jobs act on in the same statement (webhook fan-out). `payload` and
+ * `groupKey` are SQL expressions over `from`'s columns. The statement it is part of wakes the workers
+ * after its commit.
+ */
+export function enqueueJobsFromRows(spec: {
+  from: string;
+  queue: QueueName;
+  payload: string;
+  groupKey: string;
+}): string {
+  return `${WAKE} INSERT INTO jobs (queue, payload, group_key)
+    SELECT '${spec.queue}', ${spec.payload}, ${spec.groupKey} FROM ${spec.from}
+    RETURNING 1`;
+}
+
+/** Removes the jobs of a queue whose payload names `value` under `key` (what they act on is gone). */
+export async function cancelJobs(tx: Queryable, queue: QueueName, key: JobKey, value: string): Promise<void> {
+  await tx.query(`DELETE FROM jobs WHERE payload ->> '${key}' = $1 AND queue = $2`, [value, queue]);
+}
+
+/** Removes every job of a group (a deleted webhook endpoint's deliveries). */
+export async function cancelGroupJobs(tx: Queryable, queue: QueueName, groupKey: string): Promise<void> {
+  await tx.query('DELETE FROM jobs WHERE queue = $1 AND group_key = $2', [queue, groupKey]);
+}
+
+/** Moves the jobs of a queue whose payload names `value` under `key` to run at `runAt`. */
+export async function rescheduleJobs(
+  tx: Queryable,
+  queue: QueueName,
+  key: JobKey,
+  value: string,
+  runAt: Date,
+): Promise<void> {
+  await tx.query(`${WAKE} UPDATE jobs SET run_at = $3 WHERE payload ->> '${key}' = $1 AND queue = $2`, [
+    value,
+    queue,
+    runAt,
+  ]);
 }

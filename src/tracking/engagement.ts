@@ -1,6 +1,5 @@
 import type { Database } from '../platform/db/database.ts';
 import { recordTimelineEntry, type TimelineKind } from '../emails/timeline.ts';
-import { wakeWorkers } from '../queue/jobs.ts';
 import { isUuid } from '../platform/ids.ts';
 
 // Opens and clicks reported by the tracking routes. Each is kept once per recipient (a click once per
@@ -69,6 +68,5 @@ async function recordEngagement(
     });
     return eventId !== null;
   });
-  if (recorded) wakeWorkers(db); // its webhook deliveries are queued
   return recorded;
 }

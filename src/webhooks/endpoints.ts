@@ -5,6 +5,8 @@ import { ServiceError, notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
 import { parseEndpointUrl } from './endpoint-address.ts';
 import { isEventType } from './event-types.ts';
+import { cancelGroupJobs } from '../queue/jobs.ts';
+import { queueDeliveriesFrom, WEBHOOK_QUEUE } from './delivery-jobs.ts';
 
 // Webhook endpoints of an organization. The signing secret is shown when the endpoint is created (and
 // when it is rotated), never in listings. A rotation keeps the previous secret signing too for 24 hours,
@@ -98,7 +100,7 @@ export async function deleteEndpoint(db: Database, organizationId: string, id: s
       organizationId,
     ]);
     if (rowCount === 0) throw notFound('Webhook');
-    await tx.query(`DELETE FROM jobs WHERE queue = 'deliver-webhook' AND group_key = $1`, [id]);
+    await cancelGroupJobs(tx, WEBHOOK_QUEUE, id);
   });
 }
 
@@ -150,20 +152,18 @@ export async function listDeliveries(db: Queryable, organizationId: string, endp
 export async function replayDelivery(db: Database, organizationId: string, endpointId: string, deliveryId: string) {
   await requireEndpoint(db, organizationId, endpointId);
   if (!isUuid(deliveryId)) throw notFound('Delivery');
-  return db.transaction(async (tx) => {
-    const { rows } = await tx.query<{ id: string }>(
-      `INSERT INTO webhook_deliveries (organization_id, endpoint_id, event_id, event_type, payload)
+  const { rows } = await db.query<{ id: string }>(
+    `WITH deliveries AS (
+       INSERT INTO webhook_deliveries (organization_id, endpoint_id, event_id, event_type, payload)
        SELECT organization_id, endpoint_id, event_id, event_type, payload FROM webhook_deliveries
-        WHERE id = $1 AND endpoint_id = $2 RETURNING id`,
-      [deliveryId, endpointId],
-    );
-    if (!rows[0]) throw notFound('Delivery');
-    await tx.query(
-      `INSERT INTO jobs (queue, payload, group_key) VALUES ('deliver-webhook', jsonb_build_object('delivery_id', $1::text), $2)`,
-      [rows[0].id, endpointId],
-    );
-    return { object: 'webhook_delivery' as const, id: rows[0].id };
-  });
+        WHERE id = $1 AND endpoint_id = $2 RETURNING id, endpoint_id
+     ),
+     queued AS (${queueDeliveriesFrom('deliveries')})
+     SELECT id FROM deliveries`,
+    [deliveryId, endpointId],
+  );
+  if (!rows[0]) throw notFound('Delivery');
+  return { object: 'webhook_delivery' as const, id: rows[0].id };
 }
 
 async function requireEndpoint(db: Queryable, organizationId: string, id: string): Promise<EndpointRow> {

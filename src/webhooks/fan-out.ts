@@ -1,5 +1,6 @@
 import type { Queryable } from '../platform/db/database.ts';
 import type { EventType } from './event-types.ts';
+import { queueDeliveriesFrom } from './delivery-jobs.ts';
 
 // Fan-out: an event becomes one pending delivery per subscribed, enabled endpoint of its organization,
 // and one 'deliver-webhook' job per delivery, written by the same statement that records the event (or
@@ -27,11 +28,7 @@ export function fanOutCtes(sql: { org: string; type: string; data: string }): st
        AND (jsonb_array_length(endpoint.events) = 0 OR endpoint.events ? ${sql.type})
     RETURNING id, endpoint_id
   ),
-  queued AS (
-    INSERT INTO jobs (queue, payload, group_key)
-    SELECT 'deliver-webhook', jsonb_build_object('delivery_id', id), endpoint_id::text FROM deliveries
-    RETURNING 1
-  )`;
+  queued AS (${queueDeliveriesFrom('deliveries')})`;
 }
 
 /**

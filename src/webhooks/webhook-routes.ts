@@ -1,6 +1,5 @@
 import { Type } from 'typebox';
 import type { App } from '../platform/http/app-types.ts';
-import { wakeWorkers } from '../queue/jobs.ts';
 import {
   createEndpoint,
   deleteEndpoint,
@@ -112,15 +111,7 @@ export async function webhookRoutes(app: App) {
         params: Type.Object({ id: Type.String(), delivery_id: Type.String() }),
       },
     },
-    async (request) => {
-      const replay = await replayDelivery(
-        app.db,
-        request.principal.organizationId,
-        request.params.id,
-        request.params.delivery_id,
-      );
-      wakeWorkers(app.db);
-      return replay;
-    },
+    async (request) =>
+      replayDelivery(app.db, request.principal.organizationId, request.params.id, request.params.delivery_id),
   );
 }

@@ -15,6 +15,48 @@ export interface Transaction extends Queryable {
   exec(script: string): Promise<void>;
 }
 
+/**
+ * A statement that other processes should hear about once it commits (it queued work) carries this tag
+ * in its text. The seam sends `NOTIFY <channel>` after the commit: right after the statement outside a
+ * transaction, after COMMIT inside one, never after a rollback. Sending it inside the transaction would
+ * serialise the commits of every notifying transaction (PostgreSQL takes a global lock for them).
+ */
+export function notifyAfterCommitTag(channel: string): string {
+  if (!/^[a-z_]+$/.test(channel)) throw new Error(`Invalid channel name ${channel}`);
+  return `/* notify-after-commit: ${channel} */`;
+}
+
+const NOTIFY_TAG = /\/\* notify-after-commit: ([a-z_]+) \*\//g;
+
+/** The channels a statement's text asks to notify after its commit. */
+export function channelsToNotify(text: string): string[] {
+  if (!text.includes('notify-after-commit')) return [];
+  return [...text.matchAll(NOTIFY_TAG)].map((match) => match[1]!);
+}
+
+/**
+ * Sends notifications without payload, at most one per channel every 20 ms per process: a listener that
+ * wakes looks for all its work anyway, so one notification stands for all those in between.
+ */
+export function coalescingNotifier(send: (channel: string) => Promise<unknown>): (channel: string) => void {
+  const INTERVAL_MS = 20;
+  const state = new Map<string, { at: number; pending: boolean }>();
+  return (channel) => {
+    const entry = state.get(channel) ?? { at: 0, pending: false };
+    state.set(channel, entry);
+    if (entry.pending) return;
+    entry.pending = true;
+    setTimeout(
+      () => {
+        entry.pending = false;
+        entry.at = Date.now();
+        send(channel).catch(() => {}); // listeners poll as well: a lost notification costs one interval
+      },
+      Math.max(0, entry.at + INTERVAL_MS - Date.now()),
+    ).unref();
+  };
+}
+
 export interface Database extends Queryable {
   readonly kind: 'postgres' | 'pglite';
   /** Runs fn in one transaction: committed when fn resolves, rolled back when it throws. */

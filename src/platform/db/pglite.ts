@@ -1,7 +1,7 @@
 import { mkdir, open, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
-import type { Database, QueryResult } from './database.ts';
+import { channelsToNotify, coalescingNotifier, type Database, type QueryResult } from './database.ts';
 
 // PGlite is one Postgres backend in this process. It queues queries itself, and its transaction() holds
 // that queue until commit or rollback, so the seam maps onto it directly.
@@ -15,18 +15,30 @@ function wrap(db: PGlite, onClose: () => Promise<void>): Database {
     // As node-postgres counts: rows returned, else rows changed (PGlite reports 0 changed for a SELECT).
     return { rows: result.rows, rowCount: result.rows.length || (result.affectedRows ?? 0) };
   };
+  const notify = coalescingNotifier((channel) => db.query('SELECT pg_notify($1, $2)', [channel, '']));
   return {
     kind: 'pglite',
-    query: (text, params) => run(db, text, params),
-    transaction: (fn) =>
-      db.transaction((tx) =>
+    async query<Row>(text: string, params?: readonly unknown[]) {
+      const result = await run<Row>(db, text, params);
+      for (const channel of channelsToNotify(text)) notify(channel);
+      return result;
+    },
+    async transaction(fn) {
+      const channels = new Set<string>();
+      const result = await db.transaction((tx) =>
         fn({
-          query: (text, params) => run(tx, text, params),
+          query: (text, params) => {
+            for (const channel of channelsToNotify(text)) channels.add(channel);
+            return run(tx, text, params);
+          },
           exec: async (script) => {
             await tx.exec(script);
           },
         }),
-      ),
+      );
+      for (const channel of channels) notify(channel); // committed: db.transaction threw otherwise
+      return result;
+    },
     async listen(channel, onNotify) {
       return db.listen(channel, () => onNotify());
     },

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import type { Database, QueryResult, Transaction } from './database.ts';
+import { channelsToNotify, coalescingNotifier, type Database, type QueryResult, type Transaction } from './database.ts';
 
 // int8 (counts, sums) as a JS number, as PGlite returns it: every int8 Mailroom stores fits in 2^53.
 const types = {
@@ -25,6 +25,8 @@ export function openPostgres(connectionString: string, poolSize: number): Databa
   // An idle client that loses its connection emits here; without a listener the process would crash.
   pool.on('error', () => {});
 
+  const notify = coalescingNotifier((channel) => pool.query('SELECT pg_notify($1, $2)', [channel, '']));
+
   const run = async <Row>(client: pg.Pool | pg.PoolClient, text: string, params?: readonly unknown[]) => {
     // Statements with parameters are prepared once per connection under a name derived from their text,
     // so PostgreSQL parses and plans each of Mailroom's statements once instead of on every call.
@@ -35,19 +37,28 @@ export function openPostgres(connectionString: string, poolSize: number): Databa
 
   return {
     kind: 'postgres',
-    query: (text, params) => run(pool, text, params),
+    async query<Row>(text: string, params?: readonly unknown[]) {
+      const result = await run<Row>(pool, text, params);
+      for (const channel of channelsToNotify(text)) notify(channel);
+      return result;
+    },
     async transaction(fn) {
       const client = await pool.connect();
+      const channels = new Set<string>();
       try {
         await client.query('BEGIN');
         const tx: Transaction = {
-          query: (text, params) => run(client, text, params),
+          query: (text, params) => {
+            for (const channel of channelsToNotify(text)) channels.add(channel);
+            return run(client, text, params);
+          },
           exec: async (script) => {
             await client.query(script);
           },
         };
         const result = await fn(tx);
         await client.query('COMMIT');
+        for (const channel of channels) notify(channel);
         return result;
       } catch (error) {
         await client.query('ROLLBACK').catch(() => {});
