@@ -8,8 +8,9 @@ import { enqueueJob } from '../src/queue/jobs.ts';
 import { startWorker, type Job } from '../src/queue/worker.ts';
 import { startDelivery } from '../src/delivery/start-delivery.ts';
 import { createTransport } from '../src/delivery/transports/index.ts';
-import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { message, sendBatch } from './helpers/emails.ts';
+import { observeWebhookEvents } from './helpers/webhook-events.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -20,7 +21,12 @@ const log = { error: () => {}, warn: () => {} };
 
 before(async () => {
   sink = await startSmtpSink({ starttls: false });
-  t = await buildTestApp({ MAILROOM_TRANSPORT: 'smtp', MAILROOM_SMTP_URL: sink.url, MAILROOM_WORKER_CONCURRENCY: '4' });
+  t = await buildTestApp({
+    MAILROOM_TRANSPORT: 'smtp',
+    MAILROOM_SMTP_URL: sink.url,
+    MAILROOM_WORKER_CONCURRENCY: '4',
+    MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8',
+  });
   org = await createTestOrganization(t.db, t.config, 'queue');
 });
 after(async () => {
@@ -87,4 +93,39 @@ test('a job added without any NOTIFY is found by polling; an expired lease is ta
   );
   await second.stop();
   void first.stop(); // its handler never returns
+});
+
+test('every statement that queues a job wakes the workers of another process once it commits', async () => {
+  // The worker polls once a minute: only the NOTIFY sent after each commit can make it run in time.
+  const other = await secondConnection();
+  const ran: string[] = [];
+  const worker = await startWorker(
+    other.db,
+    {
+      'deliver-webhook': async (job) => {
+        ran.push(String(job.payload.delivery_id));
+        return { done: true };
+      },
+    },
+    { concurrency: 4, leaseSeconds: 30, pollIntervalMs: 60_000, log },
+  );
+  try {
+    await observeWebhookEvents(t.app, org);
+    // A change outside any transaction (a topic, its topic.created event) …
+    const topic = await t.app.inject({
+      method: 'POST',
+      url: '/topics',
+      headers: bearer(org.fullKey),
+      payload: { name: 'Wake-up', default_subscription: 'opt_in' },
+    });
+    assert.equal(topic.statusCode, 201, topic.body);
+    await waitFor(() => ran.length >= 1, 5000);
+    // … and one inside a transaction (a send, its email.accepted event).
+    const sent = await sendBatch(t.app, org.fullKey, [message(org, { to: 'wake@example.com' })]);
+    assert.equal(sent.statusCode, 200);
+    await waitFor(() => ran.length >= 2, 5000);
+  } finally {
+    await worker.stop();
+    await other.close();
+  }
 });
