@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from '../platform/logger.ts';
 import { simpleParser, type ParsedMail } from 'mailparser';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import type { Database } from '../platform/db/database.ts';
@@ -21,7 +21,7 @@ export interface InboundServerOptions {
   host: string;
   /** 0 picks a free port. */
   port: number;
-  log: Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>;
+  log: Logger;
 }
 
 export interface InboundServer {

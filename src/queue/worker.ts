@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from '../platform/logger.ts';
 import type { Database } from '../platform/db/database.ts';
 import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
 
@@ -28,7 +28,7 @@ export interface WorkerOptions {
   pollIntervalMs: number;
   /** Jobs of one group_key (a webhook endpoint) running at once, across all workers. */
   groupLimit?: number;
-  log: Pick<FastifyBaseLogger, 'error' | 'warn'>;
+  log: Pick<Logger, 'error' | 'warn'>;
 }
 
 export interface Worker {

@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from '../platform/logger.ts';
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import { startWorker, type Worker } from '../queue/worker.ts';
@@ -15,7 +15,7 @@ export const WEBHOOK_CONCURRENCY = 64;
 export async function startWebhookDelivery(
   db: Database,
   config: Config,
-  log: Pick<FastifyBaseLogger, 'error' | 'warn'>,
+  log: Pick<Logger, 'error' | 'warn'>,
 ): Promise<Worker & { close(): Promise<void> }> {
   const dispatcher = createSafeDispatcher(config, { connectionsPerOrigin: config.webhookConnectionsPerEndpoint });
   const worker = await startWorker(
