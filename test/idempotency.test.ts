@@ -1,4 +1,4 @@
-// Idempotency-Key on POST /emails and /emails/batch (DESIGN §2), and limits shared between processes.
+// Idempotency-Key on POST /emails and /emails/batch, and limits shared between processes.
 import { after, before, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildApp, type App } from '../src/app.ts';
@@ -142,6 +142,18 @@ test('batches replay too', async () => {
   assert.equal(again.headers['idempotent-replayed'], 'true');
   assert.deepEqual(again.json(), first.json());
   assert.deepEqual(await counts(t.db, org.id), before);
+});
+
+test('a batch whose every entry is invalid is remembered too: a retry replays it at once', async () => {
+  const k = key();
+  const entries = [message(org, { to: 'bad' }), message(org, { from: 'x@unverified.example' })];
+  const first = await sendBatch(t.app, org.fullKey, entries, { 'idempotency-key': k });
+  assert.equal(first.statusCode, 200);
+  assert.equal(first.json().errors.length, 2);
+  const again = await sendBatch(t.app, org.fullKey, entries, { 'idempotency-key': k });
+  assert.equal(again.statusCode, 200, again.body);
+  assert.equal(again.headers['idempotent-replayed'], 'true');
+  assert.deepEqual(again.json(), first.json());
 });
 
 test('two API processes on one database enforce one rate limit and one quota', async () => {
