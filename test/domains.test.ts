@@ -12,6 +12,8 @@ import {
   verifyDomain,
   type DomainView,
 } from '../src/domains/domains.ts';
+import type { ServiceError } from '../src/platform/errors.ts';
+import { HTTP_STATUS } from '../src/platform/http/error-envelope.ts';
 
 /** Splits a TXT value the way zone files and DNS providers do: 255-octet character-strings. */
 function chunked(value: string, size = 255): string[] {
@@ -357,7 +359,10 @@ describe('domains', () => {
       const mine = await addDomain(t.db, t.config, org.id, name);
       await trustDomain(t.db, org.id, mine.id);
       const theirs = await addDomain(t.db, t.config, other.id, name); // pending in several orgs is fine
-      await assert.rejects(trustDomain(t.db, other.id, theirs.id), { name: 'conflict', statusCode: 409 });
+      await assert.rejects(trustDomain(t.db, other.id, theirs.id), (error: ServiceError) => {
+        assert.deepEqual({ name: error.name, statusCode: HTTP_STATUS[error.name] }, { name: 'conflict', statusCode: 409 });
+        return true;
+      });
       assert.equal((await get(theirs.id, other.fullKey)).json().status, 'pending');
       assert.equal(await findSendingDomain(t.db, other.id, name), undefined);
     });
