@@ -8,7 +8,7 @@ import { wakeWorkers } from '../queue/jobs.ts';
 import { subscribedAddresses } from '../contacts/subscriptions.ts';
 import { unsubscribeUrl } from '../contacts/unsubscribe-link.ts';
 import { addTracking } from '../tracking/tracking-links.ts';
-import { returnPathAddress } from '../inbound/return-path.ts';
+import { returnPathAddress } from './return-path.ts';
 import { suppressAddress } from '../suppressions/suppressions.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from './transport.ts';
 import { isBadMailbox } from './smtp-outcome.ts';
