@@ -3,6 +3,7 @@ import type { Database, Queryable } from '../platform/db/database.ts';
 import type { Signer } from '../platform/signing.ts';
 import { cappedText } from '../platform/text.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
+import type { EmailStatus, RecipientFailureReason, RecipientStatus } from '../emails/statuses.ts';
 import type { Job, JobResult } from '../queue/worker.ts';
 import { wakeWorkers } from '../queue/jobs.ts';
 import { subscribedAddresses } from '../contacts/subscriptions.ts';
@@ -30,7 +31,7 @@ import { isBadMailbox } from './smtp-outcome.ts';
 interface EmailRow {
   id: string;
   organization_id: string;
-  status: string;
+  status: EmailStatus;
   scheduled_at: Date | null;
   from: string;
   to: string[];
@@ -55,6 +56,9 @@ interface RecipientRow {
   /** On the organization's suppression list. */
   suppressed: boolean;
 }
+
+/** The statuses of a message a worker takes: sending is one whose job came back (its worker died or deferred). */
+const TAKEN: readonly EmailStatus[] = ['queued', 'scheduled', 'sending'];
 
 /** Copies sent at once for a message that goes out one copy per recipient. */
 const COPIES_IN_FLIGHT = 4;
@@ -188,7 +192,7 @@ async function takeForSending(
       [emailId],
     );
     const email = rows[0];
-    if (!email || !['queued', 'scheduled', 'sending'].includes(email.status)) return 'finished';
+    if (!email || !TAKEN.includes(email.status)) return 'finished';
     if (email.status !== 'sending') {
       if (email.scheduled_at && email.scheduled_at.getTime() > Date.now()) return email.scheduled_at;
       await tx.query(`UPDATE emails SET status = 'sending', sent_at = coalesce(sent_at, now()) WHERE id = $1`, [
@@ -211,7 +215,7 @@ async function failWithoutSending(
   db: Database,
   email: EmailRow,
   recipients: RecipientRow[],
-  reason: 'suppressed' | 'unsubscribed',
+  reason: Extract<RecipientFailureReason, 'suppressed' | 'unsubscribed'>,
 ): Promise<void> {
   await db.transaction(async (tx) => {
     for (const recipient of recipients) {
@@ -246,7 +250,7 @@ async function recordOutcome(
 ): Promise<Date | undefined> {
   const smtp = { smtp_code: result.smtpCode ?? null, response: cappedText(result.response, 1000) };
   const entry = { emailId: email.id, organizationId: email.organization_id, recipient: result.address };
-  const update = (status: string, reason: string | null) =>
+  const update = (status: RecipientStatus, reason: RecipientFailureReason | null) =>
     tx.query(
       `UPDATE email_recipients SET status = $3, attempts = $4, failure_reason = $5, last_response = $6, updated_at = now()
         WHERE email_id = $1 AND address = $2 AND status = 'pending'`,
