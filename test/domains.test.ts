@@ -360,7 +360,10 @@ describe('domains', () => {
       await trustDomain(t.db, org.id, mine.id);
       const theirs = await addDomain(t.db, t.config, other.id, name); // pending in several orgs is fine
       await assert.rejects(trustDomain(t.db, other.id, theirs.id), (error: ServiceError) => {
-        assert.deepEqual({ name: error.name, statusCode: HTTP_STATUS[error.name] }, { name: 'conflict', statusCode: 409 });
+        assert.deepEqual(
+          { name: error.name, statusCode: HTTP_STATUS[error.name] },
+          { name: 'conflict', statusCode: 409 },
+        );
         return true;
       });
       assert.equal((await get(theirs.id, other.fullKey)).json().status, 'pending');

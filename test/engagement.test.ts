@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { createTransport as nodemailerTransport } from 'nodemailer';
 import { dkimVerify } from 'mailauth';
 import { startInboundServer } from '../src/inbound/inbound-server.ts';
-import { emailIdOfReturnPath } from '../src/inbound/return-path.ts';
+import { emailIdOfReturnPath } from '../src/delivery/return-path.ts';
 import { dkimRecordValue } from '../src/domains/dkim.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';

@@ -12,7 +12,7 @@ import { simpleParser } from 'mailparser';
 import type { Database } from '../src/platform/db/database.ts';
 import { startInboundServer, type InboundServer } from '../src/inbound/inbound-server.ts';
 import { REPORT_PARSER_OPTIONS, readDeliveryReports } from '../src/inbound/delivery-reports.ts';
-import { returnPathAddress } from '../src/inbound/return-path.ts';
+import { returnPathAddress } from '../src/delivery/return-path.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';

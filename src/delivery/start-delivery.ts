@@ -1,9 +1,9 @@
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from '../platform/logger.ts';
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import { startWorker, type Worker } from '../queue/worker.ts';
 import { loadSigner } from '../platform/signing.ts';
-import { deliveryHandler } from './delivery-worker.ts';
+import { deliverEmailHandler } from './deliver-email.ts';
 import type { Transport } from './transport.ts';
 
 /** Polling interval: a lost NOTIFY, or a scheduled message coming due, waits at most this long. */
@@ -14,11 +14,11 @@ export async function startDelivery(
   db: Database,
   config: Config,
   transport: Transport,
-  log: Pick<FastifyBaseLogger, 'error' | 'warn'>,
+  log: Pick<Logger, 'error' | 'warn'>,
 ): Promise<Worker> {
   return startWorker(
     db,
-    { 'deliver-email': deliveryHandler(db, config, transport, await loadSigner(db)) },
+    { 'deliver-email': deliverEmailHandler(db, config, transport, await loadSigner(db)) },
     {
       concurrency: config.workerConcurrency,
       leaseSeconds: config.jobLeaseSeconds,

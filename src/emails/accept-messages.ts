@@ -2,6 +2,7 @@ import type { Database, Queryable } from '../platform/db/database.ts';
 import { ServiceError, type ErrorDetail } from '../platform/errors.ts';
 import { rememberResult, type IdempotencyKey } from '../platform/idempotency.ts';
 import { queueDelivery } from './delivery-job.ts';
+import type { EmailStatus } from './statuses.ts';
 import type { PreparedMessage } from './prepare-message.ts';
 import { refundRateTokens, reserveQuota, takeRateTokens, type RateLimitState } from './sending-limits.ts';
 import { recordTimelineEntry } from './timeline.ts';
@@ -118,7 +119,7 @@ async function insertMessage(tx: Queryable, organizationId: string, m: PreparedM
       m.topicId ?? null,
       m.template === undefined ? null : JSON.stringify(m.template),
       m.messageId,
-      m.scheduledAt ? 'scheduled' : 'queued',
+      (m.scheduledAt ? 'scheduled' : 'queued') satisfies EmailStatus,
       m.scheduledAt ?? null,
       m.recipientCount,
     ],

@@ -2,6 +2,7 @@ import type { Database, Queryable } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
 import { cancelJobs, rescheduleJobs } from '../queue/jobs.ts';
 import { DELIVERY_QUEUE } from './delivery-job.ts';
+import type { EmailStatus } from './statuses.ts';
 import { isUuid } from '../platform/ids.ts';
 import { recordTimelineEntry } from './timeline.ts';
 import { emitEvent } from '../webhooks/fan-out.ts';
@@ -40,7 +41,7 @@ export async function rescheduleEmail(db: Database, organizationId: string, id: 
 
 /** 404 for a message that is not the organization's, 400 invalid_state for one already on its way. */
 async function whyNot(tx: Queryable, organizationId: string, id: string, verb: string): Promise<ServiceError> {
-  const { rows } = await tx.query<{ status: string }>(
+  const { rows } = await tx.query<{ status: EmailStatus }>(
     'SELECT status FROM emails WHERE id = $1 AND organization_id = $2',
     [id, organizationId],
   );

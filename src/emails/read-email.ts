@@ -1,6 +1,7 @@
 import type { Queryable } from '../platform/db/database.ts';
 import { notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
+import type { EmailStatus } from './statuses.ts';
 
 interface EmailRecord {
   id: string;
@@ -17,7 +18,7 @@ interface EmailRecord {
   topic_id: string | null;
   template: unknown;
   message_id: string;
-  status: string;
+  status: EmailStatus;
   scheduled_at: Date | null;
   created_at: Date;
   last_event: string | null;

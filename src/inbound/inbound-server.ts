@@ -5,7 +5,7 @@ import type { Database } from '../platform/db/database.ts';
 import type { Signer } from '../platform/signing.ts';
 import { REPORT_PARSER_OPTIONS, readDeliveryReports } from './delivery-reports.ts';
 import { recordReports } from './record-report.ts';
-import { emailIdOfReturnPath } from './return-path.ts';
+import { emailIdOfReturnPath } from '../delivery/return-path.ts';
 
 // The inbound SMTP listener: the MX of the return-path domain. It takes the bounce reports (RFC 3464)
 // and feedback-loop complaints (RFC 5965) that come back to a message's VERP return path, and nothing

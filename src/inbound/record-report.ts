@@ -1,6 +1,7 @@
 import { domainToASCII } from 'node:url';
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
+import type { RecipientStatus } from '../emails/statuses.ts';
 import { isBadMailbox } from '../delivery/smtp-outcome.ts';
 import { suppressAddress } from '../suppressions/suppressions.ts';
 import type { BounceReport, ComplaintReport, DeliveryReport } from './delivery-reports.ts';
@@ -73,10 +74,11 @@ async function recordBounce(
     },
   });
   if (eventId === null) return false; // already recorded: a repeat changes nothing
+  const bounced: RecipientStatus = 'bounced'; // whatever the recipient's outcome was at send time
   await tx.query(
-    `UPDATE email_recipients SET status = 'bounced', updated_at = now()
-      WHERE email_id = $1 AND address = $2 AND status <> 'bounced'`,
-    [message.emailId, recipient],
+    `UPDATE email_recipients SET status = $3, updated_at = now()
+      WHERE email_id = $1 AND address = $2 AND status <> $3`,
+    [message.emailId, recipient, bounced],
   );
   // As for a bounce at send time (smtp-outcome.ts): only a bad mailbox is suppressed, not a refusal of
   // the content or the sender (5.7.x), which is no fault of the address.

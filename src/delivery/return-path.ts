@@ -5,7 +5,8 @@ import type { Signer } from '../platform/signing.ts';
 // back names the message it is about even when its content does not. The tag is an HMAC of the id: the
 // inbound listener refuses any other address, so reports cannot be forged for messages by guessing ids.
 // Lower-case hex only, since some servers change the case of local parts; 56 characters, under the
-// 64 a local part may have.
+// 64 a local part may have. Delivery makes the address (it is the MAIL FROM of every copy); the inbound
+// listener reads it back, so the scheme lives here, on the sending side, and inbound/ depends on it.
 
 const TAG_BYTES = 8;
 const LOCAL_PART = /^bounce-([0-9a-f]{32})-([0-9a-f]{16})$/;

@@ -1,0 +1,53 @@
+import { publicBaseUrl, type Config } from '../platform/config.ts';
+import type { Database } from '../platform/db/database.ts';
+import type { Signer } from '../platform/signing.ts';
+import type { Job, JobHandler, JobResult } from '../queue/worker.ts';
+import type { Transport } from './transport.ts';
+import { takeMessage } from './take-message.ts';
+import { gateRecipients } from './gate-recipients.ts';
+import { outgoingMessage } from './outgoing-message.ts';
+import { personalizeCopies } from './personalize-copy.ts';
+import { sendCopy } from './send-copy.ts';
+import { attemptNumbers, earliest, recordOutcomes } from './record-outcome.ts';
+import { finishOrRetry } from './finish-or-retry.ts';
+
+// One 'deliver-email' job delivers one message to every recipient that has no outcome yet, in steps,
+// each in its own file: take the message, gate the recipients, build the outgoing message, personalize
+// each copy, send, record each outcome, finish or retry. Outcomes are kept per recipient, so a retry (or
+// a worker that died mid-send and whose job came back) sends only to the recipients with no outcome yet.
+
+/** Copies sent at once for a message that goes out one copy per recipient. */
+const COPIES_IN_FLIGHT = 4;
+
+export function deliverEmailHandler(db: Database, config: Config, transport: Transport, signer: Signer): JobHandler {
+  const links = { signer, baseUrl: publicBaseUrl(config) };
+  const retrySchedule = config.deliveryRetrySchedule;
+  const returnPath = config.returnPathDomain ? { signer, domain: config.returnPathDomain } : undefined;
+
+  return async (job: Job): Promise<JobResult> => {
+    const taken = await takeMessage(db, String(job.payload.email_id));
+    if (taken === 'finished') return { done: true };
+    if (taken instanceof Date) return { retryAt: taken, reason: 'scheduled for later' };
+    const { email } = taken;
+
+    const recipients = await gateRecipients(db, email, taken.recipients);
+    if (recipients.length === 0) return finishOrRetry(db, email.id, undefined);
+
+    const message = await outgoingMessage(db, email, recipients, returnPath);
+    const copies = personalizeCopies(message, email, links);
+    const attempts = attemptNumbers(recipients);
+
+    // Each copy's outcomes commit as soon as it is sent: a crash sends again only the copies not recorded.
+    let deferredUntil: Date | undefined;
+    for (let i = 0; i < copies.length; i += COPIES_IN_FLIGHT) {
+      await Promise.all(
+        copies.slice(i, i + COPIES_IN_FLIGHT).map(async (copy) => {
+          const results = await sendCopy(transport, copy);
+          const retryAt = await recordOutcomes(db, email, results, attempts, retrySchedule);
+          deferredUntil = earliest(deferredUntil, retryAt);
+        }),
+      );
+    }
+    return finishOrRetry(db, email.id, deferredUntil);
+  };
+}

@@ -1,0 +1,62 @@
+import type { Database } from '../platform/db/database.ts';
+import { recordTimelineEntry } from '../emails/timeline.ts';
+import type { RecipientFailureReason } from '../emails/statuses.ts';
+import { subscribedAddresses } from '../contacts/subscriptions.ts';
+import type { EmailToSend, PendingRecipient } from './take-message.ts';
+
+// Step 2, gate the recipients: those who must not receive the message fail without being sent to.
+// - On the organization's suppression list: failed, reason `suppressed` (webhook email.suppressed).
+// - For a topic send, not subscribed to the topic: failed, reason `unsubscribed` (webhook email.failed).
+// Both are decided now, when the message is sent, rather than when it was accepted, so an unsubscribe
+// before a scheduled send is honoured.
+
+type GateReason = Extract<RecipientFailureReason, 'suppressed' | 'unsubscribed'>;
+
+/** Fails the recipients who must not receive the message; returns those to send to. */
+export async function gateRecipients(
+  db: Database,
+  email: EmailToSend,
+  pending: PendingRecipient[],
+): Promise<PendingRecipient[]> {
+  const suppressed = pending.filter((r) => r.suppressed);
+  if (suppressed.length > 0) await failWithoutSending(db, email, suppressed, 'suppressed');
+  let recipients = pending.filter((r) => !r.suppressed);
+  if (email.topic_id !== null && recipients.length > 0) {
+    const subscribed = await subscribedAddresses(
+      db,
+      email.organization_id,
+      email.topic_id,
+      recipients.map((r) => r.address),
+    );
+    const unsubscribed = recipients.filter((r) => !subscribed.has(r.address.toLowerCase()));
+    if (unsubscribed.length > 0) await failWithoutSending(db, email, unsubscribed, 'unsubscribed');
+    recipients = recipients.filter((r) => subscribed.has(r.address.toLowerCase()));
+  }
+  return recipients;
+}
+
+/** One transaction: each recipient still pending fails, with its timeline entry. */
+async function failWithoutSending(
+  db: Database,
+  email: EmailToSend,
+  recipients: PendingRecipient[],
+  reason: GateReason,
+): Promise<void> {
+  await db.transaction(async (tx) => {
+    for (const recipient of recipients) {
+      const changed = await tx.query(
+        `UPDATE email_recipients SET status = 'failed', failure_reason = $3, updated_at = now()
+          WHERE email_id = $1 AND address = $2 AND status = 'pending'`,
+        [email.id, recipient.address, reason],
+      );
+      if (changed.rowCount === 0) continue;
+      await recordTimelineEntry(tx, {
+        emailId: email.id,
+        organizationId: email.organization_id,
+        kind: 'failed',
+        recipient: recipient.address,
+        data: { reason },
+      });
+    }
+  });
+}

@@ -1,0 +1,60 @@
+import type { Queryable } from '../platform/db/database.ts';
+import type { Signer } from '../platform/signing.ts';
+import type { OutgoingMessage } from './transport.ts';
+import { returnPathAddress } from './return-path.ts';
+import type { EmailToSend, PendingRecipient } from './take-message.ts';
+
+// Step 3, the message as it leaves: the stored message with its attachments, the SMTP envelope (MAIL
+// FROM and the recipients to send to) and the sending domain's DKIM key. One message for everyone; the
+// next step makes a copy per recipient when the message carries something personal.
+
+/** With a return-path domain, bounces come back to each message's own VERP address (return-path.ts). */
+export interface ReturnPath {
+  signer: Signer;
+  domain: string;
+}
+
+export async function outgoingMessage(
+  db: Queryable,
+  email: EmailToSend,
+  recipients: PendingRecipient[],
+  returnPath: ReturnPath | undefined,
+): Promise<OutgoingMessage> {
+  const attachments = await db.query<{
+    filename: string;
+    content_type: string;
+    content_id: string | null;
+    content: Uint8Array;
+  }>(
+    'SELECT filename, content_type, content_id, content FROM email_attachments WHERE email_id = $1 ORDER BY position',
+    [email.id],
+  );
+  const fromAddress = /<([^<>]+)>$/.exec(email.from)?.[1] ?? email.from;
+  return {
+    emailId: email.id,
+    messageId: email.message_id,
+    from: email.from,
+    to: email.to,
+    cc: email.cc,
+    replyTo: email.reply_to,
+    subject: email.subject,
+    html: email.html ?? undefined,
+    text: email.text ?? undefined,
+    headers: email.headers ?? undefined,
+    attachments: attachments.rows.map((a) => ({
+      filename: a.filename,
+      contentType: a.content_type,
+      contentId: a.content_id ?? undefined,
+      content: Buffer.from(a.content),
+    })),
+    envelope: {
+      from: returnPath ? returnPathAddress(returnPath.signer, email.id, returnPath.domain) : fromAddress,
+      to: recipients.map((r) => r.address),
+    },
+    dkim: {
+      domain: email.domain_name ?? fromAddress.split('@')[1]!,
+      selector: email.dkim_selector ?? '',
+      privateKey: email.dkim_private_key ?? '',
+    },
+  };
+}

@@ -1,0 +1,57 @@
+import type { Signer } from '../platform/signing.ts';
+import { unsubscribeUrl } from '../contacts/unsubscribe-link.ts';
+import { addTracking } from '../tracking/tracking-links.ts';
+import type { OutgoingMessage } from './transport.ts';
+import type { EmailToSend } from './take-message.ts';
+
+// Step 4, personalize each copy. A message that carries something per recipient (tracked links and an
+// open pixel, a topic's one-click unsubscribe link) goes out as one copy per recipient, each with that
+// recipient's own; any other goes out as it is, in one SMTP transaction for all its recipients.
+
+/** What signs a recipient's links, and where they point. */
+export interface Links {
+  signer: Signer;
+  baseUrl: string;
+}
+
+/** The copies to send: one per recipient of the envelope, or the message itself. */
+export function personalizeCopies(message: OutgoingMessage, email: EmailToSend, links: Links): OutgoingMessage[] {
+  if (!personalized(email)) return [message];
+  return message.envelope.to.map((recipient) => copyFor(message, email, recipient, links));
+}
+
+/** Whether each recipient gets a copy of their own: tracking needs an HTML body, a topic needs its link. */
+function personalized(email: EmailToSend): boolean {
+  return email.topic_id !== null || (email.html !== null && (email.open_tracking || email.click_tracking));
+}
+
+/** One recipient's copy: their own tracked links and pixel, their own one-click unsubscribe link. */
+function copyFor(message: OutgoingMessage, email: EmailToSend, recipient: string, links: Links): OutgoingMessage {
+  const html =
+    message.html === undefined
+      ? undefined
+      : addTracking(message.html, {
+          ...links,
+          emailId: email.id,
+          recipient,
+          opens: email.open_tracking,
+          clicks: email.click_tracking,
+        });
+  let headers = message.headers;
+  if (email.topic_id !== null) {
+    const url = unsubscribeUrl(links.signer, links.baseUrl, {
+      organizationId: email.organization_id,
+      address: recipient,
+      topicId: email.topic_id,
+      emailId: email.id,
+    });
+    // RFC 8058: both fields, covered by the DKIM signature (compose.ts). Senders cannot set them
+    // (owned headers, validate-message.ts): the only unsubscribe link is one that works.
+    headers = {
+      ...headers,
+      'List-Unsubscribe': `<${url}>`,
+      'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
+    };
+  }
+  return { ...message, html, headers, envelope: { ...message.envelope, to: [recipient] } };
+}

@@ -1,0 +1,107 @@
+import type { Database, Queryable } from '../platform/db/database.ts';
+import { cappedText } from '../platform/text.ts';
+import { recordTimelineEntry } from '../emails/timeline.ts';
+import type { RecipientFailureReason, RecipientStatus } from '../emails/statuses.ts';
+import { suppressAddress } from '../suppressions/suppressions.ts';
+import type { RecipientResult } from './transport.ts';
+import { isBadMailbox } from './smtp-outcome.ts';
+import type { EmailToSend, PendingRecipient } from './take-message.ts';
+
+// Step 6, record each outcome. The outcomes of one copy commit in one transaction as soon as that copy
+// is sent, so a worker that dies later sends again only the copies whose outcomes were not stored.
+// - delivered: the recipient is delivered;
+// - bounced: the recipient is bounced, and a bad mailbox goes on the suppression list;
+// - deferred: the recipient stays pending, to be tried again after the next delay of the retry
+//   schedule, or fails (`retries_exhausted`) when the schedule has no delay left.
+// Each outcome has its timeline entry (and so its webhook event) in the same transaction.
+
+/** The number of the attempt about to be made, per recipient address. */
+export function attemptNumbers(recipients: PendingRecipient[]): Map<string, number> {
+  return new Map(recipients.map((r) => [r.address, r.attempts + 1]));
+}
+
+/**
+ * Stores the outcomes of one copy, in one transaction. Returns when to try again for the earliest of
+ * its deferred recipients that have retries left.
+ */
+export async function recordOutcomes(
+  db: Database,
+  email: EmailToSend,
+  results: RecipientResult[],
+  attempts: Map<string, number>,
+  retrySchedule: number[],
+): Promise<Date | undefined> {
+  return db.transaction(async (tx) => {
+    let retryAt: Date | undefined;
+    for (const result of results) {
+      const attempt = attempts.get(result.address) ?? 1;
+      const at = await recordOutcome(tx, email, result, attempt, retrySchedule);
+      retryAt = earliest(retryAt, at);
+    }
+    return retryAt;
+  });
+}
+
+/** The earlier of two retry times, either of which may be absent. */
+export function earliest(a: Date | undefined, b: Date | undefined): Date | undefined {
+  return b && (!a || b < a) ? b : a;
+}
+
+/**
+ * Stores one recipient's result and its timeline entry. Returns when to try the recipient again, for a
+ * deferral that has retries left.
+ */
+async function recordOutcome(
+  tx: Queryable,
+  email: EmailToSend,
+  result: RecipientResult,
+  attempts: number,
+  schedule: number[],
+): Promise<Date | undefined> {
+  const smtp = { smtp_code: result.smtpCode ?? null, response: cappedText(result.response, 1000) };
+  const entry = { emailId: email.id, organizationId: email.organization_id, recipient: result.address };
+  const update = (status: RecipientStatus, reason: RecipientFailureReason | null) =>
+    tx.query(
+      `UPDATE email_recipients SET status = $3, attempts = $4, failure_reason = $5, last_response = $6, updated_at = now()
+        WHERE email_id = $1 AND address = $2 AND status = 'pending'`,
+      [email.id, result.address, status, attempts, reason, smtp.response],
+    );
+
+  if (result.outcome === 'delivered') {
+    await update('delivered', null);
+    await recordTimelineEntry(tx, { ...entry, kind: 'delivered', data: smtp });
+    return undefined;
+  }
+  if (result.outcome === 'bounced') {
+    await update('bounced', null);
+    // once: a bounce report (inbound/) may have recorded this recipient's bounce first.
+    await recordTimelineEntry(tx, {
+      ...entry,
+      once: true,
+      kind: 'bounced',
+      data: { bounce: { type: 'hard', smtp_code: result.smtpCode ?? null, diagnostic: smtp.response } },
+    });
+    // A bad mailbox is not tried again: later messages to this address fail as suppressed.
+    if (isBadMailbox(result)) await suppressAddress(tx, email.organization_id, result.address, 'hard_bounce');
+    return undefined;
+  }
+  // Deferred: try again after the next delay of the schedule, or give up.
+  const delay = schedule[attempts - 1];
+  if (delay === undefined) {
+    await update('failed', 'retries_exhausted');
+    await recordTimelineEntry(tx, { ...entry, kind: 'failed', data: { reason: 'retries_exhausted', ...smtp } });
+    return undefined;
+  }
+  await tx.query(
+    `UPDATE email_recipients SET attempts = $3, last_response = $4, updated_at = now()
+      WHERE email_id = $1 AND address = $2 AND status = 'pending'`,
+    [email.id, result.address, attempts, smtp.response],
+  );
+  const retryAt = new Date(Date.now() + delay * 1000);
+  await recordTimelineEntry(tx, {
+    ...entry,
+    kind: 'delivery_delayed',
+    data: { ...smtp, attempt: attempts, next_attempt_at: retryAt.toISOString() },
+  });
+  return retryAt;
+}
