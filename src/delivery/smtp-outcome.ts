@@ -1,3 +1,4 @@
+import { isTlsErrorCode } from '../platform/network-errors.ts';
 import type { Outcome, RecipientResult } from './transport.ts';
 
 // The one place where SMTP replies and send failures become outcomes (RFC 5321 §4.2.1): the
@@ -95,10 +96,8 @@ const FAILURES: Record<string, string> = {
 export function isTlsFailure(error: unknown): boolean {
   const failure = asSendError(error);
   if (failure === undefined) return false;
-  return failure.code === 'ETLS' || TLS_ERROR_CODE.test(failure.originalCode ?? '');
+  return failure.code === 'ETLS' || isTlsErrorCode(failure.originalCode);
 }
-
-const TLS_ERROR_CODE = /^(ERR_SSL_|ERR_TLS_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED|SELF_SIGNED_|EPROTO$)/;
 
 /** The leading three-digit code of an SMTP reply line, if there is one. */
 export function replyCodeOf(reply: string | undefined): number | undefined {
