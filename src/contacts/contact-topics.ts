@@ -2,6 +2,7 @@ import type { Queryable } from '../platform/db/database.ts';
 import { isForeignKeyViolation } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
+import { addressKey } from '../platform/address-key.ts';
 import { withEvent } from '../webhooks/fan-out.ts';
 import type { UnsubscribeTarget } from './unsubscribe-link.ts';
 import type { Subscription } from './topics.ts';
@@ -53,7 +54,7 @@ export async function unsubscribeFromTopic(db: Queryable, target: UnsubscribeTar
         `INSERT INTO contact_topics (contact_id, topic_id, subscription)
          SELECT c.id, t.id, 'opt_out'
            FROM contacts c JOIN topics t ON t.id = $2 AND t.organization_id = c.organization_id
-          WHERE c.organization_id = $1 AND lower(c.email) = lower($3)
+          WHERE c.organization_id = $1 AND lower(c.email) = $3
          ON CONFLICT (contact_id, topic_id) DO UPDATE SET subscription = 'opt_out', updated_at = now()
           WHERE contact_topics.subscription <> 'opt_out'
          RETURNING contact_id, topic_id`,
@@ -65,7 +66,7 @@ export async function unsubscribeFromTopic(db: Queryable, target: UnsubscribeTar
                                     'topic_id', changed.topic_id, 'email_id', $4::text)`,
         },
       ),
-      [target.organizationId, target.topicId, target.address, target.emailId],
+      [target.organizationId, target.topicId, addressKey(target.address), target.emailId],
     );
     return { changed: rows.length > 0 };
   } catch (error) {

@@ -3,6 +3,7 @@ import { isForeignKeyViolation, isUniqueViolation } from '../platform/db/databas
 import { ServiceError, notFound } from '../platform/errors.ts';
 import { parseMailbox } from '../emails/addresses.ts';
 import { isUuid } from '../platform/ids.ts';
+import { addressKey } from '../platform/address-key.ts';
 import { withEvent } from '../webhooks/fan-out.ts';
 import type { EventType } from '../webhooks/event-types.ts';
 import {
@@ -185,7 +186,7 @@ export async function deleteContact(db: Queryable, organizationId: string, idOrE
   if (!key) throw notFound('Contact');
   const { rows } = await db.query<{ id: string }>(
     withEvent(
-      `DELETE FROM contacts WHERE organization_id = $1 AND ${key.id ? 'id = $2' : 'lower(email) = lower($2)'}
+      `DELETE FROM contacts WHERE organization_id = $1 AND ${key.id ? 'id = $2' : 'lower(email) = $2'}
        ${RETURNED}`,
       contactEvent('contact.deleted'),
     ),
@@ -228,7 +229,7 @@ type ContactKey = { id: string; email?: undefined } | { id?: undefined; email: s
 function contactKey(idOrEmail: string): ContactKey | undefined {
   if (!idOrEmail.includes('@')) return isUuid(idOrEmail) ? { id: idOrEmail } : undefined;
   try {
-    return { email: contactAddress(idOrEmail) };
+    return { email: addressKey(contactAddress(idOrEmail)) };
   } catch {
     return undefined;
   }
@@ -243,7 +244,7 @@ async function findContactRow(
   if (key.id !== undefined && !isUuid(key.id)) return undefined;
   const { rows } = await db.query<ContactRow>(
     `${SELECT_CONTACT}
-      WHERE c.organization_id = $1 AND ${key.id !== undefined ? 'c.id = $2' : 'lower(c.email) = lower($2)'}
+      WHERE c.organization_id = $1 AND ${key.id !== undefined ? 'c.id = $2' : 'lower(c.email) = $2'}
       ${lock ? 'FOR UPDATE OF c' : ''}`,
     [organizationId, key.id ?? key.email],
   );
