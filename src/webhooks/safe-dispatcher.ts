@@ -6,7 +6,8 @@ import type { Config } from '../platform/config.ts';
 import { isTlsErrorCode } from '../platform/network-errors.ts';
 import { createHostResolver, forbiddenAddressReason, HostResolutionError } from './endpoint-address.ts';
 
-// The HTTP client of webhook deliveries (DESIGN §2, "Webhooks" and "Delivery attempts"). The endpoint was
+// The HTTP client of webhook deliveries: it reaches only the addresses a webhook may reach
+// (endpoint-address.ts), and one attempt is one POST, answered or not within its deadline. The endpoint was
 // checked at registration, but its DNS may change since: so every new connection is checked again at
 // connect time, on the very addresses the socket will use. The connector's `lookup` resolves the name
 // once and refuses when any answer is forbidden; net.connect connects only to what that lookup returned,
