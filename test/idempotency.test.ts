@@ -1,4 +1,5 @@
-// Idempotency-Key on POST /emails and /emails/batch, and limits shared between processes.
+// Idempotency-Key on POST /emails and /emails/batch: one key, one send, the same answer replayed within
+// 24 hours; and limits shared between processes.
 import { after, before, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildApp, type App } from '../src/app.ts';

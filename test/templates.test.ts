@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { ServiceError } from '../src/platform/errors.ts';
-import { createTemplate, findTemplate, renderTemplate, type TemplateView } from '../src/templates/templates.ts';
+import { createTemplate, findTemplate, type TemplateView } from '../src/templates/templates.ts';
+import { renderTemplate } from '../src/templates/render-template.ts';
 
 describe('templates', () => {
   let t: TestApp;

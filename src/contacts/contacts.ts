@@ -3,20 +3,22 @@ import { isForeignKeyViolation, isUniqueViolation } from '../platform/db/databas
 import { ServiceError, notFound } from '../platform/errors.ts';
 import { parseMailbox } from '../emails/addresses.ts';
 import { isUuid } from '../platform/ids.ts';
+import { addressKey } from '../platform/address-key.ts';
 import { withEvent } from '../webhooks/fan-out.ts';
 import type { EventType } from '../webhooks/event-types.ts';
-import type { UnsubscribeTarget } from './unsubscribe-link.ts';
-import type { Subscription } from './topics.ts';
+import {
+  checkedChoices,
+  setChoices,
+  topicsOfContact,
+  unknownTopics,
+  type ContactTopicView,
+  type TopicChoice,
+} from './contact-topics.ts';
 
 // A contact is a person the organization keeps in its audience: one per address (without case), with
 // a global `unsubscribed` switch and an explicit choice per topic where they made one. Who a topic send
 // reaches follows from these (subscriptions.ts). A contact and its choices are written in one
 // transaction, together with the webhook event that reports the change.
-
-export interface TopicChoice {
-  id: string;
-  subscription: Subscription;
-}
 
 /** The fields of POST (email required) and PATCH (any non-empty subset). */
 export interface ContactInput {
@@ -168,14 +170,6 @@ export async function updateContact(
   );
 }
 
-/** One topic as a contact sees it (Resend's GET /contacts/:id/topics): their choice, else the default. */
-export interface ContactTopicView {
-  id: string;
-  name: string;
-  description: string | null;
-  subscription: Subscription;
-}
-
 /** Every topic of the organization with the contact's effective subscription to it, oldest topic first. */
 export async function contactTopics(
   db: Queryable,
@@ -183,14 +177,7 @@ export async function contactTopics(
   idOrEmail: string,
 ): Promise<{ object: 'list'; has_more: false; data: ContactTopicView[] }> {
   const contact = await getContact(db, organizationId, idOrEmail);
-  const { rows } = await db.query<ContactTopicView>(
-    `SELECT t.id, t.name, t.description, coalesce(ct.subscription, t.default_subscription) AS subscription
-       FROM topics t LEFT JOIN contact_topics ct ON ct.topic_id = t.id AND ct.contact_id = $2
-      WHERE t.organization_id = $1
-      ORDER BY t.created_at, t.id`,
-    [organizationId, contact.id],
-  );
-  return { object: 'list', has_more: false, data: rows };
+  return { object: 'list', has_more: false, data: await topicsOfContact(db, organizationId, contact.id) };
 }
 
 /** The contact's choices go with it (ON DELETE CASCADE). */
@@ -199,7 +186,7 @@ export async function deleteContact(db: Queryable, organizationId: string, idOrE
   if (!key) throw notFound('Contact');
   const { rows } = await db.query<{ id: string }>(
     withEvent(
-      `DELETE FROM contacts WHERE organization_id = $1 AND ${key.id ? 'id = $2' : 'lower(email) = lower($2)'}
+      `DELETE FROM contacts WHERE organization_id = $1 AND ${key.id ? 'id = $2' : 'lower(email) = $2'}
        ${RETURNED}`,
       contactEvent('contact.deleted'),
     ),
@@ -207,42 +194,6 @@ export async function deleteContact(db: Queryable, organizationId: string, idOrE
   );
   if (!rows[0]) throw notFound('Contact');
   return { id: rows[0].id };
-}
-
-/**
- * The one-click unsubscribe of a topic send: the contact with the link's address opts out of the
- * link's topic, and contact.unsubscribed is emitted, in one statement. Only a real change emits (a
- * second click, or a choice already opt_out, writes and emits nothing). An address that is no longer
- * a contact, or a topic since deleted, changes nothing: neither can be sent to under that topic.
- */
-export async function unsubscribeFromTopic(db: Queryable, target: UnsubscribeTarget): Promise<{ changed: boolean }> {
-  if (!isUuid(target.organizationId) || !isUuid(target.topicId)) return { changed: false };
-  try {
-    const { rows } = await db.query(
-      withEvent(
-        `INSERT INTO contact_topics (contact_id, topic_id, subscription)
-         SELECT c.id, t.id, 'opt_out'
-           FROM contacts c JOIN topics t ON t.id = $2 AND t.organization_id = c.organization_id
-          WHERE c.organization_id = $1 AND lower(c.email) = lower($3)
-         ON CONFLICT (contact_id, topic_id) DO UPDATE SET subscription = 'opt_out', updated_at = now()
-          WHERE contact_topics.subscription <> 'opt_out'
-         RETURNING contact_id, topic_id`,
-        {
-          org: '$1::uuid',
-          type: `'contact.unsubscribed'::text`,
-          data: `jsonb_build_object('id', changed.contact_id,
-                                    'email', (SELECT email FROM contacts WHERE id = changed.contact_id),
-                                    'topic_id', changed.topic_id, 'email_id', $4::text)`,
-        },
-      ),
-      [target.organizationId, target.topicId, target.address, target.emailId],
-    );
-    return { changed: rows.length > 0 };
-  } catch (error) {
-    // The contact or topic was deleted between this statement's read and its write: nothing to undo.
-    if (isForeignKeyViolation(error)) return { changed: false };
-    throw error;
-  }
 }
 
 /** The address as stored: bare, domain in ASCII. A "Name <address>" form is refused. */
@@ -257,49 +208,6 @@ function contactAddress(input: string): string {
   }
   return mailbox.address;
 }
-
-/** Ids lower-cased; a malformed or repeated id is the caller's 400 before anything is written. */
-function checkedChoices(choices: TopicChoice[]): TopicChoice[] {
-  const seen = new Set<string>();
-  return choices.map(({ id, subscription }) => {
-    if (!isUuid(id))
-      throw new ServiceError('validation_error', `topics: ${JSON.stringify(id)} is not a topic id`, 'topics');
-    const topicId = id.toLowerCase();
-    if (seen.has(topicId)) throw new ServiceError('validation_error', `topics: ${topicId} is listed twice`, 'topics');
-    seen.add(topicId);
-    return { id: topicId, subscription };
-  });
-}
-
-/**
- * Writes the choices, each only for a topic of the organization; any other id is a 400 (and, thrown
- * inside the caller's transaction, undoes the whole request).
- */
-async function setChoices(tx: Queryable, organizationId: string, contactId: string, choices: TopicChoice[]) {
-  if (choices.length === 0) return;
-  const { rows } = await tx.query<{ topic_id: string }>(
-    `INSERT INTO contact_topics (contact_id, topic_id, subscription)
-     SELECT $2, t.id, choice.subscription
-       FROM unnest($3::uuid[], $4::text[]) AS choice (topic_id, subscription)
-       JOIN topics t ON t.id = choice.topic_id AND t.organization_id = $1
-     ON CONFLICT (contact_id, topic_id) DO UPDATE SET subscription = excluded.subscription,
-        updated_at = CASE WHEN contact_topics.subscription = excluded.subscription
-                          THEN contact_topics.updated_at ELSE now() END
-     RETURNING topic_id`,
-    [organizationId, contactId, choices.map((choice) => choice.id), choices.map((choice) => choice.subscription)],
-  );
-  if (rows.length < choices.length) {
-    const written = new Set(rows.map((row) => row.topic_id));
-    throw unknownTopics(choices.filter((choice) => !written.has(choice.id)).map((choice) => choice.id));
-  }
-}
-
-const unknownTopics = (ids: string[]) =>
-  new ServiceError(
-    'validation_error',
-    ids.length === 0 ? 'topics: a topic was deleted meanwhile' : `topics: no such topic: ${ids.join(', ')}`,
-    'topics',
-  );
 
 /** Runs a write, turning the database's refusals into the caller's errors. */
 async function writing<T>(email: string | undefined, write: () => Promise<T>): Promise<T> {
@@ -321,7 +229,7 @@ type ContactKey = { id: string; email?: undefined } | { id?: undefined; email: s
 function contactKey(idOrEmail: string): ContactKey | undefined {
   if (!idOrEmail.includes('@')) return isUuid(idOrEmail) ? { id: idOrEmail } : undefined;
   try {
-    return { email: contactAddress(idOrEmail) };
+    return { email: addressKey(contactAddress(idOrEmail)) };
   } catch {
     return undefined;
   }
@@ -336,7 +244,7 @@ async function findContactRow(
   if (key.id !== undefined && !isUuid(key.id)) return undefined;
   const { rows } = await db.query<ContactRow>(
     `${SELECT_CONTACT}
-      WHERE c.organization_id = $1 AND ${key.id !== undefined ? 'c.id = $2' : 'lower(c.email) = lower($2)'}
+      WHERE c.organization_id = $1 AND ${key.id !== undefined ? 'c.id = $2' : 'lower(c.email) = $2'}
       ${lock ? 'FOR UPDATE OF c' : ''}`,
     [organizationId, key.id ?? key.email],
   );

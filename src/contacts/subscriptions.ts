@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db/database.ts';
+import { addressKey } from '../platform/address-key.ts';
 
 // Who a topic send may reach. A recipient is subscribed to a topic when they are a contact of the
 // organization, have not unsubscribed from everything, and their own choice for the topic, or the
@@ -6,7 +7,7 @@ import type { Queryable } from '../platform/db/database.ts';
 // every contact until they opt out; an opt_out topic only those who opted in). An address that is not a
 // contact is never subscribed: a topic is an audience the organization keeps, not a label.
 
-/** The lower-cased addresses, among `addresses`, subscribed to the topic. A deleted topic has none. */
+/** The addressKey of each address, among `addresses`, subscribed to the topic. A deleted topic has none. */
 export async function subscribedAddresses(
   db: Queryable,
   organizationId: string,
@@ -21,7 +22,7 @@ export async function subscribedAddresses(
        LEFT JOIN contact_topics ct ON ct.contact_id = c.id AND ct.topic_id = t.id
       WHERE c.organization_id = $1 AND lower(c.email) = ANY ($3::text[]) AND NOT c.unsubscribed
         AND coalesce(ct.subscription, t.default_subscription) = 'opt_in'`,
-    [organizationId, topicId, addresses.map((address) => address.toLowerCase())],
+    [organizationId, topicId, addresses.map(addressKey)],
   );
   return new Set(rows.map((row) => row.address));
 }

@@ -2,7 +2,7 @@ import { Type } from 'typebox';
 import type { FastifyReply } from 'fastify';
 import type { App } from '../platform/http/app-types.ts';
 import { notFound } from '../platform/errors.ts';
-import { unsubscribeFromTopic } from './contacts.ts';
+import { unsubscribeFromTopic } from './contact-topics.ts';
 import { findTopic } from './topics.ts';
 import { readUnsubscribeToken, type UnsubscribeTarget } from './unsubscribe-link.ts';
 

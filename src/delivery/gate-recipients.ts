@@ -1,4 +1,5 @@
 import type { Database } from '../platform/db/database.ts';
+import { addressKey } from '../platform/address-key.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
 import type { RecipientFailureReason } from '../emails/statuses.ts';
 import { subscribedAddresses } from '../contacts/subscriptions.ts';
@@ -28,9 +29,9 @@ export async function gateRecipients(
       email.topic_id,
       recipients.map((r) => r.address),
     );
-    const unsubscribed = recipients.filter((r) => !subscribed.has(r.address.toLowerCase()));
+    const unsubscribed = recipients.filter((r) => !subscribed.has(addressKey(r.address)));
     if (unsubscribed.length > 0) await failWithoutSending(db, email, unsubscribed, 'unsubscribed');
-    recipients = recipients.filter((r) => subscribed.has(r.address.toLowerCase()));
+    recipients = recipients.filter((r) => subscribed.has(addressKey(r.address)));
   }
   return recipients;
 }

@@ -1,3 +1,5 @@
+import { addressKey } from '../platform/address-key.ts';
+import { isTlsErrorCode } from '../platform/network-errors.ts';
 import type { Outcome, RecipientResult } from './transport.ts';
 
 // The one place where SMTP replies and send failures become outcomes (RFC 5321 §4.2.1): the
@@ -45,9 +47,9 @@ export function resultsFromSendInfo(recipients: string[], info: SmtpSendInfo): R
   const accepted = new Set(info.accepted.map(addressOf));
   const replyCode = replyCodeOf(info.response);
   return recipients.map((address) => {
-    const rejection = rejections.get(address.toLowerCase());
+    const rejection = rejections.get(addressKey(address));
     if (rejection !== undefined) return resultFromError(address, rejection);
-    if (accepted.has(address.toLowerCase())) {
+    if (accepted.has(addressKey(address))) {
       return { address, outcome: classifySmtpReply(replyCode), smtpCode: replyCode, response: info.response };
     }
     // Not in the server's answer at all (should not happen): try again rather than guess.
@@ -62,9 +64,7 @@ export function resultsFromSendInfo(recipients: string[], info: SmtpSendInfo): R
 export function resultsFromSendError(recipients: string[], error: unknown, context?: string): RecipientResult[] {
   const failure = asSendError(error) ?? { message: String(error) };
   const rejections = rejectionsByAddress(failure.rejectedErrors);
-  return recipients.map((address) =>
-    resultFromError(address, rejections.get(address.toLowerCase()) ?? failure, context),
-  );
+  return recipients.map((address) => resultFromError(address, rejections.get(addressKey(address)) ?? failure, context));
 }
 
 /** The reply text, or a plain description when no server answered (no internal addresses in it). */
@@ -95,10 +95,8 @@ const FAILURES: Record<string, string> = {
 export function isTlsFailure(error: unknown): boolean {
   const failure = asSendError(error);
   if (failure === undefined) return false;
-  return failure.code === 'ETLS' || TLS_ERROR_CODE.test(failure.originalCode ?? '');
+  return failure.code === 'ETLS' || isTlsErrorCode(failure.originalCode);
 }
-
-const TLS_ERROR_CODE = /^(ERR_SSL_|ERR_TLS_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED|SELF_SIGNED_|EPROTO$)/;
 
 /** The leading three-digit code of an SMTP reply line, if there is one. */
 export function replyCodeOf(reply: string | undefined): number | undefined {
@@ -120,13 +118,13 @@ function resultFromError(address: string, failure: SmtpSendError, context?: stri
 function rejectionsByAddress(errors: SmtpSendError[] | undefined): Map<string, SmtpSendError> {
   const byAddress = new Map<string, SmtpSendError>();
   for (const rejection of errors ?? []) {
-    if (rejection.recipient !== undefined) byAddress.set(rejection.recipient.toLowerCase(), rejection);
+    if (rejection.recipient !== undefined) byAddress.set(addressKey(rejection.recipient), rejection);
   }
   return byAddress;
 }
 
 const addressOf = (entry: string | { address?: string }) =>
-  (typeof entry === 'string' ? entry : (entry.address ?? '')).toLowerCase();
+  addressKey(typeof entry === 'string' ? entry : (entry.address ?? ''));
 
 function isAuthenticationFailure(failure: SmtpSendError): boolean {
   return failure.code === 'EAUTH' || failure.code === 'ENOAUTH' || /^AUTH\b/i.test(failure.command ?? '');

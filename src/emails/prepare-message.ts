@@ -4,7 +4,7 @@ import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { findSendingDomain } from '../domains/domains.ts';
 import { isUuid } from '../platform/ids.ts';
-import { renderTemplate } from '../templates/templates.ts';
+import { renderTemplate } from '../templates/render-template.ts';
 import type { EmailMessage } from './message-schema.ts';
 import { validateMessage, type ValidMessage } from './validate-message.ts';
 

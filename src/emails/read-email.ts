@@ -25,7 +25,11 @@ interface EmailRecord {
   attachments: Array<{ filename: string; content_type: string; size: number }>;
 }
 
-/** GET /emails/:id (DESIGN §2). `last_event`: the newest timeline kind, or queued/scheduled before sending. */
+/**
+ * GET /emails/:id: the message as accepted, one organization's only (another's id is 404), attachments
+ * by name, type and size without content. `last_event`: the newest timeline kind, or queued/scheduled
+ * before sending.
+ */
 export async function readEmail(db: Queryable, organizationId: string, id: string) {
   if (!isUuid(id)) throw notFound('Email');
   const { rows } = await db.query<EmailRecord>(

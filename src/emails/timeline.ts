@@ -29,7 +29,10 @@ export interface TimelineEntry {
   once?: boolean;
 }
 
-/** The webhook event type of a timeline entry (DESIGN §2's catalog). */
+/**
+ * The webhook event type of a timeline entry: email.<kind>, but email.scheduled for a scheduled
+ * acceptance and email.suppressed for a suppressed recipient's failure.
+ */
 export function webhookEventType(entry: Pick<TimelineEntry, 'kind' | 'data'>): EventType {
   if (entry.kind === 'accepted' && entry.data?.scheduled_at) return 'email.scheduled';
   if (entry.kind === 'failed' && entry.data?.reason === 'suppressed') return 'email.suppressed';

@@ -1,6 +1,7 @@
 import { detectMimeType } from 'nodemailer/lib/mime-funcs';
 import { ServiceError } from '../platform/errors.ts';
 import { hasControlCharacter, withoutControlCharacters } from '../platform/text.ts';
+import { addressKey } from '../platform/address-key.ts';
 import { asList, formatMailbox, parseMailbox, type Mailbox } from './addresses.ts';
 import type { EmailMessage } from './message-schema.ts';
 
@@ -97,7 +98,7 @@ export function validateMessage(
   const recipients = new Map<string, Recipient>();
   for (const kind of ['to', 'cc', 'bcc'] as const) {
     for (const mailbox of parsed[kind]) {
-      const key = mailbox.address.toLowerCase();
+      const key = addressKey(mailbox.address);
       if (!recipients.has(key)) recipients.set(key, { address: mailbox.address, kind });
     }
   }

@@ -1,4 +1,5 @@
 import type { Attachment, ParsedMail, SimpleParserOptions } from 'mailparser';
+import { addressKey } from '../platform/address-key.ts';
 import { cappedText } from '../platform/text.ts';
 
 // Reading the machine-readable part of the reports that come back to a message's return path, from a
@@ -159,15 +160,13 @@ function complaintOf(text: string): ComplaintReport | undefined {
   if (!/^[a-z0-9][a-z0-9._-]{0,63}$/.test(feedbackType) || NOT_COMPLAINTS.has(feedbackType)) return undefined;
   const userAgent = cappedText(first(fields, 'user-agent'), MAX_USER_AGENT_CHARS);
   // Several Original-Rcpt-To do not say who complained: then the report names no one.
-  const named = new Set(
-    (fields.get('original-rcpt-to') ?? [])
-      .map(typedAddress)
-      .filter((address) => address !== null)
-      .map((address) => address.toLowerCase()),
-  );
+  const named = new Map<string, string>();
+  for (const address of (fields.get('original-rcpt-to') ?? []).map(typedAddress)) {
+    if (address !== null && !named.has(addressKey(address))) named.set(addressKey(address), address.toLowerCase());
+  }
   return {
     kind: 'complaint',
-    recipient: named.size === 1 ? [...named][0]! : null,
+    recipient: named.size === 1 ? [...named.values()][0]! : null,
     feedbackType,
     userAgent: userAgent === '' ? null : userAgent,
   };

@@ -1,5 +1,5 @@
-import { domainToASCII } from 'node:url';
 import type { Database, Queryable } from '../platform/db/database.ts';
+import { addressKey } from '../platform/address-key.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
 import type { RecipientStatus } from '../emails/statuses.ts';
 import { isBadMailbox } from '../delivery/smtp-outcome.ts';
@@ -150,10 +150,4 @@ class Recipients {
   find(address: string | null): string | undefined {
     return address === null ? undefined : this.byKey.get(addressKey(address));
   }
-}
-
-function addressKey(address: string): string {
-  const at = address.lastIndexOf('@');
-  const domain = address.slice(at + 1);
-  return `${address.slice(0, at).toLowerCase()}@${domainToASCII(domain) || domain.toLowerCase()}`;
 }

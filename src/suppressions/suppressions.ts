@@ -1,5 +1,6 @@
 import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
+import { addressKey } from '../platform/address-key.ts';
 import { parseMailbox } from '../emails/addresses.ts';
 
 // The organization's suppression list: addresses it does not send to. Hard bounces (delivery/, inbound/)
@@ -28,7 +29,7 @@ const view = (row: SuppressionRow): SuppressionView => ({
   created_at: row.created_at.toISOString(),
 });
 
-/** The list key of an address: the bare address, domain in ASCII, lower-cased (as delivery matches it). */
+/** The list key of an address: the bare address, as addressKey compares it (delivery matches lower(address)). */
 function suppressionKey(input: string, field = 'email'): string {
   const mailbox = parseMailbox(input, field);
   if (mailbox.name !== undefined) {
@@ -38,7 +39,7 @@ function suppressionKey(input: string, field = 'email'): string {
       field,
     );
   }
-  return mailbox.address.toLowerCase();
+  return addressKey(mailbox.address);
 }
 
 /**
@@ -53,7 +54,7 @@ export async function suppressAddress(
 ): Promise<void> {
   await tx.query(
     'INSERT INTO suppressions (organization_id, address, reason) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
-    [organizationId, address.toLowerCase(), reason],
+    [organizationId, addressKey(address), reason],
   );
 }
 

@@ -1,30 +1,19 @@
 import { withEvent } from '../webhooks/fan-out.ts';
 import type { EventType } from '../webhooks/event-types.ts';
-import Handlebars from 'handlebars';
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
+import { checkSource } from './template-syntax.ts';
+import {
+  checkedVariables,
+  type TemplateVariable,
+  type TemplateVariableInput,
+  type VariableType,
+} from './template-variables.ts';
 
-// A template is Handlebars source (subject, html, text) plus the variables it declares. Sources are
-// parsed when saved, so a syntax error is the author's 400, not a sender's. Rendering fills only
-// declared variables, each a string or a number; an undeclared one is refused so that a typo in a
-// send is an error rather than a blank in the message.
-
-export type VariableType = 'string' | 'number';
-
-/** As stored in templates.variables: fallback_value only when there is one. */
-export interface TemplateVariable {
-  key: string;
-  type: VariableType;
-  fallback_value?: string | number;
-}
-
-/** As submitted: a null fallback_value is no fallback (Resend's SDK sends it that way). */
-export interface TemplateVariableInput {
-  key: string;
-  type: VariableType;
-  fallback_value?: string | number | null;
-}
+// A template is Handlebars source (subject, html, text) plus the variables it declares, stored per
+// organization. Sources are parsed when saved (template-syntax.ts), so a syntax error is the author's
+// 400, not a sender's; a send renders the stored template (render-template.ts).
 
 /** The fields of POST (name required) and PATCH (any subset). null or '' clears subject, html, text. */
 export interface TemplateInput {
@@ -60,37 +49,7 @@ export interface TemplateView {
   updated_at: string;
 }
 
-export interface RenderedTemplate {
-  subject: string | null;
-  html: string | null;
-  text: string | null;
-}
-
 const COLUMNS = 'id, organization_id, name, subject, html, text, variables, created_at, updated_at';
-
-const VARIABLE_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-/** The helpers every Handlebars environment has; any other helper call cannot render. */
-const BUILTIN_HELPERS = new Set(['if', 'unless', 'each', 'with', 'lookup', 'log']);
-const ONE_ARGUMENT_HELPERS = new Set(['if', 'unless', 'each', 'with']);
-
-// Handlebars' parser slows down with the square of the nesting depth (2,000 nested blocks take most of a
-// second, 10,000 over a minute, all on the event loop), so sources are bounded before they are parsed.
-// A transactional template uses tens of expressions.
-const MAX_EXPRESSIONS = 1000;
-
-// An environment of our own, so that helpers or partials registered on the global Handlebars elsewhere
-// never reach a customer's template. {{log}} would write template-controlled text to the server's
-// console: here it does nothing.
-const handlebars = Handlebars.create();
-handlebars.registerHelper('log', () => undefined);
-
-// Explicitly false (also Handlebars' default since 4.6): {{constructor}} and the like resolve to nothing.
-// Saying so also silences Handlebars' console warning for each denied property.
-const RUNTIME_OPTIONS: Handlebars.RuntimeOptions = {
-  allowProtoPropertiesByDefault: false,
-  allowProtoMethodsByDefault: false,
-};
 
 /** A template.* webhook event for the changed row (its data: id, name). */
 const templateEvent = (org: string, type: EventType) => ({
@@ -196,79 +155,6 @@ export async function deleteTemplate(db: Queryable, organizationId: string, id: 
   if (rowCount === 0) throw notFound('Template');
 }
 
-/**
- * Renders the organization's template for a send (`template: { id, variables }` on POST /emails).
- * Errors name the send's fields: template.id, template.variables.<key>.
- */
-export async function renderTemplate(
-  db: Queryable,
-  organizationId: string,
-  ref: { id: string; variables?: Record<string, unknown> },
-): Promise<RenderedTemplate> {
-  const template = await findTemplate(db, organizationId, ref.id);
-  if (!template) throw new ServiceError('template_not_found', `Template ${ref.id} not found`, 'template.id');
-  const data = resolveVariables(template.variables, ref.variables ?? {});
-  const render = (part: 'subject' | 'html' | 'text', source: string | null) => {
-    if (source === null) return null;
-    try {
-      // Compiled per call, not cached: an update takes effect at once in every process.
-      const compiled = handlebars.compile(source, { strict: false, noEscape: part !== 'html' });
-      return compiled(data, RUNTIME_OPTIONS);
-    } catch (error) {
-      // Runtime failures the save-time checks cannot foresee, such as {{#each}} without an argument.
-      if (error instanceof handlebars.Exception) {
-        throw new ServiceError(
-          'validation_error',
-          `Template ${template.id} could not be rendered (${part}): ${error.message}`,
-          'template',
-        );
-      }
-      throw error;
-    }
-  };
-  const subject = render('subject', template.subject);
-  return {
-    // A variable could carry a line break into the Subject header: never let it start a new header.
-    subject: subject === null ? null : subject.replace(/\r\n|[\r\n]/g, ' '),
-    html: render('html', template.html),
-    text: render('text', template.text),
-  };
-}
-
-/** The value of every declared variable: the one provided, else the fallback. */
-function resolveVariables(declared: TemplateVariable[], provided: Record<string, unknown>): Record<string, unknown> {
-  if (typeof provided !== 'object' || provided === null || Array.isArray(provided)) {
-    throw new ServiceError('validation_error', 'template.variables must be an object', 'template.variables');
-  }
-  const byKey = new Map(declared.map((variable) => [variable.key, variable]));
-  const undeclared = Object.keys(provided).filter((key) => !byKey.has(key));
-  if (undeclared.length > 0) {
-    throw new ServiceError(
-      'validation_error',
-      `The template does not declare ${undeclared.length === 1 ? 'variable' : 'variables'}: ${undeclared.join(', ')}`,
-      undeclared.length === 1 ? `template.variables.${undeclared[0]}` : 'template.variables',
-    );
-  }
-  // No prototype: the template sees the declared variables and nothing else.
-  const data: Record<string, unknown> = Object.create(null);
-  for (const variable of declared) {
-    const field = `template.variables.${variable.key}`;
-    const value = Object.hasOwn(provided, variable.key) ? provided[variable.key] : variable.fallback_value;
-    if (value === undefined) {
-      throw new ServiceError('validation_error', `Missing template variable: ${variable.key}`, field);
-    }
-    if (!isOfType(value, variable.type)) {
-      throw new ServiceError(
-        'validation_error',
-        `Template variable ${variable.key} must be a ${variable.type}, not ${describe(value)}`,
-        field,
-      );
-    }
-    data[variable.key] = value;
-  }
-  return data;
-}
-
 interface TemplateFields {
   name: string;
   subject: string | null;
@@ -299,103 +185,6 @@ function checkedFields(input: TemplateFields): Omit<TemplateFields, 'variables'>
     if (source !== null) checkSource(field, source);
   }
   return { name: input.name, subject, html, text, variables: checkedVariables(input.variables) };
-}
-
-function checkedVariables(variables: TemplateVariableInput[]): TemplateVariable[] {
-  const seen = new Set<string>();
-  return variables.map(({ key, type, fallback_value }, index) => {
-    const field = `variables.${index}`;
-    if (!VARIABLE_KEY.test(key) || key === '__proto__') {
-      throw new ServiceError(
-        'validation_error',
-        `Invalid variable key ${JSON.stringify(key)}: use letters, digits and underscores, not starting with a digit`,
-        `${field}.key`,
-      );
-    }
-    if (seen.has(key)) throw new ServiceError('validation_error', `Duplicate variable key: ${key}`, `${field}.key`);
-    seen.add(key);
-    if (fallback_value === undefined || fallback_value === null) return { key, type };
-    if (!isOfType(fallback_value, type)) {
-      throw new ServiceError(
-        'validation_error',
-        `The fallback_value of ${key} must be a ${type}, not ${describe(fallback_value)}`,
-        `${field}.fallback_value`,
-      );
-    }
-    return { key, type, fallback_value };
-  });
-}
-
-/** Parses one source and refuses what could only fail when rendered: partials, decorators, unknown helpers. */
-function checkSource(field: 'subject' | 'html' | 'text', source: string): void {
-  if (source.split('{{').length - 1 > MAX_EXPRESSIONS) {
-    throw new ServiceError(
-      'validation_error',
-      `Too many Handlebars expressions in ${field}: at most ${MAX_EXPRESSIONS} {{…}} are allowed`,
-      field,
-    );
-  }
-  let program: hbs.AST.Program;
-  try {
-    program = handlebars.parse(source);
-  } catch (error) {
-    throw new ServiceError('validation_error', `Invalid Handlebars in ${field}: ${(error as Error).message}`, field);
-  }
-  checkNode(program, field);
-}
-
-type HelperCall = hbs.AST.MustacheStatement | hbs.AST.BlockStatement | hbs.AST.SubExpression;
-
-function checkNode(node: hbs.AST.Node, field: string): void {
-  const where = `${field} (line ${node.loc?.start.line ?? 1})`;
-  switch (node.type) {
-    case 'PartialStatement':
-    case 'PartialBlockStatement':
-      throw new ServiceError('validation_error', `Partials are not supported, in ${where}`, field);
-    case 'Decorator':
-    case 'DecoratorBlock':
-      throw new ServiceError(
-        'validation_error',
-        `Decorators and inline partials are not supported, in ${where}`,
-        field,
-      );
-    case 'MustacheStatement':
-    case 'BlockStatement':
-    case 'SubExpression': {
-      const call = node as HelperCall;
-      const name = call.path.type === 'PathExpression' ? (call.path as hbs.AST.PathExpression).original : undefined;
-      // With arguments it is a helper call; without, a variable lookup or a section ({{#key}}…{{/key}}).
-      if ((call.params.length > 0 || call.hash) && (name === undefined || !BUILTIN_HELPERS.has(name))) {
-        throw new ServiceError(
-          'validation_error',
-          `Unknown helper ${JSON.stringify(name ?? '')} in ${where}: the helpers are if, unless, each, with and lookup`,
-          field,
-        );
-      }
-      if (name !== undefined && ONE_ARGUMENT_HELPERS.has(name) && call.params.length !== 1) {
-        throw new ServiceError('validation_error', `${name} takes exactly one argument, in ${where}`, field);
-      }
-    }
-  }
-  for (const value of Object.values(node)) {
-    for (const child of [value].flat()) {
-      if (typeof child === 'object' && child !== null && typeof (child as hbs.AST.Node).type === 'string') {
-        checkNode(child as hbs.AST.Node, field);
-      }
-    }
-  }
-}
-
-function isOfType(value: unknown, type: VariableType): boolean {
-  return type === 'number' ? typeof value === 'number' && Number.isFinite(value) : typeof value === 'string';
-}
-
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'number') return Number.isFinite(value) ? 'a number' : String(value);
-  const kind = typeof value;
-  return kind === 'object' ? 'an object' : `a ${kind}`;
 }
 
 function toView(template: Template): TemplateView {

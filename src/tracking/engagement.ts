@@ -1,4 +1,5 @@
 import type { Database } from '../platform/db/database.ts';
+import { addressKey } from '../platform/address-key.ts';
 import { recordTimelineEntry, type TimelineKind } from '../emails/timeline.ts';
 import { isUuid } from '../platform/ids.ts';
 
@@ -52,9 +53,9 @@ async function recordEngagement(
          FROM emails e
          JOIN email_recipients r ON r.email_id = e.id
          JOIN organizations o ON o.id = e.organization_id
-        WHERE e.id = $1 AND lower(r.address) = lower($2)
+        WHERE e.id = $1 AND lower(r.address) = $2
           AND CASE WHEN $3 = 'opened' THEN o.open_tracking ELSE o.click_tracking END`,
-      [emailId, recipient, kind],
+      [emailId, addressKey(recipient), kind],
     );
     const found = rows[0];
     if (!found) return false;

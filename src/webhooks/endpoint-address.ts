@@ -4,7 +4,7 @@ import ipaddr from 'ipaddr.js';
 import type { Config } from '../platform/config.ts';
 import { ServiceError } from '../platform/errors.ts';
 
-// Which addresses a webhook may reach (DESIGN §2, "Webhooks"): only public unicast ones, so a customer
+// Which addresses a webhook may reach: only public unicast ones, so a customer
 // cannot point Mailroom at the operator's own network (loopback, RFC 1918, cloud metadata on
 // 169.254.169.254, CGNAT, unique-local, …). The same rules serve at registration (parseEndpointUrl) and
 // at connect time (safe-dispatcher.ts), where they judge the address the socket is about to connect to.

@@ -1,5 +1,5 @@
-// The catalog of event types (DESIGN §2). An endpoint subscribes to some of them, or to all (events: []),
-// which includes types added to this list later.
+// The catalog of event types, the only ones an endpoint can name. An endpoint subscribes to some of them,
+// or to all (events: []), which includes types added to this list later.
 
 export const EVENT_TYPES = [
   'email.accepted',

@@ -3,9 +3,11 @@ import { isIP, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Agent, buildConnector, request, type Dispatcher } from 'undici';
 import type { Config } from '../platform/config.ts';
+import { isTlsErrorCode } from '../platform/network-errors.ts';
 import { createHostResolver, forbiddenAddressReason, HostResolutionError } from './endpoint-address.ts';
 
-// The HTTP client of webhook deliveries (DESIGN §2, "Webhooks" and "Delivery attempts"). The endpoint was
+// The HTTP client of webhook deliveries: it reaches only the addresses a webhook may reach
+// (endpoint-address.ts), and one attempt is one POST, answered or not within its deadline. The endpoint was
 // checked at registration, but its DNS may change since: so every new connection is checked again at
 // connect time, on the very addresses the socket will use. The connector's `lookup` resolves the name
 // once and refuses when any answer is forbidden; net.connect connects only to what that lookup returned,
@@ -201,7 +203,6 @@ async function readPrefix(
   return { bytes: Buffer.concat(chunks).subarray(0, limit), truncated: size > limit };
 }
 
-const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|EPROTO$)/;
 const TIMEOUT_CODES = new Set([
   'UND_ERR_CONNECT_TIMEOUT',
   'UND_ERR_HEADERS_TIMEOUT',
@@ -223,7 +224,7 @@ function reasonOf(error: unknown): WebhookFailureReason {
     const code = (current as NodeJS.ErrnoException).code ?? '';
     if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'dns_failed';
     if (TIMEOUT_CODES.has(code) || current.name === 'TimeoutError') return 'timeout';
-    if (TLS_CODE.test(code)) return 'tls_failed';
+    if (isTlsErrorCode(code)) return 'tls_failed';
     if (code.startsWith('HPE_') || PROTOCOL_CODES.has(code)) return 'protocol_error';
     if (code === 'UND_ERR_INVALID_ARG' || code === 'ERR_INVALID_URL') return 'invalid_request';
   }

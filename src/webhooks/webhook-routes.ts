@@ -15,7 +15,7 @@ const IdParams = Type.Object({ id: Type.String() });
 const Events = Type.Array(Type.String(), { maxItems: 100, description: 'Event types; [] subscribes to every type.' });
 
 /**
- * Webhook endpoints (DESIGN §2): creating one takes a full_access key or a session; everything else about
+ * Webhook endpoints: creating one takes a full_access key or a session; everything else about
  * them (listing, reading, changing, deleting, rotating, deliveries, replay) a dashboard session.
  */
 export async function webhookRoutes(app: App) {

@@ -1,0 +1,98 @@
+import { ServiceError } from '../platform/errors.ts';
+
+// The variables a template declares, each a string or a number with an optional fallback. A send fills
+// only declared variables: an undeclared one is refused, so that a typo in a send is an error rather
+// than a blank in the message.
+
+export type VariableType = 'string' | 'number';
+
+/** As stored in templates.variables: fallback_value only when there is one. */
+export interface TemplateVariable {
+  key: string;
+  type: VariableType;
+  fallback_value?: string | number;
+}
+
+/** As submitted: a null fallback_value is no fallback (Resend's SDK sends it that way). */
+export interface TemplateVariableInput {
+  key: string;
+  type: VariableType;
+  fallback_value?: string | number | null;
+}
+
+const VARIABLE_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** Well-formed, unique keys and fallbacks of the declared type; returns the variables as stored. */
+export function checkedVariables(variables: TemplateVariableInput[]): TemplateVariable[] {
+  const seen = new Set<string>();
+  return variables.map(({ key, type, fallback_value }, index) => {
+    const field = `variables.${index}`;
+    if (!VARIABLE_KEY.test(key) || key === '__proto__') {
+      throw new ServiceError(
+        'validation_error',
+        `Invalid variable key ${JSON.stringify(key)}: use letters, digits and underscores, not starting with a digit`,
+        `${field}.key`,
+      );
+    }
+    if (seen.has(key)) throw new ServiceError('validation_error', `Duplicate variable key: ${key}`, `${field}.key`);
+    seen.add(key);
+    if (fallback_value === undefined || fallback_value === null) return { key, type };
+    if (!isOfType(fallback_value, type)) {
+      throw new ServiceError(
+        'validation_error',
+        `The fallback_value of ${key} must be a ${type}, not ${describe(fallback_value)}`,
+        `${field}.fallback_value`,
+      );
+    }
+    return { key, type, fallback_value };
+  });
+}
+
+/** The value of every declared variable: the one provided, else the fallback. */
+export function resolveVariables(
+  declared: TemplateVariable[],
+  provided: Record<string, unknown>,
+): Record<string, unknown> {
+  if (typeof provided !== 'object' || provided === null || Array.isArray(provided)) {
+    throw new ServiceError('validation_error', 'template.variables must be an object', 'template.variables');
+  }
+  const byKey = new Map(declared.map((variable) => [variable.key, variable]));
+  const undeclared = Object.keys(provided).filter((key) => !byKey.has(key));
+  if (undeclared.length > 0) {
+    throw new ServiceError(
+      'validation_error',
+      `The template does not declare ${undeclared.length === 1 ? 'variable' : 'variables'}: ${undeclared.join(', ')}`,
+      undeclared.length === 1 ? `template.variables.${undeclared[0]}` : 'template.variables',
+    );
+  }
+  // No prototype: the template sees the declared variables and nothing else.
+  const data: Record<string, unknown> = Object.create(null);
+  for (const variable of declared) {
+    const field = `template.variables.${variable.key}`;
+    const value = Object.hasOwn(provided, variable.key) ? provided[variable.key] : variable.fallback_value;
+    if (value === undefined) {
+      throw new ServiceError('validation_error', `Missing template variable: ${variable.key}`, field);
+    }
+    if (!isOfType(value, variable.type)) {
+      throw new ServiceError(
+        'validation_error',
+        `Template variable ${variable.key} must be a ${variable.type}, not ${describe(value)}`,
+        field,
+      );
+    }
+    data[variable.key] = value;
+  }
+  return data;
+}
+
+function isOfType(value: unknown, type: VariableType): boolean {
+  return type === 'number' ? typeof value === 'number' && Number.isFinite(value) : typeof value === 'string';
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'number') return Number.isFinite(value) ? 'a number' : String(value);
+  const kind = typeof value;
+  return kind === 'object' ? 'an object' : `a ${kind}`;
+}
