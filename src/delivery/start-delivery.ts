@@ -4,6 +4,7 @@ import type { Database } from '../platform/db/database.ts';
 import { startWorker, type Worker } from '../queue/worker.ts';
 import { loadSigner } from '../platform/signing.ts';
 import { deliverEmailHandler } from './deliver-email.ts';
+import { DELIVERY_QUEUE } from '../emails/delivery-job.ts';
 import type { Transport } from './transport.ts';
 
 /** Polling interval: a lost NOTIFY, or a scheduled message coming due, waits at most this long. */
@@ -18,7 +19,7 @@ export async function startDelivery(
 ): Promise<Worker> {
   return startWorker(
     db,
-    { 'deliver-email': deliverEmailHandler(db, config, transport, await loadSigner(db)) },
+    { [DELIVERY_QUEUE]: deliverEmailHandler(db, config, transport, await loadSigner(db)) },
     {
       concurrency: config.workerConcurrency,
       leaseSeconds: config.jobLeaseSeconds,

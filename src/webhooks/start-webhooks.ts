@@ -4,6 +4,7 @@ import type { Database } from '../platform/db/database.ts';
 import { startWorker, type Worker } from '../queue/worker.ts';
 import { createSafeDispatcher } from './safe-dispatcher.ts';
 import { webhookHandler } from './webhook-sender.ts';
+import { WEBHOOK_QUEUE } from './delivery-jobs.ts';
 
 /** Webhook deliveries in flight per process, across all endpoints. */
 export const WEBHOOK_CONCURRENCY = 64;
@@ -20,7 +21,7 @@ export async function startWebhookDelivery(
   const dispatcher = createSafeDispatcher(config, { connectionsPerOrigin: config.webhookConnectionsPerEndpoint });
   const worker = await startWorker(
     db,
-    { 'deliver-webhook': webhookHandler(db, dispatcher) },
+    { [WEBHOOK_QUEUE]: webhookHandler(db, dispatcher) },
     {
       concurrency: WEBHOOK_CONCURRENCY,
       leaseSeconds: Math.ceil(config.webhookTimeoutMs / 1000) + 30,
