@@ -33,18 +33,22 @@ export interface AppOptions {
 export async function buildApp({ db, config, logger = true }: AppOptions): Promise<App> {
   const app = await createHttpApp({ db, config, signer: await loadSigner(db), logger });
   installAuthentication(app);
-  await app.register(authRoutes);
-  await app.register(apiKeyRoutes);
-  await app.register(domainRoutes);
-  await app.register(templateRoutes);
-  await app.register(emailRoutes);
-  await app.register(lifecycleRoutes);
-  await app.register(webhookRoutes);
-  await app.register(topicRoutes);
-  await app.register(contactRoutes);
-  await app.register(unsubscribeRoutes);
-  await app.register(trackingRoutes);
-  await app.register(organizationRoutes);
-  await app.register(suppressionRoutes);
+  for (const routes of [
+    authRoutes,
+    apiKeyRoutes,
+    domainRoutes,
+    templateRoutes,
+    emailRoutes,
+    lifecycleRoutes,
+    webhookRoutes,
+    topicRoutes,
+    contactRoutes,
+    unsubscribeRoutes,
+    trackingRoutes,
+    organizationRoutes,
+    suppressionRoutes,
+  ]) {
+    await app.register(routes);
+  }
   return app;
 }

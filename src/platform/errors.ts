@@ -3,8 +3,8 @@
 // protocol that carries it: the HTTP layer maps each code to one status and the JSON envelope
 // (platform/http/error-envelope.ts); another listener (SMTP) maps it to its own replies.
 
-export const ERROR_CODES = [
-  // The request itself is wrong: sending it again unchanged meets the same refusal.
+/** Refusals of the request itself: sent again unchanged, it meets the same refusal. */
+const FINAL_CODES = [
   'missing_required_field',
   'validation_error',
   'invalid_attachment',
@@ -20,19 +20,22 @@ export const ERROR_CODES = [
   'concurrent_idempotent_requests',
   'conflict',
   'payload_too_large',
-  // Who is asking.
+] as const;
+
+/** Refusals that the same request may get past later: who is asking, limits, Mailroom's own failures. */
+const PASSING_CODES = [
   'missing_api_key',
   'invalid_api_key',
   'restricted_api_key',
   'session_required',
   'invalid_credentials',
-  // Limits: the same request may succeed later.
   'rate_limit_exceeded',
   'monthly_quota_exceeded',
-  // Mailroom's side.
   'application_error',
   'service_unavailable',
 ] as const;
+
+export const ERROR_CODES = [...FINAL_CODES, ...PASSING_CODES] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -66,17 +69,7 @@ export class ServiceError extends Error {
 
 export const notFound = (what: string) => new ServiceError('not_found', `${what} not found`);
 
-const NOT_FINAL: ReadonlySet<ErrorCode> = new Set([
-  'missing_api_key',
-  'invalid_api_key',
-  'restricted_api_key',
-  'session_required',
-  'invalid_credentials',
-  'rate_limit_exceeded',
-  'monthly_quota_exceeded',
-  'application_error',
-  'service_unavailable',
-]);
+const FINAL: ReadonlySet<ErrorCode> = new Set(FINAL_CODES);
 
 /**
  * Whether a refusal is the request's own fault, so that the same request would meet it again: such
@@ -84,5 +77,5 @@ const NOT_FINAL: ReadonlySet<ErrorCode> = new Set([
  * are not: a retry after them may succeed.
  */
 export function isFinalRefusal(code: ErrorCode): boolean {
-  return !NOT_FINAL.has(code);
+  return FINAL.has(code);
 }
