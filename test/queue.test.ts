@@ -4,7 +4,6 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import type { Database } from '../src/platform/db/database.ts';
-import { enqueueJob } from '../src/queue/jobs.ts';
 import { startWorker, type Job } from '../src/queue/worker.ts';
 import { startDelivery } from '../src/delivery/start-delivery.ts';
 import { createTransport } from '../src/delivery/transports/index.ts';
@@ -75,7 +74,8 @@ test('a job added without any NOTIFY is found by polling; an expired lease is ta
     if (job.attempts === 1) await new Promise(() => {});
     return { done: true as const };
   };
-  await t.db.transaction((tx) => enqueueJob(tx, { queue: 'deliver-email', payload: { email_id: 'none' } }));
+  // Written straight to the table: the statement carries no after-commit NOTIFY tag.
+  await t.db.query(`INSERT INTO jobs (queue, payload) VALUES ('deliver-email', '{"email_id": "none"}')`);
   const first = await startWorker(
     t.db,
     { 'deliver-email': handler },
@@ -97,6 +97,8 @@ test('a job added without any NOTIFY is found by polling; an expired lease is ta
 
 test('every statement that queues a job wakes the workers of another process once it commits', async () => {
   // The worker polls once a minute: only the NOTIFY sent after each commit can make it run in time.
+  // (On PostgreSQL the worker has a connection pool of its own, as another process would; on PGlite,
+  // one process's database, it shares the handle and the test shows the NOTIFY path in one process.)
   const other = await secondConnection();
   const ran: string[] = [];
   const worker = await startWorker(

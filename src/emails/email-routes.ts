@@ -94,7 +94,11 @@ function setRateLimitHeaders(reply: FastifyReply, state: RateLimitState) {
  * id; a batch answers one entry per submitted message, in order, with the refusals also under `errors`.
  */
 function httpAnswer(kind: SendRequest['kind'], result: SendResult): { statusCode: number; body: unknown } {
-  if ('refused' in result) return { statusCode: HTTP_STATUS[result.refused.name], body: errorBody(result.refused) };
+  if ('refused' in result) {
+    // Mailroom's own failure: through the error handler, which logs it with the request id.
+    if (HTTP_STATUS[result.refused.name] >= 500) throw ServiceError.from(result.refused);
+    return { statusCode: HTTP_STATUS[result.refused.name], body: errorBody(result.refused) };
+  }
   if (kind === 'single') {
     const [entry] = result.entries;
     if (entry?.accepted) return { statusCode: 200, body: { object: 'email', id: entry.id } };

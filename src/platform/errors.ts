@@ -17,13 +17,16 @@ const FINAL_CODES = [
   'invalid_state',
   'not_found',
   'invalid_idempotent_request',
-  'concurrent_idempotent_requests',
   'conflict',
   'payload_too_large',
 ] as const;
 
-/** Refusals that the same request may get past later: who is asking, limits, Mailroom's own failures. */
+/**
+ * Refusals that the same request may get past later: who is asking, limits, a request with the same
+ * idempotency key still running, Mailroom's own failures.
+ */
 const PASSING_CODES = [
+  'concurrent_idempotent_requests',
   'missing_api_key',
   'invalid_api_key',
   'restricted_api_key',

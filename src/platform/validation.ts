@@ -2,9 +2,9 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { ServiceError } from './errors.ts';
 
-// Schema validation (TypeBox schemas, Ajv). Bodies are validated as sent: no type coercion and no silent dropping of unknown fields, so a typo
-// in a field name is an error, not a message sent without it. Query strings and path parameters
-// arrive as text, so they are coerced ("10" -> 10).
+// Schema validation (TypeBox schemas, Ajv). Bodies are validated as sent: no type coercion and no
+// silent dropping of unknown fields, so a typo in a field name is an error, not a message sent without
+// it. Query strings and path parameters arrive as text, so they are coerced ("10" -> 10).
 function makeAjv(coerceTypes: boolean): Ajv {
   const ajv = new Ajv({ coerceTypes, removeAdditional: false, useDefaults: true, allErrors: false, strict: false });
   addFormats.default(ajv);

@@ -1,7 +1,7 @@
 import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { hashToken } from '../platform/tokens.ts';
-import type { Access } from '../platform/http/app-types.ts';
+import type { Access } from '../platform/access.ts';
 import type { ApiKeyPermission, Principal } from './principal.ts';
 
 export const API_KEY_PREFIX = 'mr_';

@@ -1,5 +1,6 @@
 // Who is making a request. Resolved from the bearer token by the authentication hook (authentication.ts);
-// routes read request.principal and always scope their queries by principal.organizationId.
+// routes read request.principal (declared on Fastify's request type below) and always scope their
+// queries by principal.organizationId.
 
 export type ApiKeyPermission = 'full_access' | 'sending_access';
 

@@ -27,9 +27,10 @@ function wrap(db: PGlite, onClose: () => Promise<void>): Database {
       const channels = new Set<string>();
       const result = await db.transaction((tx) =>
         fn({
-          query: (text, params) => {
+          query: async <Row>(text: string, params?: readonly unknown[]) => {
+            const result = await run<Row>(tx, text, params);
             for (const channel of channelsToNotify(text)) channels.add(channel);
-            return run(tx, text, params);
+            return result;
           },
           exec: async (script) => {
             await tx.exec(script);

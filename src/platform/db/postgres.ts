@@ -48,9 +48,10 @@ export function openPostgres(connectionString: string, poolSize: number): Databa
       try {
         await client.query('BEGIN');
         const tx: Transaction = {
-          query: (text, params) => {
+          query: async <Row>(text: string, params?: readonly unknown[]) => {
+            const result = await run<Row>(client, text, params);
             for (const channel of channelsToNotify(text)) channels.add(channel);
-            return run(client, text, params);
+            return result;
           },
           exec: async (script) => {
             await client.query(script);

@@ -4,17 +4,11 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import type { Signer } from '../signing.ts';
+import type { Access } from '../access.ts';
+
+export type { Access } from '../access.ts';
 
 // The type every route module receives (\`App\`), and what the framework adds to Fastify's own types.
-
-/**
- * What a route demands:
- * - `send`: any API key or a session (sending email);
- * - `full`: a full_access key or a session (reading and managing);
- * - `session`: a dashboard session only;
- * - `public`: no credential (health checks, login, links in messages).
- */
-export type Access = 'public' | 'send' | 'full' | 'session';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
