@@ -13,6 +13,7 @@ import { domainRoutes } from './domains/domain-routes.ts';
 import { templateRoutes } from './templates/template-routes.ts';
 import { emailRoutes } from './emails/email-routes.ts';
 import { lifecycleRoutes } from './emails/lifecycle-routes.ts';
+import { emailListRoutes } from './emails/email-list-routes.ts';
 import { webhookRoutes } from './webhooks/webhook-routes.ts';
 import { topicRoutes } from './contacts/topic-routes.ts';
 import { contactRoutes } from './contacts/contact-routes.ts';
@@ -40,6 +41,7 @@ export async function buildApp({ db, config, logger = true }: AppOptions): Promi
     templateRoutes,
     emailRoutes,
     lifecycleRoutes,
+    emailListRoutes,
     webhookRoutes,
     topicRoutes,
     contactRoutes,

@@ -52,6 +52,23 @@ const deliveryFixture = async (t: TestApp, org: TestOrganization) => {
   return `${endpoint}/deliveries/${rows[0]!.id}`;
 };
 
+/** A message sent with one attachment: `<email id>/attachments/<attachment id>`. */
+const attachmentFixture = async (t: TestApp, org: TestOrganization) => {
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/emails',
+    headers: bearer(org.fullKey),
+    payload: message(org, { attachments: [{ filename: 'a.txt', content: Buffer.from('a').toString('base64') }] }),
+  });
+  const emailId = res.json().id as string;
+  const { rows } = await t.db.query<{ id: string }>('SELECT id FROM email_attachments WHERE email_id = $1', [emailId]);
+  return `${emailId}/attachments/${rows[0]!.id}`;
+};
+const attachmentToken = async (t: TestApp, org: TestOrganization) => {
+  const [, attachmentId] = (await attachmentFixture(t, org)).split('/attachments/');
+  return t.app.signer.sign('attachment', { a: attachmentId, o: org.id, x: Math.floor(Date.now() / 1000) + 3600 });
+};
+
 const unique = () => Math.random().toString(36).slice(2);
 const topicFixture = created('/topics', () => ({ name: 'fixture', default_subscription: 'opt_in' }));
 const contactFixture = created('/contacts', () => ({ email: `c${unique()}@example.com` }));
@@ -135,6 +152,17 @@ export const ROUTES: Row[] = [
     body: () => ({ scheduled_at: new Date(Date.now() + 7200_000).toISOString() }),
     fixture: emailFixture,
   },
+  { method: 'GET', url: '/emails', access: 'full', ok: 200 },
+  { method: 'GET', url: '/emails/:own/attachments', access: 'full', ok: 200, fixture: emailFixture },
+  {
+    method: 'GET',
+    url: '/emails/:own',
+    registered: '/emails/:id/attachments/:attachment_id',
+    access: 'full',
+    ok: 200,
+    fixture: attachmentFixture,
+  },
+  { method: 'GET', url: '/attachments/:token', access: 'public', ok: 200, token: attachmentToken },
   { method: 'POST', url: '/webhooks', access: 'full', ok: 201, body: () => ({ endpoint: 'http://127.0.0.1:9/hook' }) },
   { method: 'GET', url: '/webhooks', access: 'session', ok: 200 },
   { method: 'GET', url: '/webhooks/:own', access: 'session', ok: 200, fixture: webhookFixture },
