@@ -1,16 +1,21 @@
 // Webhooks end to end: real HTTP receivers on loopback, events from real sends, signatures checked with
-// Stripe's own verifier, the exact retry schedule, deletion, rotation, replay, a slow endpoint.
+// Stripe's own verifier and with the Standard Webhooks ones (Resend's SDK, standardwebhooks), the exact
+// retry schedule, deletion, rotation, replay, a slow endpoint.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { Resend } from 'resend';
+import { Webhook } from 'standardwebhooks';
 import Stripe from 'stripe';
 import { startDelivery } from '../src/delivery/start-delivery.ts';
 import { createTransport } from '../src/delivery/transports/index.ts';
 import type { Transport } from '../src/delivery/transport.ts';
 import type { Worker } from '../src/queue/worker.ts';
+import { standardSignatureHeader } from '../src/webhooks/signature.ts';
 import { startWebhookDelivery } from '../src/webhooks/start-webhooks.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { message, send } from './helpers/emails.ts';
@@ -54,6 +59,7 @@ let transport: Transport;
 let delivery: Worker;
 let webhooks: Awaited<ReturnType<typeof startWebhookDelivery>>;
 const stripe = new Stripe('sk_test_unused');
+const resend = new Resend('re_unused');
 const log = { error: () => {}, warn: () => {} };
 
 before(async () => {
@@ -346,6 +352,163 @@ test('domain and template changes are events too, fanned out like the email ones
       ['template.created', 'Welcome'],
       ['template.deleted', 'Welcome'],
     ]);
+  } finally {
+    await remove(endpoint.id);
+    await hook.close();
+  }
+});
+
+const header = (request: Received, name: string) => String(request.headers[name]);
+
+/**
+ * Verifies one received request with the secret in all three ways a receiver would: Resend's SDK,
+ * standardwebhooks and Stripe's library. Returns, per verifier, whether it accepted the request (each
+ * also has to return the body's event).
+ */
+function verifyAll(request: Received, secret: string, raw = request.raw) {
+  const attempt = (verify: () => unknown) => {
+    try {
+      assert.equal((verify() as { id?: unknown }).id, request.body.id);
+      return true;
+    } catch (error) {
+      if (error instanceof assert.AssertionError) throw error;
+      return false;
+    }
+  };
+  return {
+    resend: attempt(() =>
+      resend.webhooks.verify({
+        payload: raw,
+        headers: {
+          id: header(request, 'webhook-id'),
+          timestamp: header(request, 'webhook-timestamp'),
+          signature: header(request, 'webhook-signature'),
+        },
+        webhookSecret: secret,
+      }),
+    ),
+    standardwebhooks: attempt(() => new Webhook(secret).verify(raw, request.headers as Record<string, string>)),
+    stripe: attempt(() => stripe.webhooks.constructEvent(raw, header(request, 'x-service-signature'), secret)),
+  };
+}
+const ALL = { resend: true, standardwebhooks: true, stripe: true };
+const NONE = { resend: false, standardwebhooks: false, stripe: false };
+const otherSecret = () => `whsec_${randomBytes(32).toString('base64')}`;
+
+test('webhook-signature is the Standard Webhooks scheme: the published test vector', () => {
+  assert.equal(
+    standardSignatureHeader(
+      ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'],
+      'msg_p5jXN8AQM9LWM0D4loKWxJek',
+      1614265330,
+      '{"test": 2432232314}',
+    ),
+    'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
+  );
+});
+
+test('every delivery carries the Standard Webhooks headers: Resend, standardwebhooks and Stripe verify it; a wrong secret or a changed body fails all three', async () => {
+  const hook = await receiver();
+  const endpoint = await register(hook.url);
+  try {
+    await sendOne();
+    await waitFor(() => hook.received.some((r) => r.body.type === 'email.delivered'));
+    assert.ok(hook.received.length >= 2);
+    for (const request of hook.received) {
+      assert.equal(header(request, 'webhook-id'), request.body.id, 'webhook-id is the event id');
+      assert.match(header(request, 'webhook-id'), /^evt_[0-9a-f-]{36}$/);
+      const t = /^t=(\d+),/.exec(header(request, 'x-service-signature'))?.[1];
+      assert.equal(header(request, 'webhook-timestamp'), t, 'one timestamp for both schemes');
+      assert.ok(Math.abs(Number(t) - Date.now() / 1000) < 30);
+      assert.match(header(request, 'webhook-signature'), /^v1,[A-Za-z0-9+/]{43}=$/);
+      // The spec's headers are still there, unchanged.
+      assert.equal(request.headers['x-service-event-type'], request.body.type);
+      assert.match(header(request, 'x-service-delivery-id'), /^[0-9a-f-]{36}$/);
+
+      assert.deepEqual(verifyAll(request, endpoint.signing_secret), ALL);
+      assert.deepEqual(verifyAll(request, otherSecret()), NONE, 'another secret verifies nothing');
+      assert.deepEqual(
+        verifyAll(request, endpoint.signing_secret, request.raw.replace('hooked', 'hacked')),
+        NONE,
+        'a changed body verifies nothing',
+      );
+    }
+    // A webhook-id other than the one signed fails too: the id is part of what is signed.
+    const first = hook.received[0]!;
+    const otherId = { ...first, headers: { ...first.headers, 'webhook-id': hook.received[1]!.body.id } };
+    assert.equal(verifyAll(otherId, endpoint.signing_secret).standardwebhooks, false);
+    assert.equal(verifyAll(otherId, endpoint.signing_secret).resend, false);
+  } finally {
+    await remove(endpoint.id);
+    await hook.close();
+  }
+});
+
+test('a rotation: both secrets verify with all three verifiers for 24 hours, then only the new one', async () => {
+  const hook = await receiver();
+  const endpoint = await register(hook.url, ['email.accepted']);
+  try {
+    const rotated = (
+      await t.app.inject({
+        method: 'POST',
+        url: `/webhooks/${endpoint.id}/signing-secret/rotate`,
+        headers: bearer(org.session),
+      })
+    ).json() as { signing_secret: string };
+    await sendOne();
+    await waitFor(() => hook.received.length >= 1);
+    const during = hook.received[0]!;
+    assert.match(header(during, 'webhook-signature'), /^v1,[A-Za-z0-9+/]{43}= v1,[A-Za-z0-9+/]{43}=$/);
+    assert.deepEqual(verifyAll(during, rotated.signing_secret), ALL);
+    assert.deepEqual(verifyAll(during, endpoint.signing_secret), ALL);
+    assert.deepEqual(verifyAll(during, otherSecret()), NONE);
+
+    // The 24 hours are over: the previous secret signs no more.
+    await t.db.query(
+      `UPDATE webhook_endpoints SET previous_secret_expires_at = now() - interval '1 second' WHERE id = $1`,
+      [endpoint.id],
+    );
+    await sendOne();
+    await waitFor(() => hook.received.length >= 2);
+    const later = hook.received[1]!;
+    assert.match(header(later, 'webhook-signature'), /^v1,[A-Za-z0-9+/]{43}=$/);
+    assert.deepEqual(verifyAll(later, rotated.signing_secret), ALL);
+    assert.deepEqual(verifyAll(later, endpoint.signing_secret), NONE);
+  } finally {
+    await remove(endpoint.id);
+    await hook.close();
+  }
+});
+
+test('webhook-id is the same on every attempt of a retried delivery and on its replay; each attempt verifies', async () => {
+  let calls = 0;
+  const hook = await receiver(() => (++calls <= 2 ? 503 : 200));
+  const endpoint = await register(hook.url, ['email.accepted']);
+  try {
+    await sendOne();
+    await waitFor(() => hook.received.length >= 3, 10_000, 50);
+    const attempts = hook.received.slice(0, 3);
+    assert.equal(new Set(attempts.map((r) => header(r, 'webhook-id'))).size, 1, 'one webhook-id for the delivery');
+    assert.equal(header(attempts[0]!, 'webhook-id'), attempts[0]!.body.id);
+    assert.equal(new Set(attempts.map((r) => header(r, 'x-service-delivery-id'))).size, 3, 'one delivery id each');
+    const stamps = attempts.map((r) => Number(header(r, 'webhook-timestamp')));
+    assert.ok(stamps[2]! > stamps[0]!, `each attempt is signed at its own time: ${stamps.join(', ')}`);
+    for (const request of attempts) assert.deepEqual(verifyAll(request, endpoint.signing_secret), ALL);
+
+    const deliveries = (
+      await t.app.inject({ method: 'GET', url: `/webhooks/${endpoint.id}/deliveries`, headers: bearer(org.session) })
+    ).json().data;
+    assert.equal(deliveries[0].status, 'succeeded');
+    const replay = await t.app.inject({
+      method: 'POST',
+      url: `/webhooks/${endpoint.id}/deliveries/${deliveries[0].id}/replay`,
+      headers: bearer(org.session),
+    });
+    assert.equal(replay.statusCode, 200, replay.body);
+    await waitFor(() => hook.received.length >= 4);
+    const replayed = hook.received[3]!;
+    assert.equal(header(replayed, 'webhook-id'), header(attempts[0]!, 'webhook-id'), 'a replay keeps the webhook-id');
+    assert.deepEqual(verifyAll(replayed, endpoint.signing_secret), ALL);
   } finally {
     await remove(endpoint.id);
     await hook.close();

@@ -3,19 +3,25 @@ import type { Dispatcher } from 'undici';
 import type { Database } from '../platform/db/database.ts';
 import type { Job, JobResult } from '../queue/worker.ts';
 import { postJson } from './safe-dispatcher.ts';
-import { signatureHeader } from './signature.ts';
+import { signatureHeader, standardSignatureHeader } from './signature.ts';
 
 // One 'deliver-webhook' job: one attempt at one delivery. Exactly the spec's schedule: five attempts in
 // all, the first at once and the next 1, 2, 4 and 8 s after the one before; only 5xx, 408, 429, time-outs
 // and transport failures are tried again, any other answer (3xx included: redirects are not followed)
 // fails the delivery at once. Every attempt is logged with its status, duration and the first 1 KiB of
 // the answer.
+//
+// Each attempt carries the Standard Webhooks headers too: webhook-id is the event's id (evt_…, the body's
+// id), so it is the same on every attempt of a delivery and on a replay of it, and a receiver deduplicating
+// on it processes an event once; webhook-timestamp is the attempt's time, the same as x-service-signature's
+// t=, and both signatures cover the exact bytes sent.
 
 export const RETRY_DELAYS_SECONDS = [1, 2, 4, 8];
 export const MAX_ATTEMPTS = RETRY_DELAYS_SECONDS.length + 1;
 
 interface DeliveryRow {
   id: string;
+  event_id: string;
   status: string;
   attempts: number;
   payload: { type: string };
@@ -31,7 +37,7 @@ export const isRetryable = (status: number) => status >= 500 || status === 408 |
 export function webhookHandler(db: Database, dispatcher: Dispatcher) {
   return async (job: Job): Promise<JobResult> => {
     const { rows } = await db.query<DeliveryRow>(
-      `SELECT d.id, d.status, d.attempts, d.payload, e.url, e.signing_secret, e.previous_secret, e.enabled,
+      `SELECT d.id, d.event_id, d.status, d.attempts, d.payload, e.url, e.signing_secret, e.previous_secret, e.enabled,
               coalesce(e.previous_secret_expires_at > now(), false) AS previous_live
          FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
         WHERE d.id = $1`,
@@ -48,12 +54,17 @@ export function webhookHandler(db: Database, dispatcher: Dispatcher) {
       delivery.signing_secret,
       ...(delivery.previous_live && delivery.previous_secret ? [delivery.previous_secret] : []),
     ];
+    const timestamp = Math.floor(Date.now() / 1000);
+    const webhookId = `evt_${delivery.event_id}`;
     const headers = {
       'content-type': 'application/json',
       'user-agent': 'Mailroom-Webhooks/1',
-      'x-service-signature': signatureHeader(secrets, Math.floor(Date.now() / 1000), body),
+      'x-service-signature': signatureHeader(secrets, timestamp, body),
       'x-service-event-type': delivery.payload.type,
       'x-service-delivery-id': requestId,
+      'webhook-id': webhookId,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': standardSignatureHeader(secrets, webhookId, timestamp, body),
     };
     const result = await postJson(dispatcher, delivery.url, body, headers);
 
