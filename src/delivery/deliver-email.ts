@@ -5,6 +5,7 @@ import type { Job, JobHandler, JobResult } from '../queue/worker.ts';
 import type { Transport } from './transport.ts';
 import { takeMessage } from './take-message.ts';
 import { gateRecipients } from './gate-recipients.ts';
+import { simulateTestAddresses } from './simulate-test-addresses.ts';
 import { outgoingMessage } from './outgoing-message.ts';
 import { personalizeCopies } from './personalize-copy.ts';
 import { sendCopy } from './send-copy.ts';
@@ -12,8 +13,9 @@ import { attemptNumbers, earliest, recordOutcomes } from './record-outcome.ts';
 import { finishOrRetry } from './finish-or-retry.ts';
 
 // One 'deliver-email' job delivers one message to every recipient that has no outcome yet, in steps,
-// each in its own file: take the message, gate the recipients, build the outgoing message, personalize
-// each copy, send, record each outcome, finish or retry. Outcomes are kept per recipient, so a retry (or
+// each in its own file: take the message, gate the recipients, simulate the test addresses (recorded
+// without being sent), build the outgoing message, personalize each copy, send, record each outcome,
+// finish or retry. Outcomes are kept per recipient, so a retry (or
 // a worker that died mid-send and whose job came back) sends only to the recipients with no outcome yet.
 
 /** Copies sent at once for a message that goes out one copy per recipient. */
@@ -30,7 +32,8 @@ export function deliverEmailHandler(db: Database, config: Config, transport: Tra
     if (taken instanceof Date) return { retryAt: taken, reason: 'scheduled for later' };
     const { email } = taken;
 
-    const recipients = await gateRecipients(db, email, taken.recipients);
+    const gated = await gateRecipients(db, email, taken.recipients);
+    const recipients = await simulateTestAddresses(db, email, gated);
     if (recipients.length === 0) return finishOrRetry(db, email.id, undefined);
 
     const message = await outgoingMessage(db, email, recipients, returnPath);

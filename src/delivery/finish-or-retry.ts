@@ -1,7 +1,7 @@
 import type { Database } from '../platform/db/database.ts';
 import type { JobResult } from '../queue/worker.ts';
 
-// Step 7, finish or retry. With deferred recipients, the job comes back at the earliest of their retry
+// Step 8, finish or retry. With deferred recipients, the job comes back at the earliest of their retry
 // times and the message stays `sending`. Otherwise, when no recipient is pending any more, the message
 // is `sent`: every recipient has its outcome.
 

@@ -4,7 +4,7 @@ import type { OutgoingMessage } from './transport.ts';
 import { returnPathAddress } from './return-path.ts';
 import type { EmailToSend, PendingRecipient } from './take-message.ts';
 
-// Step 3, the message as it leaves: the stored message with its attachments, the SMTP envelope (MAIL
+// Step 4, the message as it leaves: the stored message with its attachments, the SMTP envelope (MAIL
 // FROM and the recipients to send to) and the sending domain's DKIM key. One message for everyone; the
 // next step makes a copy per recipient when the message carries something personal.
 

@@ -4,7 +4,7 @@ import { addTracking } from '../tracking/tracking-links.ts';
 import type { OutgoingMessage } from './transport.ts';
 import type { EmailToSend } from './take-message.ts';
 
-// Step 4, personalize each copy. A message that carries something per recipient (tracked links and an
+// Step 5, personalize each copy. A message that carries something per recipient (tracked links and an
 // open pixel, a topic's one-click unsubscribe link) goes out as one copy per recipient, each with that
 // recipient's own; any other goes out as it is, in one SMTP transaction for all its recipients.
 

@@ -7,7 +7,7 @@ import type { RecipientResult } from './transport.ts';
 import { isBadMailbox } from './smtp-outcome.ts';
 import type { EmailToSend, PendingRecipient } from './take-message.ts';
 
-// Step 6, record each outcome. The outcomes of one copy commit in one transaction as soon as that copy
+// Step 7, record each outcome. The outcomes of one copy commit in one transaction as soon as that copy
 // is sent, so a worker that dies later sends again only the copies whose outcomes were not stored.
 // - delivered: the recipient is delivered;
 // - bounced: the recipient is bounced, and a bad mailbox goes on the suppression list;
@@ -47,16 +47,22 @@ export function earliest(a: Date | undefined, b: Date | undefined): Date | undef
   return b && (!a || b < a) ? b : a;
 }
 
+/** How an outcome is recorded: `suppress: false` keeps a bad mailbox off the suppression list. */
+export interface RecordOptions {
+  suppress: boolean;
+}
+
 /**
  * Stores one recipient's result and its timeline entry. Returns when to try the recipient again, for a
  * deferral that has retries left.
  */
-async function recordOutcome(
+export async function recordOutcome(
   tx: Queryable,
   email: EmailToSend,
   result: RecipientResult,
   attempts: number,
   schedule: number[],
+  options: RecordOptions = { suppress: true },
 ): Promise<Date | undefined> {
   const smtp = { smtp_code: result.smtpCode ?? null, response: cappedText(result.response, 1000) };
   const entry = { emailId: email.id, organizationId: email.organization_id, recipient: result.address };
@@ -82,7 +88,8 @@ async function recordOutcome(
       data: { bounce: { type: 'hard', smtp_code: result.smtpCode ?? null, diagnostic: smtp.response } },
     });
     // A bad mailbox is not tried again: later messages to this address fail as suppressed.
-    if (isBadMailbox(result)) await suppressAddress(tx, email.organization_id, result.address, 'hard_bounce');
+    if (options.suppress && isBadMailbox(result))
+      await suppressAddress(tx, email.organization_id, result.address, 'hard_bounce');
     return undefined;
   }
   // Deferred: try again after the next delay of the schedule, or give up.

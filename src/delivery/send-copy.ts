@@ -1,6 +1,6 @@
 import type { OutgoingMessage, RecipientResult, Transport } from './transport.ts';
 
-// Step 5, send: hand one copy to the transport, which answers with one outcome per recipient of its
+// Step 6, send: hand one copy to the transport, which answers with one outcome per recipient of its
 // envelope (classified in smtp-outcome.ts).
 
 /** A transport that throws (a message that cannot be composed, a bug) defers every recipient. */

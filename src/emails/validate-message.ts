@@ -3,6 +3,7 @@ import { ServiceError } from '../platform/errors.ts';
 import { hasControlCharacter, withoutControlCharacters } from '../platform/text.ts';
 import { addressKey } from '../platform/address-key.ts';
 import { asList, formatMailbox, parseMailbox, type Mailbox } from './addresses.ts';
+import { isTestDomainAddress, testOutcome } from './test-addresses.ts';
 import type { EmailMessage } from './message-schema.ts';
 
 // Everything about one message that can be decided without the database, in the order a user would
@@ -97,7 +98,8 @@ export function validateMessage(
   const parsed = { to: parseAll(to, 'to'), cc: parseAll(cc, 'cc'), bcc: parseAll(bcc, 'bcc') };
   const recipients = new Map<string, Recipient>();
   for (const kind of ['to', 'cc', 'bcc'] as const) {
-    for (const mailbox of parsed[kind]) {
+    for (const [i, mailbox] of parsed[kind].entries()) {
+      refuseUnknownTestAddress(mailbox.address, parsed[kind].length > 1 ? `${kind}.${i}` : kind);
       const key = addressKey(mailbox.address);
       if (!recipients.has(key)) recipients.set(key, { address: mailbox.address, kind });
     }
@@ -136,6 +138,17 @@ export function validateMessage(
     topicId: message.topic_id,
     attachments: attachments(message.attachments ?? [], options.maxAttachmentBytes),
   };
+}
+
+/** resend.dev has only its three test mailboxes: any other address there is a mistake (test-addresses.ts). */
+function refuseUnknownTestAddress(address: string, field: string): void {
+  if (isTestDomainAddress(address) && testOutcome(address) === undefined) {
+    throw new ServiceError(
+      'validation_error',
+      `Invalid address in ${field}: ${address} is not a test address; at resend.dev only delivered@, bounced@ and complained@ exist (each with an optional +label)`,
+      field,
+    );
+  }
 }
 
 function parseAll(list: string[], field: string): Mailbox[] {
