@@ -717,7 +717,8 @@ describe('tracking per domain', () => {
     const id = await deliver(['e1@example.com', 'e2@example.com']);
     assert.equal(sink.transactions.length, 2, 'one copy per recipient');
     const { pixel, link } = trackedUrls(await receivedHtml('e1@example.com'));
-    assert.ok(pixel?.startsWith(`${base}/t/o/`) && link?.startsWith(`${base}/t/c/`), 'pixel and tracked link');
+    assert.ok(pixel && link, 'pixel and tracked link');
+    assert.ok(pixel.startsWith(`${base}/t/o/`) && link.startsWith(`${base}/t/c/`));
 
     // And opens and clicks are recorded, the organization's switches being off.
     assert.equal((await fetch(pixel)).status, 200);
