@@ -118,6 +118,14 @@ export const ROUTES: Row[] = [
   },
   { method: 'GET', url: '/domains', access: 'full', ok: 200 },
   { method: 'GET', url: '/domains/:own', access: 'full', ok: 200, fixture: domainFixture },
+  {
+    method: 'PATCH',
+    url: '/domains/:own',
+    access: 'full',
+    ok: 200,
+    body: () => ({ open_tracking: false, click_tracking: true }),
+    fixture: domainFixture,
+  },
   { method: 'DELETE', url: '/domains/:own', access: 'full', ok: 200, fixture: domainFixture },
   { method: 'POST', url: '/domains/:own/verify', access: 'full', ok: 200, fixture: domainFixture },
   {

@@ -9,11 +9,12 @@ import { counts } from './helpers/emails.ts';
 let t: TestApp;
 let org: TestOrganization;
 let resend: Resend;
+let address: string;
 
 before(async () => {
   t = await buildTestApp();
   org = await createTestOrganization(t.db, t.config, 'sdk');
-  const address = await t.app.listen({ port: 0, host: '127.0.0.1' });
+  address = await t.app.listen({ port: 0, host: '127.0.0.1' });
   resend = new Resend(org.sendingKey, { baseUrl: address });
 });
 after(() => t.close());
@@ -90,4 +91,25 @@ test('topics and contacts, with per-topic subscriptions, through the SDK', async
   assert.equal((await manage.topics.get(topicId)).data?.name, 'Weekly digest');
   assert.equal((await manage.contacts.remove({ email: 'reader@example.com' })).error, null);
   assert.equal((await manage.topics.remove(topicId)).error, null);
+});
+
+test('domains.update switches tracking per domain; domains.get shows it', async () => {
+  const admin = new Resend(org.fullKey, { baseUrl: address });
+  const list = await admin.domains.list();
+  assert.equal(list.error, null, JSON.stringify(list.error));
+  const id = list.data!.data.find((domain) => domain.name === org.domain)!.id;
+
+  const { data, error } = await admin.domains.update({ id, openTracking: false, clickTracking: true });
+  assert.equal(error, null, JSON.stringify(error));
+  assert.deepEqual(data, { object: 'domain', id });
+  const read = await admin.domains.get(id);
+  assert.equal(read.error, null, JSON.stringify(read.error));
+  assert.equal(read.data!.open_tracking, false);
+  assert.equal(read.data!.click_tracking, true);
+
+  // A TLS policy Mailroom cannot honour is refused, and changes nothing.
+  const enforced = await admin.domains.update({ id, openTracking: true, tls: 'enforced' });
+  assert.equal(enforced.data, null);
+  assert.equal(enforced.error?.name, 'validation_error');
+  assert.equal((await admin.domains.get(id)).data!.open_tracking, false);
 });

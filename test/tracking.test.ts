@@ -1,6 +1,7 @@
 // Open and click tracking: how a recipient's copy of the HTML is rewritten (addTracking), then the pixel
-// and the links fetched over real HTTP from the listening app, with what that records and emits.
-import { after, before, describe, test } from 'node:test';
+// and the links fetched over real HTTP from the listening app, with what that records and emits; last,
+// the switches of a domain overriding its organization's, with a real delivery worker and SMTP sink.
+import { after, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { createSigner } from '../src/platform/signing.ts';
@@ -12,6 +13,9 @@ import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOr
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
 import { message, send } from './helpers/emails.ts';
 import { freePort } from './helpers/server-process.ts';
+import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
+import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const signer = createSigner(Buffer.alloc(32, 7));
 const BASE = 'https://mail.example.test';
@@ -534,5 +538,210 @@ describe('tracking over HTTP', () => {
     } finally {
       await app.close();
     }
+  });
+});
+
+describe('tracking per domain', () => {
+  let t: TestApp;
+  let org: TestOrganization;
+  let other: TestOrganization;
+  let domainId: string;
+  let sink: SmtpSink;
+  let delivery: TestDelivery;
+  let base: string;
+  const html = '<html><body><p>Hi</p><a href="https://shop.example.com/offer">Offer</a></body></html>';
+
+  before(async () => {
+    sink = await startSmtpSink({ starttls: false });
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    t = await buildTestApp({
+      MAILROOM_TRANSPORT: 'smtp',
+      MAILROOM_SMTP_URL: sink.url,
+      MAILROOM_PUBLIC_URL: base,
+      MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8',
+    });
+    await t.app.listen({ port, host: '127.0.0.1' });
+    org = await createTestOrganization(t.db, t.config, 'perdomain');
+    other = await createTestOrganization(t.db, t.config, 'otherdomain');
+    await observeWebhookEvents(t.app, org);
+    domainId = (await call('GET', '/domains')).json().data[0].id;
+    delivery = await startTestDelivery(t);
+  });
+  after(async () => {
+    await delivery?.stop();
+    await t?.close();
+    await sink?.close();
+  });
+  beforeEach(async () => {
+    sink.reset();
+    // Every test starts from the defaults: the organization tracks, the domain follows it.
+    await call('PATCH', '/organization', { open_tracking: true, click_tracking: true });
+    await t.db.query('UPDATE domains SET open_tracking = NULL, click_tracking = NULL WHERE id = $1', [domainId]);
+  });
+
+  function call(method: 'GET' | 'POST' | 'PATCH', url: string, payload?: unknown, token = org.fullKey) {
+    return t.app.inject({
+      method,
+      url,
+      headers: bearer(token),
+      ...(payload !== undefined ? { payload: payload as object } : {}),
+    });
+  }
+  const patchDomain = (payload: unknown, id = domainId, token = org.fullKey) =>
+    call('PATCH', `/domains/${id}`, payload, token);
+  const shown = async () => {
+    const res = await call('GET', `/domains/${domainId}`);
+    assert.equal(res.statusCode, 200, res.body);
+    const { open_tracking, click_tracking } = res.json();
+    return { open_tracking, click_tracking };
+  };
+  const stored = async () =>
+    (
+      await t.db.query<{ open_tracking: boolean | null; click_tracking: boolean | null }>(
+        'SELECT open_tracking, click_tracking FROM domains WHERE id = $1',
+        [domainId],
+      )
+    ).rows[0];
+  const updatedEvents = async () => (await queuedEvents(t.db, org.id, 'domain.updated', { id: domainId })).length;
+  type Event = { type: string; recipient?: string };
+  const timeline = async (id: string): Promise<Event[]> => (await call('GET', `/emails/${id}/events`)).json().data;
+  /** Sends the HTML to the recipients and waits until each is delivered; returns the message's id. */
+  const deliver = async (to: string[]) => {
+    const res = await send(t.app, org.fullKey, message(org, { to, html }));
+    assert.equal(res.statusCode, 200, res.body);
+    const id = res.json().id as string;
+    await waitFor(async () => (await timeline(id)).filter((e) => e.type === 'delivered').length === to.length);
+    return id;
+  };
+  const receivedHtml = async (address: string) => {
+    const found = sink.transactions.find((tx) => tx.rcptTo.includes(address));
+    assert.ok(found, `a transaction to ${address}`);
+    return String((await found.parse()).html);
+  };
+  const trackedUrls = (received: string) => ({
+    pixel: /<img src="([^"]+\/t\/o\/[^"]+)"/.exec(received)?.[1],
+    link: /<a href="([^"]+\/t\/c\/[^"]+)"/.exec(received)?.[1]?.replaceAll('&amp;', '&'),
+  });
+  const engagement = async (id: string) =>
+    (await timeline(id)).filter((e) => e.type === 'opened' || e.type === 'clicked').map((e) => e.type);
+
+  test("PATCH /domains/:id sets the domain's switches; GET shows the switches in force", async () => {
+    assert.deepEqual(await shown(), { open_tracking: true, click_tracking: true }, "the organization's by default");
+    const events = await updatedEvents();
+
+    const res = await patchDomain({ open_tracking: false });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json(), { object: 'domain', id: domainId });
+    assert.deepEqual(await stored(), { open_tracking: false, click_tracking: null }, 'a switch not sent is unchanged');
+    assert.deepEqual(await shown(), { open_tracking: false, click_tracking: true });
+    assert.equal(await updatedEvents(), events + 1, 'domain.updated is emitted');
+
+    // The organization's switches show through where the domain has none, and only there.
+    await call('PATCH', '/organization', { open_tracking: true, click_tracking: false });
+    assert.deepEqual(await shown(), { open_tracking: false, click_tracking: false });
+    const listed = (await call('GET', '/domains')).json().data.find((d: { id: string }) => d.id === domainId);
+    assert.deepEqual([listed.open_tracking, listed.click_tracking], [false, false], 'the list shows the same');
+
+    // A dashboard session may change them too; null follows the organization again.
+    const reset = await patchDomain({ open_tracking: null, click_tracking: true }, domainId, org.session);
+    assert.equal(reset.statusCode, 200, reset.body);
+    assert.deepEqual(await stored(), { open_tracking: null, click_tracking: true });
+    assert.deepEqual(await shown(), { open_tracking: true, click_tracking: true });
+
+    // What SDKs may send without a change: an empty body, or the TLS policy Mailroom always follows.
+    const before = await updatedEvents();
+    for (const payload of [{}, { tls: 'opportunistic' }]) {
+      const same = await patchDomain(payload);
+      assert.equal(same.statusCode, 200, same.body);
+      assert.deepEqual(same.json(), { object: 'domain', id: domainId });
+    }
+    assert.deepEqual(await stored(), { open_tracking: null, click_tracking: true });
+    assert.equal(await updatedEvents(), before, 'no change, no event');
+  });
+
+  test('PATCH /domains/:id refuses bad bodies and ids with the error envelope', async () => {
+    await patchDomain({ click_tracking: false });
+    const refused: Array<[string, unknown, number, string]> = [
+      ['a string', { open_tracking: 'false' }, 400, 'validation_error'],
+      ['a number', { click_tracking: 0 }, 400, 'validation_error'],
+      ['an unknown field', { open_tracking: true, name: 'renamed.example' }, 400, 'validation_error'],
+      ["Resend's capabilities", { capabilities: { sending: 'enabled' } }, 400, 'validation_error'],
+      ["Resend's tracking_subdomain", { tracking_subdomain: 'links' }, 400, 'validation_error'],
+      ['tls enforced', { open_tracking: true, tls: 'enforced' }, 400, 'validation_error'],
+      ['an unknown tls', { tls: 'required' }, 400, 'validation_error'],
+      ['an array', [{ open_tracking: true }], 400, 'validation_error'],
+    ];
+    for (const [what, payload, status, name] of refused) {
+      const res = await patchDomain(payload);
+      assert.equal(res.statusCode, status, `${what}: ${res.body}`);
+      const body = res.json();
+      assert.equal(body.statusCode, status, what);
+      assert.equal(body.name, name, what);
+      assert.equal(typeof body.message, 'string', what);
+    }
+    const enforced = (await patchDomain({ tls: 'enforced' })).json();
+    assert.equal(enforced.field, 'tls');
+    assert.match(enforced.message, /opportunistic/);
+
+    const othersDomain = (await call('GET', '/domains', undefined, other.fullKey)).json().data[0].id;
+    for (const id of ['not-a-uuid', '00000000-0000-4000-8000-000000000000', othersDomain]) {
+      const res = await patchDomain({ open_tracking: false }, id);
+      assert.equal(res.statusCode, 404, res.body);
+      assert.deepEqual(
+        { statusCode: res.json().statusCode, name: res.json().name },
+        { statusCode: 404, name: 'not_found' },
+      );
+    }
+    const sending = await patchDomain({ open_tracking: false }, domainId, org.sendingKey);
+    assert.equal(sending.statusCode, 401);
+    assert.equal(sending.json().name, 'restricted_api_key');
+
+    assert.deepEqual(await stored(), { open_tracking: null, click_tracking: false }, 'nothing refused was stored');
+    const theirs = await t.db.query('SELECT 1 FROM domains WHERE id = $1 AND open_tracking IS NULL', [othersDomain]);
+    assert.equal(theirs.rows.length, 1, "the other organization's domain is untouched");
+  });
+
+  test('a domain with tracking off sends the HTML as written, though the organization tracks', async () => {
+    await patchDomain({ open_tracking: false, click_tracking: false });
+    await deliver(['d1@example.com', 'd2@example.com']);
+    assert.equal(sink.transactions.length, 1, 'one transaction: no copy of its own for anyone');
+    const received = await receivedHtml('d1@example.com');
+    assert.ok(received.includes('href="https://shop.example.com/offer"'), received);
+    assert.doesNotMatch(received, /\/t\/[oc]\//);
+  });
+
+  test('a domain with tracking on tracks, though the organization does not', async () => {
+    await call('PATCH', '/organization', { open_tracking: false, click_tracking: false });
+    await patchDomain({ open_tracking: true, click_tracking: true });
+    const id = await deliver(['e1@example.com', 'e2@example.com']);
+    assert.equal(sink.transactions.length, 2, 'one copy per recipient');
+    const { pixel, link } = trackedUrls(await receivedHtml('e1@example.com'));
+    assert.ok(pixel && link, 'pixel and tracked link');
+    assert.ok(pixel.startsWith(`${base}/t/o/`) && link.startsWith(`${base}/t/c/`));
+
+    // And opens and clicks are recorded, the organization's switches being off.
+    assert.equal((await fetch(pixel)).status, 200);
+    assert.equal((await fetch(link, { redirect: 'manual' })).status, 302);
+    assert.deepEqual(await engagement(id), ['opened', 'clicked']);
+  });
+
+  test("an open or click is recorded only while the domain's switch in force is on", async () => {
+    await patchDomain({ open_tracking: true, click_tracking: true });
+    const id = await deliver(['f1@example.com']);
+    const { pixel, link } = trackedUrls(await receivedHtml('f1@example.com'));
+    assert.ok(pixel && link);
+
+    // The domain turns opens off: the pixel still answers, and records nothing.
+    await patchDomain({ open_tracking: false });
+    assert.equal((await fetch(pixel)).status, 200);
+    assert.deepEqual(await engagement(id), []);
+
+    // Following the organization again, which tracks opens but not clicks.
+    await call('PATCH', '/organization', { click_tracking: false });
+    await patchDomain({ open_tracking: null, click_tracking: null });
+    assert.equal((await fetch(link, { redirect: 'manual' })).status, 302);
+    assert.equal((await fetch(pixel)).status, 200);
+    assert.deepEqual(await engagement(id), ['opened']);
   });
 });

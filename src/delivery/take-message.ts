@@ -24,6 +24,7 @@ export interface EmailToSend {
   headers: Record<string, string> | null;
   topic_id: string | null;
   message_id: string;
+  /** The switches in force: the sending domain's own, else the organization's. */
   open_tracking: boolean;
   click_tracking: boolean;
   domain_name: string | null;
@@ -54,7 +55,9 @@ export async function takeMessage(
   return db.transaction(async (tx) => {
     const { rows } = await tx.query<EmailToSend>(
       `SELECT e.id, e.organization_id, e.status, e.scheduled_at, e."from", e."to", e.cc, e.reply_to, e.subject,
-              e.html, e.text, e.headers, e.topic_id, e.message_id, o.open_tracking, o.click_tracking,
+              e.html, e.text, e.headers, e.topic_id, e.message_id,
+              coalesce(d.open_tracking, o.open_tracking) AS open_tracking,
+              coalesce(d.click_tracking, o.click_tracking) AS click_tracking,
               d.name AS domain_name, d.dkim_selector, d.dkim_private_key
          FROM emails e JOIN organizations o ON o.id = e.organization_id LEFT JOIN domains d ON d.id = e.domain_id
         WHERE e.id = $1 FOR UPDATE OF e`,

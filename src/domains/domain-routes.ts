@@ -1,10 +1,26 @@
 import { Type } from 'typebox';
 import type { App } from '../platform/http/app-types.ts';
-import { addDomain, deleteDomain, getDomain, listDomains, verifyDomain } from './domains.ts';
+import { addDomain, deleteDomain, getDomain, listDomains, updateDomain, verifyDomain } from './domains.ts';
 
 const IdParams = Type.Object({ id: Type.String() });
 
-/** Resend's /domains: add (with the DNS records to publish), list, read, delete, verify now. */
+/** A tracking switch: true or false overrides the organization's, null follows it again. */
+const TrackingSwitch = Type.Optional(Type.Union([Type.Boolean(), Type.Null()]));
+
+/**
+ * Resend's domain update. Its SDKs send only the options given, so an empty body is a valid request that
+ * changes nothing; options Mailroom has no equivalent of (capabilities, tracking_subdomain) are refused.
+ */
+const UpdateBody = Type.Object(
+  {
+    open_tracking: TrackingSwitch,
+    click_tracking: TrackingSwitch,
+    tls: Type.Optional(Type.Union([Type.Literal('opportunistic'), Type.Literal('enforced')])),
+  },
+  { additionalProperties: false },
+);
+
+/** Resend's /domains: add (with the DNS records to publish), list, read, update (tracking), delete, verify now. */
 export async function domainRoutes(app: App) {
   app.post(
     '/domains',
@@ -28,6 +44,22 @@ export async function domainRoutes(app: App) {
   app.get('/domains/:id', { config: { access: 'full' }, schema: { params: IdParams } }, async (request) => {
     return getDomain(app.db, request.principal.organizationId, request.params.id);
   });
+
+  app.patch(
+    '/domains/:id',
+    {
+      config: { access: 'full' },
+      schema: {
+        summary: "Switch the domain's open or click tracking (null follows the organization)",
+        params: IdParams,
+        body: UpdateBody,
+      },
+    },
+    async (request) => {
+      const domain = await updateDomain(app.db, request.principal.organizationId, request.params.id, request.body);
+      return { object: 'domain', id: domain.id };
+    },
+  );
 
   app.delete('/domains/:id', { config: { access: 'full' }, schema: { params: IdParams } }, async (request) => {
     await deleteDomain(app.db, request.principal.organizationId, request.params.id);

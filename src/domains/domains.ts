@@ -13,6 +13,11 @@ import { recordsToPublish, type RecordKind, type RecordStatus, type RecordStatus
 // attests it (trustDomain). It then stays verified: a later check that cannot find the records only
 // updates their statuses, so a DNS outage or a zone edit does not stop an organization's mail. At most
 // one organization holds a name verified (the partial unique index domains_verified_name_key).
+//
+// Open and click tracking can be switched per domain. A domain's own switch (true or false) overrides
+// its organization's for the messages sent from it; null follows the organization. The switch in force
+// is coalesce(domain, organization), read when a message is sent and again when its open or click
+// arrives, and the API shows that value.
 
 export type DomainStatus = 'pending' | 'verified';
 
@@ -28,6 +33,12 @@ export interface Domain {
   verified_at: Date | null;
   last_checked_at: Date | null;
   created_at: Date;
+  /** The domain's own tracking switches; null follows the organization. */
+  open_tracking: boolean | null;
+  click_tracking: boolean | null;
+  /** The switches in force for messages sent from the domain: the domain's, else the organization's. */
+  effective_open_tracking: boolean;
+  effective_click_tracking: boolean;
 }
 
 /** The API shape, Resend's. */
@@ -37,7 +48,21 @@ export interface DomainView {
   name: string;
   status: DomainStatus;
   created_at: string;
+  /** In force for the domain's messages: the domain's own switch, else the organization's. */
+  open_tracking: boolean;
+  click_tracking: boolean;
   records: DomainRecordView[];
+}
+
+/**
+ * A change of a domain's settings. A tracking switch left out stays as it is; null makes it follow the
+ * organization again. `tls` is Resend's delivery TLS policy: Mailroom always uses TLS opportunistically
+ * (STARTTLS when offered, else the clear), so 'opportunistic' is accepted and 'enforced' is refused.
+ */
+export interface DomainChanges {
+  open_tracking?: boolean | null;
+  click_tracking?: boolean | null;
+  tls?: 'opportunistic' | 'enforced';
 }
 
 export interface DomainRecordView {
@@ -58,8 +83,13 @@ export interface SendingDomain {
   dkimPrivateKey: string;
 }
 
+/** A switch in force: the domain's own, else its organization's (valid in RETURNING too). */
+const effective = (column: 'open_tracking' | 'click_tracking') =>
+  `coalesce(domains.${column}, (SELECT o.${column} FROM organizations o WHERE o.id = domains.organization_id))`;
+
 const COLUMNS = `id, organization_id, name, status, dkim_selector, dkim_public_key, record_status,
-  verified_at, last_checked_at, created_at`;
+  verified_at, last_checked_at, created_at, open_tracking, click_tracking,
+  ${effective('open_tracking')} AS effective_open_tracking, ${effective('click_tracking')} AS effective_click_tracking`;
 
 // Guards status = 'verified' in the statements below, so that the common conflict is an answer rather
 // than a failed statement (which would abort a caller's transaction); the unique index settles races.
@@ -112,6 +142,39 @@ export async function deleteDomain(db: Queryable, organizationId: string, id: st
       )
     : { rowCount: 0 };
   if (rowCount === 0) throw notFound('Domain');
+}
+
+/** Changes the domain's tracking switches (emitting domain.updated); a body without any changes nothing. */
+export async function updateDomain(
+  db: Queryable,
+  organizationId: string,
+  id: string,
+  changes: DomainChanges,
+): Promise<DomainView> {
+  if (changes.tls === 'enforced') {
+    throw new ServiceError(
+      'validation_error',
+      "tls 'enforced' is not supported: Mailroom uses TLS opportunistically (STARTTLS when the receiving server offers it), so only 'opportunistic' is accepted",
+      'tls',
+    );
+  }
+  const setOpen = changes.open_tracking !== undefined;
+  const setClick = changes.click_tracking !== undefined;
+  if (!setOpen && !setClick) return getDomain(db, organizationId, id);
+  if (!isUuid(id)) throw notFound('Domain');
+  const { rows } = await db.query<Domain>(
+    withEvent(
+      `UPDATE domains SET
+          open_tracking = CASE WHEN $3::boolean THEN $4::boolean ELSE open_tracking END,
+          click_tracking = CASE WHEN $5::boolean THEN $6::boolean ELSE click_tracking END
+        WHERE id = $1 AND organization_id = $2
+        RETURNING ${COLUMNS}`,
+      domainEvent('$2::uuid', 'domain.updated'),
+    ),
+    [id, organizationId, setOpen, changes.open_tracking ?? null, setClick, changes.click_tracking ?? null],
+  );
+  if (!rows[0]) throw notFound('Domain');
+  return toView(rows[0]);
 }
 
 /** The operator attests the domain is the organization's: verified without looking at DNS. */
@@ -248,6 +311,8 @@ function toView(domain: Domain): DomainView {
     name: domain.name,
     status: domain.status,
     created_at: new Date(domain.created_at).toISOString(),
+    open_tracking: domain.effective_open_tracking,
+    click_tracking: domain.effective_click_tracking,
     records: recordsToPublish(keysOf(domain)).map((record) => ({
       record: record.record,
       name: record.name,

@@ -6,9 +6,10 @@ import { isUuid } from '../platform/ids.ts';
 // Opens and clicks reported by the tracking routes. Each is kept once per recipient (a click once per
 // recipient and link): a pixel fetched again, or a link clicked again, records and emits nothing.
 //
-// Only a recipient of the message counts, and only while the message's organization has that kind of
-// tracking turned on: turning tracking off stops recording at once, for messages already sent too
-// (their links keep working; they are just no longer counted).
+// Only a recipient of the message counts, and only while that kind of tracking is on for the message:
+// its sending domain's switch, or the organization's when the domain has none of its own (or the domain
+// is gone). Turning tracking off stops recording at once, for messages already sent too (their links
+// keep working; they are just no longer counted).
 
 export interface Open {
   emailId: string;
@@ -53,8 +54,10 @@ async function recordEngagement(
          FROM emails e
          JOIN email_recipients r ON r.email_id = e.id
          JOIN organizations o ON o.id = e.organization_id
+         LEFT JOIN domains d ON d.id = e.domain_id
         WHERE e.id = $1 AND lower(r.address) = $2
-          AND CASE WHEN $3 = 'opened' THEN o.open_tracking ELSE o.click_tracking END`,
+          AND CASE WHEN $3 = 'opened' THEN coalesce(d.open_tracking, o.open_tracking)
+                   ELSE coalesce(d.click_tracking, o.click_tracking) END`,
       [emailId, addressKey(recipient), kind],
     );
     const found = rows[0];
