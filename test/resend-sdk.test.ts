@@ -113,3 +113,39 @@ test('domains.update switches tracking per domain; domains.get shows it', async 
   assert.equal(enforced.error?.name, 'validation_error');
   assert.equal((await admin.domains.get(id)).data!.open_tracking, false);
 });
+
+test('emails.list pages newest first; emails.attachments lists and reads a sent attachment', async () => {
+  const admin = new Resend(org.fullKey, { baseUrl: resend.baseUrl });
+  const sent = await admin.emails.send({
+    from: `Acme <billing@${org.domain}>`,
+    to: 'listed@example.com',
+    subject: 'Listed by the SDK',
+    text: 'see attached',
+    attachments: [{ filename: 'receipt.txt', content: Buffer.from('paid') }],
+  });
+  assert.equal(sent.error, null, JSON.stringify(sent.error));
+
+  const first = await admin.emails.list({ limit: 1 });
+  assert.equal(first.error, null, JSON.stringify(first.error));
+  assert.equal(first.data!.object, 'list');
+  assert.equal(first.data!.has_more, true);
+  assert.equal(first.data!.data[0]!.id, sent.data!.id);
+  assert.equal(first.data!.data[0]!.subject, 'Listed by the SDK');
+  const next = await admin.emails.list({ limit: 1, after: sent.data!.id });
+  assert.equal(next.error, null, JSON.stringify(next.error));
+  assert.notEqual(next.data!.data[0]!.id, sent.data!.id);
+
+  const attachments = await admin.emails.attachments.list({ emailId: sent.data!.id });
+  assert.equal(attachments.error, null, JSON.stringify(attachments.error));
+  const [listed] = attachments.data!.data;
+  assert.equal(listed!.filename, 'receipt.txt');
+  const one = await admin.emails.attachments.get({ emailId: sent.data!.id, id: listed!.id });
+  assert.equal(one.error, null, JSON.stringify(one.error));
+  // The link is on MAILROOM_PUBLIC_URL; this test's server listens on a port of its own.
+  const download = await fetch(new URL(new URL(one.data!.download_url).pathname, resend.baseUrl));
+  assert.equal(await download.text(), 'paid');
+
+  // A sending_access key may send but not read.
+  const refused = await resend.emails.list();
+  assert.equal(refused.error?.name, 'restricted_api_key');
+});
