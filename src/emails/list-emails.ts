@@ -2,7 +2,7 @@ import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
 import { addressKey } from '../platform/address-key.ts';
-import type { EmailStatus } from './statuses.ts';
+import type { EmailRecord } from './read-email.ts';
 
 // GET /emails: an organization's messages, newest first, a page at a time. Pages are cut by keyset on
 // (created_at, id), the order of the index emails_list_idx, so a page is one index range scan whether the
@@ -47,21 +47,23 @@ export interface EmailListQuery {
   createdBefore?: Date;
 }
 
-interface ListedRow {
-  id: string;
-  from: string;
-  to: string[];
-  cc: string[];
-  bcc: string[];
-  reply_to: string[];
-  subject: string;
-  topic_id: string | null;
-  message_id: string;
-  status: EmailStatus;
-  scheduled_at: Date | null;
-  created_at: Date;
-  last_event: string | null;
-}
+/** The columns of a message that its list item shows. */
+type ListedRow = Pick<
+  EmailRecord,
+  | 'id'
+  | 'from'
+  | 'to'
+  | 'cc'
+  | 'bcc'
+  | 'reply_to'
+  | 'subject'
+  | 'topic_id'
+  | 'message_id'
+  | 'status'
+  | 'scheduled_at'
+  | 'created_at'
+  | 'last_event'
+>;
 
 export async function listEmails(db: Queryable, organizationId: string, query: EmailListQuery) {
   if (query.after !== undefined && query.before !== undefined) {

@@ -3,7 +3,8 @@ import { notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
 import type { EmailStatus } from './statuses.ts';
 
-interface EmailRecord {
+/** A message's row as read back (GET /emails/:id, and the columns GET /emails shows). */
+export interface EmailRecord {
   id: string;
   from: string;
   to: string[];
