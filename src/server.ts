@@ -8,6 +8,7 @@ import { startDelivery } from './delivery/start-delivery.ts';
 import { createTransport } from './delivery/transports/index.ts';
 import { startWebhookDelivery } from './webhooks/start-webhooks.ts';
 import { startInboundServer } from './inbound/inbound-server.ts';
+import { startSubmission } from './submission/start-submission.ts';
 import type { Worker } from './queue/worker.ts';
 
 export type Role = 'all' | 'api' | 'worker';
@@ -28,11 +29,22 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     role !== 'worker' && config.inboundPort !== undefined
       ? await startInboundServer({ db, signer: app.signer, host: config.host, port: config.inboundPort, log: app.log })
       : undefined;
+  // Applications hand messages in over SMTP like API traffic: beside the HTTP API too.
+  const submission = role !== 'worker' ? await startSubmission({ db, config, log: app.log }) : [];
   let worker: Worker | undefined;
   const transport = role === 'api' ? undefined : createTransport(config);
   if (transport) worker = await startDelivery(db, config, transport, app.log);
   const webhooks = role === 'api' ? undefined : await startWebhookDelivery(db, config, app.log);
-  app.log.info({ role, database: db.kind, transport: transport?.name, inboundPort: inbound?.port }, 'mailroom started');
+  app.log.info(
+    {
+      role,
+      database: db.kind,
+      transport: transport?.name,
+      inboundPort: inbound?.port,
+      submissionPorts: submission.map((listener) => listener.port),
+    },
+    'mailroom started',
+  );
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -46,6 +58,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     deadline.unref();
     await app.close(); // stops accepting, waits for in-flight requests
     await inbound?.close(); // and the SMTP sessions handing in reports
+    for (const listener of submission) await listener.close(); // and those handing in messages
     await worker?.stop(); // claims nothing more, lets the messages being sent finish
     await webhooks?.close();
     await transport?.close();

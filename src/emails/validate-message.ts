@@ -186,6 +186,12 @@ function isCalendarTimestamp(value: string): boolean {
   );
 }
 
+/** Whether Mailroom writes the header itself (so a message cannot set it). */
+export function isOwnedHeader(name: string): boolean {
+  const lower = name.toLowerCase();
+  return OWNED_HEADERS.has(lower) || lower.startsWith('content-');
+}
+
 function customHeaders(headers: Record<string, string> | undefined): Record<string, string> | undefined {
   if (headers === undefined) return undefined;
   const entries = Object.entries(headers);
@@ -195,7 +201,7 @@ function customHeaders(headers: Record<string, string> | undefined): Record<stri
     if (!HEADER_NAME.test(name)) {
       throw new ServiceError('validation_error', `"${name}" is not a header name (printable ASCII, no colon)`, field);
     }
-    if (OWNED_HEADERS.has(name.toLowerCase()) || name.toLowerCase().startsWith('content-')) {
+    if (isOwnedHeader(name)) {
       throw new ServiceError(
         'validation_error',
         `The ${name} header is set by Mailroom and cannot be overridden`,

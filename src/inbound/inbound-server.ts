@@ -6,6 +6,7 @@ import type { Signer } from '../platform/signing.ts';
 import { REPORT_PARSER_OPTIONS, readDeliveryReports } from './delivery-reports.ts';
 import { recordReports } from './record-report.ts';
 import { emailIdOfReturnPath } from '../delivery/return-path.ts';
+import { collectMessage, listenSmtp, SmtpReply, type Listening } from '../platform/smtp-listener.ts';
 
 // The inbound SMTP listener: the MX of the return-path domain. It takes the bounce reports (RFC 3464)
 // and feedback-loop complaints (RFC 5965) that come back to a message's VERP return path, and nothing
@@ -24,12 +25,7 @@ export interface InboundServerOptions {
   log: Logger;
 }
 
-export interface InboundServer {
-  /** The port listened on. */
-  port: number;
-  /** Stops listening, lets transactions in progress finish, then closes every session. */
-  close(): Promise<void>;
-}
+export type InboundServer = Listening;
 
 /** Largest message taken (10 MiB): reports are small, even with the original message attached. */
 const MAX_MESSAGE_BYTES = 10 * 1024 * 1024;
@@ -75,7 +71,7 @@ export async function startInboundServer(options: InboundServerOptions): Promise
   });
 
   async function receive(stream: SMTPServerDataStream, session: SMTPServerSession): Promise<void> {
-    const raw = await collect(stream);
+    const raw = await collectMessage(stream, MAX_MESSAGE_BYTES);
     const emailIds = [
       ...new Set(session.envelope.rcptTo.map((rcpt) => emailIdOfReturnPath(signer, rcpt.address))),
     ].filter((id) => id !== null);
@@ -104,57 +100,5 @@ export async function startInboundServer(options: InboundServerOptions): Promise
     log.info({ emailIds, from, reports: kinds, recorded }, 'delivery report received');
   }
 
-  // Once listening, errors are a client's (a reset connection, a timeout): logged, the server goes on.
-  let listening = false;
-  server.on('error', (error) => {
-    if (listening) log.warn({ err: error }, 'inbound SMTP session error');
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  listening = true;
-  const address = server.server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : options.port;
-
-  return {
-    port,
-    async close() {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      // Sessions between transactions are told to go now; those in DATA get their answer first (any
-      // command after it is refused with 421 by smtp-server, which is closing).
-      for (const connection of server.connections) {
-        if (!inData.has(connection.session.id)) connection.send(421, 'Server shutting down');
-      }
-      await closed;
-      await Promise.allSettled(inData.values());
-    },
-  };
-}
-
-/** Reads the message, keeping at most the size limit; over it, the reply is 552. */
-async function collect(stream: SMTPServerDataStream): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of stream as AsyncIterable<Buffer>) {
-    // Read to the end all the same: the client sends the whole message before it reads a reply.
-    if (size + chunk.length <= MAX_MESSAGE_BYTES) chunks.push(chunk);
-    size += chunk.length;
-  }
-  if (stream.sizeExceeded || size > MAX_MESSAGE_BYTES) {
-    throw new SmtpReply(552, `5.3.4 Message too big: at most ${MAX_MESSAGE_BYTES} bytes`);
-  }
-  return Buffer.concat(chunks);
-}
-
-/** An error smtp-server answers with its own reply code (451 for any other). */
-class SmtpReply extends Error {
-  readonly responseCode: number;
-  constructor(responseCode: number, message: string) {
-    super(message);
-    this.responseCode = responseCode;
-  }
+  return listenSmtp(server, { host: options.host, port: options.port, log, name: 'inbound SMTP', inData });
 }

@@ -149,6 +149,30 @@ const SETTING_TABLE = {
     'Port of the inbound SMTP listener for bounce reports (RFC 3464) and complaints (RFC 5965), on `HOST`; 25 on the Internet. Unset: no listener.',
     optionalInteger(1, 65535),
   ),
+  submissionPort: setting(
+    'MAILROOM_SUBMISSION_PORT',
+    undefined,
+    'Port of the SMTP submission listener (STARTTLS), on `HOST`; 587 on a server. `0` picks a free port, `off` turns it off. Unset: 2587 on the embedded default (no `DATABASE_URL`), off on PostgreSQL.',
+    optionalPort,
+  ),
+  submissionsPort: setting(
+    'MAILROOM_SUBMISSIONS_PORT',
+    undefined,
+    'Port of the SMTP submission listener with implicit TLS, on `HOST`; 465 on a server. Unset or `off`: no such listener.',
+    optionalPort,
+  ),
+  tlsCertFile: setting(
+    'MAILROOM_TLS_CERT_FILE',
+    undefined,
+    'PEM certificate (with its chain) of the SMTP submission listeners. Unset: a self-signed certificate made once and kept under `MAILROOM_DATA_DIR/tls/`.',
+    optionalText,
+  ),
+  tlsKeyFile: setting(
+    'MAILROOM_TLS_KEY_FILE',
+    undefined,
+    'PEM private key of `MAILROOM_TLS_CERT_FILE`; the two are set together.',
+    optionalText,
+  ),
   deliveryRetrySchedule: setting(
     'MAILROOM_DELIVERY_RETRY_SCHEDULE',
     '60,300,900,3600,10800,21600,43200',
@@ -205,6 +229,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     const value = env[variable]?.trim();
     config[key] = (parse as Parse<unknown>)(value === undefined || value === '' ? fallback : value, variable);
   }
+  if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined)) {
+    const missing = config.tlsCertFile === undefined ? 'MAILROOM_TLS_CERT_FILE' : 'MAILROOM_TLS_KEY_FILE';
+    throw new ConfigError(missing, 'is required with the other of MAILROOM_TLS_CERT_FILE and MAILROOM_TLS_KEY_FILE');
+  }
   return config as Config;
 }
 
@@ -236,6 +264,13 @@ function integer(min: number, max: number): Parse<number> {
 function optionalInteger(min: number, max: number): Parse<number | undefined> {
   const parse = integer(min, max);
   return (value, variable) => (value === undefined ? undefined : parse(value, variable));
+}
+
+/** A port number, `off`, or unset (undefined: the listener's own default decides). */
+function optionalPort(value: string | undefined, variable: string): number | 'off' | undefined {
+  if (value === undefined) return undefined;
+  if (value.toLowerCase() === 'off') return 'off';
+  return integer(0, 65535)(value, variable);
 }
 
 function oneOf<T extends string>(allowed: readonly T[]): Parse<T> {

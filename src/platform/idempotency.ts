@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Database, Queryable } from './db/database.ts';
 import { ServiceError } from './errors.ts';
 
@@ -18,6 +19,28 @@ export interface IdempotencyKey {
   key: string;
   /** Identifies what was asked: the same key with another fingerprint is refused. */
   fingerprint: string;
+}
+
+/** Canonical JSON: object keys sorted at every depth, so that key order does not change the fingerprint. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.keys(value)
+      .sort()
+      .filter((key) => (value as Record<string, unknown>)[key] !== undefined)
+      .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/**
+ * A request's fingerprint: what it is (an HTTP method, or the carrier's name), where it went (a path) and a
+ * hash of the canonical JSON of what it carried.
+ */
+export function requestFingerprint(method: string, path: string, body: unknown): string {
+  const bodyHash = createHash('sha256').update(canonicalJson(body)).digest('hex');
+  return createHash('sha256').update(`${method}\n${path}\n${bodyHash}`).digest('hex');
 }
 
 export type ClaimResult = { claimed: true } | { claimed: false; result: unknown };

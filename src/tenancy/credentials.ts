@@ -29,10 +29,24 @@ export async function resolveBearer(db: Queryable, authorization: string | undef
     throw new ServiceError('missing_api_key', 'Missing API key in the Authorization header (Bearer <token>)');
   }
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-  const token = match?.[1] ?? '';
+  const principal = await resolveToken(db, match?.[1] ?? '');
+  if (!match || !principal) throw new ServiceError('invalid_api_key', 'API key is invalid');
+  return principal;
+}
+
+/**
+ * The API key a token is, for a carrier that takes keys only (SMTP submission's password); null for
+ * anything else, sessions included. The same single look-up as the API's.
+ */
+export async function resolveApiKey(db: Queryable, token: string): Promise<Principal | null> {
+  const principal = await resolveToken(db, token);
+  return principal?.kind === 'api_key' ? principal : null;
+}
+
+async function resolveToken(db: Queryable, token: string): Promise<Principal | null> {
   const { rows } = await db.query<CredentialRow>(RESOLVE_SQL, [hashToken(token)]);
   const row = rows[0];
-  if (!match || !row) throw new ServiceError('invalid_api_key', 'API key is invalid');
+  if (!row) return null;
   if (row.kind === 'session') {
     return { kind: 'session', organizationId: row.organization_id, sessionId: row.id, userId: row.user_id! };
   }

@@ -1,0 +1,126 @@
+import { simpleParser, type AddressObject, type EmailAddress, type ParsedMail } from 'mailparser';
+import { addressKey } from '../platform/address-key.ts';
+import { ServiceError } from '../platform/errors.ts';
+import { formatMailbox } from '../emails/addresses.ts';
+import type { EmailMessage } from '../emails/message-schema.ts';
+import { isOwnedHeader } from '../emails/validate-message.ts';
+
+// A message handed in over SMTP, read into the same fields a POST /emails body has, so that it is checked,
+// stored, composed and DKIM-signed exactly like an API send. What a client sets that Mailroom writes
+// itself (Date, Message-ID, MIME structure, DKIM-Signature, Received …) is dropped, not refused: every
+// mail library writes those. Mailroom sends to the recipients the headers name (To, Cc, and a Bcc header
+// if the client left one) and to every envelope recipient they do not name, as Bcc.
+//
+// Two headers are read as instructions and not sent on:
+// - `X-Tags: name=value, name2=value2` (or bare names): the message's tags;
+// - `Idempotency-Key: <key>`: as the HTTP header, so a client retrying after a lost reply sends once.
+
+/** Headers that are instructions to Mailroom, not part of the message sent. */
+const INSTRUCTION_HEADERS = new Set(['x-tags', 'idempotency-key']);
+
+export interface SubmittedMessage {
+  message: EmailMessage;
+  idempotencyKey: string | undefined;
+}
+
+export async function messageFromMime(raw: Buffer, envelopeRecipients: string[]): Promise<SubmittedMessage> {
+  let mail: ParsedMail;
+  try {
+    mail = await simpleParser(raw, { skipTextToHtml: true, skipImageLinks: true, keepCidLinks: true });
+  } catch {
+    throw new ServiceError('validation_error', 'The message could not be read as MIME', 'message');
+  }
+
+  const from = mailboxes(mail.from);
+  if (from.length === 0) throw new ServiceError('missing_required_field', 'The message has no From header', 'from');
+  if (from.length > 1)
+    throw new ServiceError('validation_error', 'The From header names more than one address', 'from');
+  const to = mailboxes(mail.to);
+  const cc = mailboxes(mail.cc);
+  const named = new Set([...to, ...cc].map((mailbox) => addressKey(mailbox.address)));
+  const bcc = mailboxes(mail.bcc).filter((mailbox) => !named.has(addressKey(mailbox.address)));
+  for (const mailbox of bcc) named.add(addressKey(mailbox.address));
+  for (const address of envelopeRecipients) {
+    if (!named.has(addressKey(address))) {
+      named.add(addressKey(address));
+      bcc.push({ address, name: '' });
+    }
+  }
+
+  const message: EmailMessage = {
+    from: display(from[0]!),
+    to: to.map(display),
+    ...(cc.length > 0 ? { cc: cc.map(display) } : {}),
+    ...(bcc.length > 0 ? { bcc: bcc.map(display) } : {}),
+    ...(mail.replyTo ? { reply_to: mailboxes(mail.replyTo).map(display) } : {}),
+    ...(mail.subject === undefined ? {} : { subject: mail.subject }),
+    ...(typeof mail.html === 'string' ? { html: mail.html } : {}),
+    ...(mail.text === undefined ? {} : { text: mail.text }),
+  };
+  const tags = readTags(mail.headers.get('x-tags'));
+  if (tags) message.tags = tags;
+  const headers = customHeaders(mail);
+  if (Object.keys(headers).length > 0) message.headers = headers;
+  if (mail.attachments.length > 0) {
+    message.attachments = mail.attachments.map((attachment) => ({
+      filename: attachment.filename ?? 'attachment',
+      content: attachment.content.toString('base64'),
+      content_type: attachment.contentType,
+      ...(attachment.cid && attachment.contentDisposition === 'inline' ? { content_id: attachment.cid } : {}),
+    }));
+  }
+  const key = mail.headers.get('idempotency-key');
+  return { message, idempotencyKey: typeof key === 'string' ? key.trim() : undefined };
+}
+
+function mailboxes(field: AddressObject | AddressObject[] | undefined): Array<{ address: string; name: string }> {
+  const flat = (entries: EmailAddress[]): EmailAddress[] =>
+    entries.flatMap((entry) => (entry.group ? flat(entry.group) : [entry]));
+  return [field ?? []]
+    .flat()
+    .flatMap((object) => flat(object.value))
+    .filter(
+      (entry): entry is EmailAddress & { address: string } => typeof entry.address === 'string' && entry.address !== '',
+    )
+    .map((entry) => ({ address: entry.address, name: entry.name }));
+}
+
+/** `Name <address>` as the API takes it; quotes and backslashes in a display name are dropped. */
+function display(mailbox: { address: string; name: string }): string {
+  const name = mailbox.name.replace(/["\\]/g, '').trim();
+  const domain = mailbox.address.slice(mailbox.address.lastIndexOf('@') + 1);
+  return formatMailbox({ address: mailbox.address, name: name === '' ? undefined : name, domain });
+}
+
+/** `X-Tags: kind=receipt, plan=pro, urgent`: name=value pairs, or a bare name (value true). */
+function readTags(header: unknown): Record<string, string | boolean> | undefined {
+  if (typeof header !== 'string' || header.trim() === '') return undefined;
+  const tags: Record<string, string | boolean> = {};
+  for (const part of header.split(',')) {
+    const item = part.trim();
+    if (item === '') continue;
+    const equals = item.indexOf('=');
+    if (equals < 0) tags[item] = true;
+    else tags[item.slice(0, equals).trim()] = item.slice(equals + 1).trim();
+  }
+  return tags;
+}
+
+/** The client's own headers (X-…, In-Reply-To, References …), decoded, without those Mailroom writes. */
+function customHeaders(mail: ParsedMail): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const { key, line } of mail.headerLines) {
+    if (isOwnedHeader(key) || INSTRUCTION_HEADERS.has(key)) continue;
+    const parsed = mail.headers.get(key);
+    const value =
+      typeof parsed === 'string'
+        ? parsed
+        : line
+            .slice(line.indexOf(':') + 1)
+            .replace(/\r?\n[ \t]+/g, ' ')
+            .trim();
+    // Written by its canonical name as the client spelled it.
+    headers[line.slice(0, line.indexOf(':')).trim()] = value;
+  }
+  return headers;
+}

@@ -1,0 +1,161 @@
+import ipaddr from 'ipaddr.js';
+import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
+import type { Config } from '../platform/config.ts';
+import type { Database } from '../platform/db/database.ts';
+import { ServiceError } from '../platform/errors.ts';
+import { requestFingerprint } from '../platform/idempotency.ts';
+import type { Logger } from '../platform/logger.ts';
+import { collectMessage, listenSmtp, SmtpReply, type Listening } from '../platform/smtp-listener.ts';
+import { resolveApiKey } from '../tenancy/credentials.ts';
+import type { Principal } from '../tenancy/principal.ts';
+import { sendEmails } from '../emails/send-emails.ts';
+import { MAX_RECIPIENTS } from '../emails/validate-message.ts';
+import { messageFromMime } from './message-from-mime.ts';
+import { smtpReplyFor } from './smtp-replies.ts';
+import type { TlsCertificate } from './tls-certificate.ts';
+
+// SMTP submission (RFC 6409): any application that can send mail over SMTP sends through Mailroom,
+// with an API key as the password. Each message goes through the same accept core as POST /emails and
+// gets the same rules; the 250 comes only once the message, its recipients, its timeline entry and its
+// delivery job are committed, and names the email's id. Two listeners share this code: STARTTLS
+// (conventionally 587) and implicit TLS (465).
+//
+// - AUTH PLAIN or LOGIN, user name `mailroom` (or `resend`, for applications configured for Resend),
+//   password an API key of either permission. AUTH is refused before TLS except from loopback.
+// - Several messages per connection, and pipelining (smtp-server's).
+
+/** User names accepted with an API key as the password. */
+const USER_NAMES = new Set(['mailroom', 'resend']);
+/** Sessions at once; one more is told 421 (try again later). */
+const MAX_CLIENTS = 200;
+/** On close, how long a transaction in progress may take before its session is cut (421). */
+const CLOSE_GRACE_MS = 5000;
+
+export interface SubmissionServerOptions {
+  db: Database;
+  config: Config;
+  host: string;
+  /** 0 picks a free port. */
+  port: number;
+  /** Implicit TLS from the first byte (465); otherwise STARTTLS is offered (587). */
+  implicitTls: boolean;
+  tls: TlsCertificate;
+  log: Logger;
+}
+
+export type SubmissionServer = Listening;
+
+export async function startSubmissionServer(options: SubmissionServerOptions): Promise<SubmissionServer> {
+  const { db, config, log } = options;
+  const maxBytes = config.bodyLimitBytes;
+  /** Sessions whose DATA is being received or accepted: close() waits for these, not for idle ones. */
+  const inData = new Map<string, Promise<void>>();
+
+  const server = new SMTPServer({
+    ...(config.heloName === undefined ? {} : { name: config.heloName }),
+    banner: 'Mailroom submission',
+    logger: false,
+    secure: options.implicitTls,
+    key: options.tls.key,
+    cert: options.tls.cert,
+    authMethods: ['PLAIN', 'LOGIN'],
+    // Decided per session in onAuth: loopback may authenticate without TLS, anyone else may not.
+    allowInsecureAuth: true,
+    disableReverseLookup: true,
+    size: maxBytes,
+    maxClients: MAX_CLIENTS,
+    closeTimeout: CLOSE_GRACE_MS,
+
+    onAuth(auth, session, callback) {
+      if (!session.secure && !isLoopback(session.remoteAddress)) {
+        return callback(new SmtpReply(538, '5.7.11 Encryption required: use STARTTLS (or port 465) before AUTH'));
+      }
+      const refused = () => callback(new SmtpReply(535, '5.7.8 Authentication credentials invalid'));
+      if (!USER_NAMES.has((auth.username ?? '').toLowerCase())) return refused();
+      resolveApiKey(db, auth.password ?? '').then(
+        (principal) => (principal ? callback(null, { user: principal }) : refused()),
+        (error: unknown) => {
+          log.error({ err: error }, 'submission: could not check an API key');
+          callback(new SmtpReply(454, '4.7.0 Temporary authentication failure'));
+        },
+      );
+    },
+
+    onRcptTo(_address, session, callback) {
+      if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
+        return callback(new SmtpReply(452, `4.5.3 Too many recipients: at most ${MAX_RECIPIENTS} per message`));
+      }
+      callback();
+    },
+
+    onData(stream, session, callback) {
+      const handled = accept(stream, session)
+        .then(
+          (id) => callback(null, `2.0.0 OK <${id}>`),
+          (error: unknown) => {
+            if (!(error instanceof SmtpReply)) log.error({ err: error }, 'submission: could not accept a message');
+            callback(error instanceof SmtpReply ? error : new SmtpReply(451, '4.3.0 Try again later'));
+          },
+        )
+        .finally(() => inData.delete(session.id));
+      inData.set(session.id, handled);
+    },
+  });
+
+  /** Reads, checks and accepts one message; resolves with its email id once committed. */
+  async function accept(stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string> {
+    const raw = await collectMessage(stream, maxBytes);
+    const principal = session.user as unknown as Principal;
+    const recipients = session.envelope.rcptTo.map((rcpt) => rcpt.address);
+    let submitted;
+    try {
+      submitted = await messageFromMime(raw, recipients);
+    } catch (error) {
+      if (error instanceof ServiceError) throw smtpReplyFor(error.detail());
+      throw error;
+    }
+    const { message, idempotencyKey } = submitted;
+    const idempotency =
+      idempotencyKey === undefined
+        ? undefined
+        : {
+            organizationId: principal.organizationId,
+            key: idempotencyKey,
+            // The message as read, not its bytes: a retry made again by a mail library has a new Date
+            // and Message-ID, and is still the same message.
+            fingerprint: requestFingerprint('SMTP', 'submission', message),
+          };
+    if (idempotency && (idempotency.key.length === 0 || idempotency.key.length > 256)) {
+      throw smtpReplyFor({
+        name: 'invalid_idempotency_key',
+        message: 'Idempotency-Key must be 1 to 256 characters long',
+      });
+    }
+    const outcome = await sendEmails(db, config, principal.organizationId, { kind: 'single', message }, idempotency);
+    if ('refused' in outcome.result) throw smtpReplyFor(outcome.result.refused);
+    const [entry] = outcome.result.entries;
+    if (!entry?.accepted) throw smtpReplyFor(entry?.error ?? { name: 'application_error', message: 'Not accepted' });
+    log.info(
+      { emailId: entry.id, organizationId: principal.organizationId, replayed: outcome.replayed },
+      'message submitted over SMTP',
+    );
+    return entry.id;
+  }
+
+  return listenSmtp(server, {
+    host: options.host,
+    port: options.port,
+    log,
+    name: 'submission SMTP',
+    inData,
+  });
+}
+
+function isLoopback(address: string): boolean {
+  try {
+    const parsed = ipaddr.process(address);
+    return parsed.range() === 'loopback';
+  } catch {
+    return false;
+  }
+}
