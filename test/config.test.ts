@@ -24,12 +24,21 @@ const BAD: Array<[string, string]> = [
   ['MAILROOM_DEV_DOMAIN', 'localhost'],
   ['MAILROOM_DNS_SERVERS', '127.0.0.1:53,dns.example'],
   ['MAILROOM_DKIM_SELECTOR', 'has space'],
+  ['MAILROOM_SUBMISSION_PORT', 'submission'],
+  ['MAILROOM_SUBMISSIONS_PORT', '99999'],
+  // A certificate without its key (or the reverse) names the one missing.
+  ['MAILROOM_TLS_KEY_FILE', ''],
 ];
 
 for (const [variable, value] of BAD) {
   test(`a bad ${variable} (${JSON.stringify(value)}) stops the boot, naming the variable`, () => {
     assert.throws(
-      () => loadConfig({ [variable]: value }),
+      () =>
+        loadConfig(
+          variable === 'MAILROOM_TLS_KEY_FILE'
+            ? { MAILROOM_TLS_CERT_FILE: '/etc/mail/cert.pem' }
+            : { [variable]: value },
+        ),
       (error: unknown) =>
         error instanceof ConfigError && error.variable === variable && error.message.startsWith(variable),
     );
@@ -66,4 +75,12 @@ test('docs/configuration.md documents every setting with its default', async () 
     const documented = setting.default === undefined ? '(unset)' : `\`${setting.default}\``;
     assert.equal(row[1], documented, `${setting.variable}: the documented default`);
   }
+});
+
+test('submission ports: a number, 0 for a free one, off, or unset for the default', () => {
+  assert.equal(loadConfig({ MAILROOM_SUBMISSION_PORT: '587' }).submissionPort, 587);
+  assert.equal(loadConfig({ MAILROOM_SUBMISSION_PORT: '0' }).submissionPort, 0);
+  assert.equal(loadConfig({ MAILROOM_SUBMISSION_PORT: 'OFF' }).submissionPort, 'off');
+  assert.equal(loadConfig({}).submissionPort, undefined);
+  assert.equal(loadConfig({ MAILROOM_SUBMISSIONS_PORT: '465' }).submissionsPort, 465);
 });

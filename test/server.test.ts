@@ -122,3 +122,30 @@ test('serve with MAILROOM_INBOUND_PORT also listens for bounce reports over SMTP
     server.child.kill('SIGKILL');
   }
 });
+
+test('serve listens for SMTP submission: 2587 on the embedded default, the ports set on PostgreSQL', async () => {
+  const ports = onPostgres ? [await freePort(), await freePort()] : [2587];
+  const server = await startServerProcess({
+    ...env,
+    // Unset on the embedded default (an empty value is unset): its documented port.
+    MAILROOM_SUBMISSION_PORT: onPostgres ? String(ports[0]) : '',
+    ...(onPostgres ? { MAILROOM_SUBMISSIONS_PORT: String(ports[1]) } : {}),
+  });
+  try {
+    assert.match(server.output(), new RegExp(`"submissionPorts":\\[${ports.join(',')}\\]`), server.output());
+    assert.match(server.output(), /self-signed certificate/);
+    const banner = await new Promise<string>((resolve, reject) => {
+      const socket = createConnection({ host: '127.0.0.1', port: ports[0]! });
+      socket.once('data', (chunk) => {
+        socket.end('QUIT\r\n');
+        resolve(chunk.toString());
+      });
+      socket.once('error', reject);
+    });
+    assert.match(banner, /^220 .*Mailroom submission/);
+    server.child.kill('SIGTERM');
+    assert.equal(await server.exited, 0, server.output());
+  } finally {
+    server.child.kill('SIGKILL');
+  }
+});

@@ -24,6 +24,7 @@ export interface SubmittedMessage {
 }
 
 export async function messageFromMime(raw: Buffer, envelopeRecipients: string[]): Promise<SubmittedMessage> {
+  refuseBrokenHeaderLines(raw);
   let mail: ParsedMail;
   try {
     mail = await simpleParser(raw, { skipTextToHtml: true, skipImageLinks: true, keepCidLinks: true });
@@ -71,6 +72,27 @@ export async function messageFromMime(raw: Buffer, envelopeRecipients: string[])
   }
   const key = mail.headers.get('idempotency-key');
   return { message, idempotencyKey: typeof key === 'string' ? key.trim() : undefined };
+}
+
+/**
+ * Header lines end with CRLF (a bare LF is read as a line end too, as MTAs do). A bare CR or a NUL in
+ * the header section is refused: parsers disagree on where such a line ends, which is how a header is
+ * smuggled past a check.
+ */
+function refuseBrokenHeaderLines(raw: Buffer): void {
+  const crlf = raw.indexOf('\r\n\r\n');
+  const lf = raw.indexOf('\n\n');
+  const end = [crlf, lf].filter((at) => at >= 0).reduce((a, b) => Math.min(a, b), raw.length);
+  for (let i = 0; i < end; i++) {
+    const byte = raw[i];
+    if (byte === 0x00 || (byte === 0x0d && raw[i + 1] !== 0x0a)) {
+      throw new ServiceError(
+        'validation_error',
+        'A header line contains a bare carriage return or a NUL: end every line with CRLF',
+        'headers',
+      );
+    }
+  }
 }
 
 function mailboxes(field: AddressObject | AddressObject[] | undefined): Array<{ address: string; name: string }> {

@@ -3,13 +3,14 @@ import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 's
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
-import { requestFingerprint } from '../platform/idempotency.ts';
+import { MAX_KEY_LENGTH, requestFingerprint, type IdempotencyKey } from '../platform/idempotency.ts';
 import type { Logger } from '../platform/logger.ts';
 import { collectMessage, listenSmtp, SmtpReply, type Listening } from '../platform/smtp-listener.ts';
 import { resolveApiKey } from '../tenancy/credentials.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import { sendEmails } from '../emails/send-emails.ts';
 import { MAX_RECIPIENTS } from '../emails/validate-message.ts';
+import type { EmailMessage } from '../emails/message-schema.ts';
 import { messageFromMime } from './message-from-mime.ts';
 import { smtpReplyFor } from './smtp-replies.ts';
 import type { TlsCertificate } from './tls-certificate.ts';
@@ -59,6 +60,7 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
     key: options.tls.key,
     cert: options.tls.cert,
     authMethods: ['PLAIN', 'LOGIN'],
+    authRequiredMessage: '5.7.0 Authentication required: AUTH with user name mailroom and an API key',
     // Decided per session in onAuth: loopback may authenticate without TLS, anyone else may not.
     allowInsecureAuth: true,
     disableReverseLookup: true,
@@ -67,7 +69,7 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
     closeTimeout: CLOSE_GRACE_MS,
 
     onAuth(auth, session, callback) {
-      if (!session.secure && !isLoopback(session.remoteAddress)) {
+      if (!mayAuthenticate(session)) {
         return callback(new SmtpReply(538, '5.7.11 Encryption required: use STARTTLS (or port 465) before AUTH'));
       }
       const refused = () => callback(new SmtpReply(535, '5.7.8 Authentication credentials invalid'));
@@ -107,39 +109,28 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
     const raw = await collectMessage(stream, maxBytes);
     const principal = session.user as unknown as Principal;
     const recipients = session.envelope.rcptTo.map((rcpt) => rcpt.address);
-    let submitted;
     try {
-      submitted = await messageFromMime(raw, recipients);
+      const { message, idempotencyKey } = await messageFromMime(raw, recipients);
+      const outcome = await sendEmails(
+        db,
+        config,
+        principal.organizationId,
+        { kind: 'single', message },
+        idempotencyKey === undefined ? undefined : idempotencyOf(principal, idempotencyKey, message),
+      );
+      if ('refused' in outcome.result) throw smtpReplyFor(outcome.result.refused);
+      const [entry] = outcome.result.entries;
+      if (!entry?.accepted) throw new Error('A single send has no accepted message and no refusal');
+      log.info(
+        { emailId: entry.id, organizationId: principal.organizationId, replayed: outcome.replayed },
+        'message submitted over SMTP',
+      );
+      return entry.id;
     } catch (error) {
+      // Refusals raised before the core's own (a message that cannot be read, an idempotency key in use).
       if (error instanceof ServiceError) throw smtpReplyFor(error.detail());
       throw error;
     }
-    const { message, idempotencyKey } = submitted;
-    const idempotency =
-      idempotencyKey === undefined
-        ? undefined
-        : {
-            organizationId: principal.organizationId,
-            key: idempotencyKey,
-            // The message as read, not its bytes: a retry made again by a mail library has a new Date
-            // and Message-ID, and is still the same message.
-            fingerprint: requestFingerprint('SMTP', 'submission', message),
-          };
-    if (idempotency && (idempotency.key.length === 0 || idempotency.key.length > 256)) {
-      throw smtpReplyFor({
-        name: 'invalid_idempotency_key',
-        message: 'Idempotency-Key must be 1 to 256 characters long',
-      });
-    }
-    const outcome = await sendEmails(db, config, principal.organizationId, { kind: 'single', message }, idempotency);
-    if ('refused' in outcome.result) throw smtpReplyFor(outcome.result.refused);
-    const [entry] = outcome.result.entries;
-    if (!entry?.accepted) throw smtpReplyFor(entry?.error ?? { name: 'application_error', message: 'Not accepted' });
-    log.info(
-      { emailId: entry.id, organizationId: principal.organizationId, replayed: outcome.replayed },
-      'message submitted over SMTP',
-    );
-    return entry.id;
   }
 
   return listenSmtp(server, {
@@ -151,10 +142,30 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
   });
 }
 
-function isLoopback(address: string): boolean {
+/**
+ * The Idempotency-Key header's key, fingerprinted by the message as read, not its bytes: a retry made
+ * again by a mail library has a new Date and Message-ID, and is still the same message.
+ */
+function idempotencyOf(principal: Principal, key: string, message: EmailMessage): IdempotencyKey {
+  if (key.length === 0 || key.length > MAX_KEY_LENGTH) {
+    throw new ServiceError(
+      'invalid_idempotency_key',
+      `Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters long`,
+      'Idempotency-Key',
+    );
+  }
+  return {
+    organizationId: principal.organizationId,
+    key,
+    fingerprint: requestFingerprint('SMTP', 'submission', message),
+  };
+}
+
+/** AUTH needs TLS, except from this machine (loopback), where no network carries the password. */
+export function mayAuthenticate(session: { secure: boolean; remoteAddress: string }): boolean {
+  if (session.secure) return true;
   try {
-    const parsed = ipaddr.process(address);
-    return parsed.range() === 'loopback';
+    return ipaddr.process(session.remoteAddress).range() === 'loopback';
   } catch {
     return false;
   }

@@ -21,7 +21,15 @@ export async function freePort(): Promise<number> {
 export async function startServerProcess(env: Record<string, string>, args: string[] = []): Promise<ServerProcess> {
   const port = await freePort();
   const child = spawn(process.execPath, [MAILROOM_BIN, 'serve', ...args], {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: String(port), MAILROOM_LOG_LEVEL: 'info', ...env },
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      PORT: String(port),
+      MAILROOM_LOG_LEVEL: 'info',
+      // Test servers run side by side: the embedded default's fixed submission port is asked for explicitly.
+      MAILROOM_SUBMISSION_PORT: 'off',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
