@@ -56,8 +56,12 @@ after(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
-const transport = (options: { implicit?: boolean; pass?: string; user?: string } = {}) =>
+const transport = (
+  options: { implicit?: boolean; pass?: string; user?: string; pool?: boolean; authMethod?: string } = {},
+) =>
   nodemailer.createTransport({
+    ...(options.pool ? { pool: true, maxConnections: 1 } : {}),
+    ...(options.authMethod ? { authMethod: options.authMethod } : {}),
     host: '127.0.0.1',
     port: options.implicit ? implicitTls.port : startTls.port,
     secure: options.implicit ?? false,
@@ -105,6 +109,7 @@ async function rawSession(port: number) {
   const auth = Buffer.from(`\0mailroom\0${org.fullKey}`).toString('base64');
   return {
     socket,
+    reply,
     async command(line: string): Promise<string> {
       const answer = reply();
       socket.write(`${line}\r\n`);
@@ -173,8 +178,8 @@ describe('accepted messages', () => {
     }
   });
 
-  test('implicit TLS, several messages on one connection; envelope recipients not in To/Cc become Bcc', async () => {
-    const pooled = transport({ implicit: true });
+  test('implicit TLS, AUTH LOGIN, several messages on one connection; envelope recipients not in To/Cc become Bcc', async () => {
+    const pooled = transport({ implicit: true, pool: true, authMethod: 'LOGIN' });
     const ids = [];
     for (let i = 0; i < 3; i++) {
       const info = await pooled.sendMail({
@@ -264,6 +269,23 @@ client.quit()
     ).json().attachments;
     assert.deepEqual(attachments, [{ filename: 'data.bin', content_type: 'application/octet-stream', size: 4 }]);
   });
+});
+
+test('pipelining: MAIL, RCPT and DATA in one write are answered in order', async () => {
+  const session = await rawSession(startTls.port);
+  assert.match(await session.command('EHLO client.example'), /^250 /);
+  const auth = Buffer.from(`\0mailroom\0${org.fullKey}`).toString('base64');
+  assert.match(await session.command(`AUTH PLAIN ${auth}`), /^235 /);
+  const replies = Promise.all([session.reply(), session.reply(), session.reply()]);
+  session.socket.write(`MAIL FROM:<hello@${org.domain}>\r\nRCPT TO:<pipe@example.com>\r\nDATA\r\n`);
+  const [mail, rcpt, data] = await replies;
+  assert.match(mail!, /^250 /);
+  assert.match(rcpt!, /^250 /);
+  assert.match(data!, /^354 /);
+  const done = session.reply();
+  session.socket.write(`From: hello@${org.domain}\r\nTo: pipe@example.com\r\nSubject: piped\r\n\r\nhi\r\n.\r\n`);
+  assert.match(await done, /^250 2\.0\.0 OK </);
+  session.end();
 });
 
 describe('refusals', () => {
