@@ -5,24 +5,30 @@
 //
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node bench/submission.ts
 //
-// MESSAGES (default 3000, each way) and CONNECTIONS (default 10: SMTP connections in nodemailer's pool,
-// and HTTP connections) may be set; IMPLICIT_TLS=1 also measures the implicit-TLS listener (465-style).
+// MESSAGES (default 3000, each way) and CONNECTIONS (default 10) may be set; IMPLICIT_TLS=1 also
+// measures the implicit-TLS listener (465-style).
 //
 // The server side (Mailroom's API and both submission listeners, no delivery worker, on one fresh
 // database, organization limits raised) runs in a child process, this same file with the argument
-// `serve`, so that the load generators (nodemailer composing MIME and TLS, undici) run in a process of
-// their own; on a 2-core machine they still share the cores with the server and PostgreSQL.
-// Each way sends WARMUP (200) messages, untimed, over the connections it then reuses (nodemailer's pool:
-// STARTTLS and AUTH once per connection; an undici Pool), then MESSAGES in a closed loop of CONNECTIONS in
-// flight, timed from the first send to the last reply. (Not autocannon: with `amount` it only notices it
-// is done on its next one-second tick, so short runs are rounded up.) Every message is counted in the
-// database afterwards.
+// `serve`; the clients run in this process, on the same 2 cores as the server and PostgreSQL. Clients:
+// - a lean SMTP client (as undici is for HTTP): STARTTLS and AUTH once per connection, then per message
+//   the envelope pipelined in one write and a MIME message composed once by nodemailer; measured over
+//   STARTTLS, and without TLS (loopback may authenticate in the clear), the like-for-like beside plain HTTP;
+// - nodemailer's pooled transport, composing every message as an application would;
+// - undici for POST /emails.
+// Each sends WARMUP (200) messages, untimed, over the connections it then reuses, then MESSAGES in a
+// closed loop of CONNECTIONS in flight, timed from the first send to the last reply. (Not autocannon:
+// with `amount` it only notices it is done on its next one-second tick, so short runs are rounded up.)
+// Every message is counted in the database afterwards.
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import net from 'node:net';
+import tls from 'node:tls';
 import nodemailer, { type Transporter } from 'nodemailer';
+import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import pg from 'pg';
 import { Pool } from 'undici';
 
@@ -160,6 +166,29 @@ async function run() {
     return async () => Boolean((await transport.sendMail(mail)).response?.startsWith('250 '));
   };
 
+  // A lean client, as undici is for HTTP: one connection per closed-loop slot, STARTTLS and AUTH once,
+  // then per message the envelope pipelined in one write (MAIL, RCPT, RCPT, DATA), the prebuilt MIME
+  // after the 354, and the 250 awaited. The MIME is composed once by nodemailer, as a library would.
+  const raw = await new Promise<Buffer>((resolve, reject) =>
+    new MailComposer({ ...message, headers: { 'X-Tags': 'category=receipt' } })
+      .compile()
+      .build((error, built) => (error ? reject(error) : resolve(built))),
+  ).then((built) => Buffer.from(built.toString('latin1').replace(/\r\n\./g, '\r\n..'), 'latin1')); // dot-stuffed
+  const leanSend = async (port: number, startTls: boolean) => {
+    const sessions = await Promise.all(
+      Array.from({ length: CONNECTIONS }, () => leanSession(port, target.token, startTls)),
+    );
+    const idle = [...sessions];
+    return async () => {
+      const session = idle.pop()!;
+      try {
+        return await session.send(target.from, ['alice@example.com', 'bob@example.com'], raw);
+      } finally {
+        idle.push(session);
+      }
+    };
+  };
+
   const http = new Pool(target.api, { connections: CONNECTIONS });
   const body = JSON.stringify({ ...message, tags: [{ name: 'category', value: 'receipt' }] });
   const apiSend = async () => {
@@ -173,7 +202,10 @@ async function run() {
     return response.statusCode >= 200 && response.statusCode < 300;
   };
 
-  const results = [await measure('SMTP submission (STARTTLS)', 'errors', smtpSend(target.smtp, false))];
+  const results = [await measure('SMTP submission (STARTTLS)', 'errors', await leanSend(target.smtp, true))];
+  // Loopback may authenticate without TLS: the like-for-like beside plain HTTP.
+  const plain = await measure('  … without TLS (loopback)', 'errors', await leanSend(target.smtp, false));
+  const withNodemailer = await measure('  … with nodemailer as client', 'errors', smtpSend(target.smtp, false));
   if (IMPLICIT_TLS)
     results.push(await measure('SMTP submission (implicit TLS)', 'errors', smtpSend(target.smtps, true)));
   const api = await measure('POST /emails', 'non-2xx', apiSend);
@@ -185,18 +217,20 @@ async function run() {
   await check.connect();
   const stored = (await check.query<{ n: number }>('SELECT count(*)::int AS n FROM emails')).rows[0]!.n;
   await check.end();
-  const expected = results.length * (WARMUP + MESSAGES);
+  const expected = (results.length + 2) * (WARMUP + MESSAGES);
 
   console.log(
     `PostgreSQL synchronous_commit=${synchronousCommit}; ${MESSAGES} messages each, ${CONNECTIONS} connections`,
   );
-  for (const r of results) {
+  for (const r of [results[0]!, plain, withNodemailer, ...results.slice(1)]) {
     console.log(
       `${r.name.padEnd(31)} ${r.perSecond.toFixed(0).padStart(6)} accepted/s  (${r.seconds.toFixed(2)} s; ${r.what} ${r.failed})`,
     );
   }
   const apiRate = api.perSecond;
   console.log(`ratio (submission / API): ${(results[0]!.perSecond / apiRate).toFixed(2)}`);
+  console.log(`ratio (submission without TLS / API): ${(plain.perSecond / apiRate).toFixed(2)}`);
+  console.log(`ratio (nodemailer's submission / API): ${(withNodemailer.perSecond / apiRate).toFixed(2)}`);
   if (IMPLICIT_TLS) console.log(`ratio (implicit TLS / API): ${(results[1]!.perSecond / apiRate).toFixed(2)}`);
   console.log(
     `emails stored: ${stored} of ${expected} sent (warm-up included)${stored === expected ? '' : '  MISMATCH'}`,
@@ -204,5 +238,59 @@ async function run() {
 
   server.kill('SIGTERM');
   await new Promise((resolve) => server.once('exit', resolve));
-  if (stored !== expected || results.some((r) => r.failed > 0)) process.exitCode = 1;
+  if (stored !== expected || [...results, plain, withNodemailer].some((r) => r.failed > 0)) process.exitCode = 1;
+}
+
+/** One SMTP session on loopback, secured with STARTTLS (unless not asked) and authenticated; one message at a time. */
+async function leanSession(port: number, key: string, startTls: boolean) {
+  let socket: net.Socket | tls.TLSSocket = net.connect(port, '127.0.0.1');
+  let buffer = '';
+  let waiting: { count: number; lines: string[]; done: (lines: string[]) => void } | undefined;
+  const onData = (chunk: Buffer) => {
+    buffer += chunk.toString('latin1');
+    let end;
+    while ((end = buffer.indexOf('\r\n')) >= 0) {
+      const line = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      if (!/^\d{3} /.test(line) || !waiting) continue; // only a reply's last line answers
+      waiting.lines.push(line);
+      if (waiting.lines.length === waiting.count) {
+        const { done, lines } = waiting;
+        waiting = undefined;
+        done(lines);
+      }
+    }
+  };
+  const replies = (count: number) =>
+    new Promise<string[]>((done) => {
+      waiting = { count, lines: [], done };
+    });
+  socket.on('data', onData);
+  const say = async (text: string | Buffer, count = 1) => {
+    const answer = replies(count);
+    socket.write(text);
+    return answer;
+  };
+  await replies(1); // greeting
+  await say('EHLO bench.example\r\n');
+  if (startTls) {
+    await say('STARTTLS\r\n');
+    socket.off('data', onData);
+    socket = tls.connect({ socket, rejectUnauthorized: false });
+    await new Promise((resolve) => socket.once('secureConnect', resolve));
+    socket.on('data', onData);
+    await say('EHLO bench.example\r\n');
+  }
+  const [auth] = await say(`AUTH PLAIN ${Buffer.from(`\0mailroom\0${key}`).toString('base64')}\r\n`);
+  if (!auth!.startsWith('235')) throw new Error(`AUTH: ${auth}`);
+  return {
+    async send(from: string, to: string[], raw: Buffer): Promise<boolean> {
+      const address = /<([^>]+)>/.exec(from)?.[1] ?? from;
+      const envelope = [`MAIL FROM:<${address}>`, ...to.map((rcpt) => `RCPT TO:<${rcpt}>`), 'DATA'];
+      const answers = await say(`${envelope.join('\r\n')}\r\n`, envelope.length);
+      if (!answers.at(-1)!.startsWith('354')) return false;
+      const [done] = await say(Buffer.concat([raw, Buffer.from('\r\n.\r\n')]));
+      return done!.startsWith('250 ');
+    },
+  };
 }

@@ -27,7 +27,14 @@ export async function messageFromMime(raw: Buffer, envelopeRecipients: string[])
   refuseBrokenHeaderLines(raw);
   let mail: ParsedMail;
   try {
-    mail = await simpleParser(raw, { skipTextToHtml: true, skipImageLinks: true, keepCidLinks: true });
+    // Taken as sent: no text made from the HTML, no HTML from the text, no links found in either.
+    mail = await simpleParser(raw, {
+      skipHtmlToText: true,
+      skipTextToHtml: true,
+      skipTextLinks: true,
+      skipImageLinks: true,
+      keepCidLinks: true,
+    });
   } catch {
     throw new ServiceError('validation_error', 'The message could not be read as MIME', 'message');
   }
