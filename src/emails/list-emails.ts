@@ -114,7 +114,7 @@ export async function listEmails(db: Queryable, organizationId: string, query: E
             e.scheduled_at, e.created_at, last.type AS last_event
        FROM emails e
        LEFT JOIN LATERAL (SELECT type FROM email_events WHERE email_id = e.id
-                           ORDER BY created_at DESC, id DESC LIMIT 1) last ON true
+                           ORDER BY created_at DESC, seq DESC LIMIT 1) last ON true
       WHERE ${where.join(' AND ')}
       ORDER BY e.created_at ${order}, e.id ${order}
       LIMIT ${param(query.limit + 1)}`,

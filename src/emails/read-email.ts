@@ -36,7 +36,7 @@ export async function readEmail(db: Queryable, organizationId: string, id: strin
   const { rows } = await db.query<EmailRecord>(
     `SELECT e.id, e."from", e."to", e.cc, e.bcc, e.reply_to, e.subject, e.html, e.text, e.tags, e.headers,
             e.topic_id, e.template, e.message_id, e.status, e.scheduled_at, e.created_at,
-            (SELECT type FROM email_events WHERE email_id = e.id ORDER BY created_at DESC, id DESC LIMIT 1) AS last_event,
+            (SELECT type FROM email_events WHERE email_id = e.id ORDER BY created_at DESC, seq DESC LIMIT 1) AS last_event,
             coalesce((SELECT jsonb_agg(jsonb_build_object('filename', filename, 'content_type', content_type,
                                                           'size', octet_length(content)) ORDER BY position)
                         FROM email_attachments WHERE email_id = e.id), '[]'::jsonb) AS attachments
@@ -80,7 +80,7 @@ export async function readTimeline(db: Queryable, organizationId: string, id: st
     created_at: Date;
     recipient: string | null;
     data: unknown;
-  }>('SELECT id, type, created_at, recipient, data FROM email_events WHERE email_id = $1 ORDER BY created_at, id', [
+  }>('SELECT id, type, created_at, recipient, data FROM email_events WHERE email_id = $1 ORDER BY created_at, seq', [
     id,
   ]);
   return {
