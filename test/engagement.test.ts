@@ -6,14 +6,13 @@
 import { after, before, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTransport as nodemailerTransport } from 'nodemailer';
-import { dkimVerify } from 'mailauth';
 import { startInboundServer } from '../src/inbound/inbound-server.ts';
 import { emailIdOfReturnPath } from '../src/delivery/return-path.ts';
-import { dkimRecordValue } from '../src/domains/dkim.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
 import { message, send } from './helpers/emails.ts';
+import { dkimResult as checkDkim } from './helpers/dkim.ts';
 import { startSmtpSink, type ReceivedTransaction, type SmtpSink } from './helpers/smtp-sink.ts';
 import { freePort } from './helpers/server-process.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -78,21 +77,7 @@ const transactionTo = (address: string): ReceivedTransaction => {
   return found;
 };
 
-async function dkimResult(raw: Buffer): Promise<string> {
-  const { rows } = await t.db.query<{ dkim_selector: string; dkim_public_key: string }>(
-    'SELECT dkim_selector, dkim_public_key FROM domains WHERE name = $1',
-    [org.domain],
-  );
-  const { results } = await dkimVerify(raw, {
-    resolver: async (name: string, type: string) => {
-      if (type === 'TXT' && name === `${rows[0]!.dkim_selector}._domainkey.${org.domain}`) {
-        return [[dkimRecordValue(rows[0]!.dkim_public_key)]];
-      }
-      throw Object.assign(new Error(`no ${type} for ${name}`), { code: 'ENOTFOUND' });
-    },
-  });
-  return results[0]!.status.result;
-}
+const dkimResult = (raw: Buffer) => checkDkim(t.db, org.domain, raw);
 
 test('a topic send reaches only subscribed contacts, and its one-click link unsubscribes', async () => {
   // opt_out: only contacts who opted in receive it.

@@ -10,13 +10,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import nodemailer from 'nodemailer';
-import { dkimVerify } from 'mailauth';
-import { dkimRecordValue } from '../src/domains/dkim.ts';
 import { loadTlsCertificate } from '../src/submission/tls-certificate.ts';
 import { mayAuthenticate, startSubmissionServer, type SubmissionServer } from '../src/submission/submission-server.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
 import { counts, setLimits } from './helpers/emails.ts';
+import { dkimResult as checkDkim } from './helpers/dkim.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -72,21 +71,7 @@ const transport = (
 
 const idOf = (response: string) => /^250 2\.0\.0 OK <([0-9a-f-]{36})>$/.exec(response)?.[1];
 
-async function dkimResult(raw: Buffer): Promise<string> {
-  const { rows } = await t.db.query<{ dkim_selector: string; dkim_public_key: string }>(
-    'SELECT dkim_selector, dkim_public_key FROM domains WHERE name = $1',
-    [org.domain],
-  );
-  const { results } = await dkimVerify(raw, {
-    resolver: async (name: string, type: string) => {
-      if (type === 'TXT' && name === `${rows[0]!.dkim_selector}._domainkey.${org.domain}`) {
-        return [[dkimRecordValue(rows[0]!.dkim_public_key)]];
-      }
-      throw Object.assign(new Error(`no ${type} for ${name}`), { code: 'ENOTFOUND' });
-    },
-  });
-  return results[0]!.status.result;
-}
+const dkimResult = (raw: Buffer) => checkDkim(t.db, org.domain, raw);
 
 /** A line-by-line SMTP conversation on a plain socket, for what mail libraries will not send. */
 async function rawSession(port: number) {
