@@ -248,7 +248,11 @@ describe('attachments', () => {
     assert.equal(download.statusCode, 200);
     assert.deepEqual(download.rawPayload, content);
     assert.equal(download.headers['content-type'], 'application/pdf');
-    assert.equal(download.headers['content-disposition'], "attachment; filename*=UTF-8''invoice%207.pdf");
+    assert.equal(
+      download.headers['content-disposition'],
+      `attachment; filename="invoice 7.pdf"; filename*=UTF-8''invoice%207.pdf`,
+    );
+    assert.equal(download.headers['content-security-policy'], "sandbox; default-src 'none'");
   });
 
   test('a link altered, expired or of another kind is 404; so is another organization’s email', async () => {

@@ -207,6 +207,48 @@ describe('accepted messages', () => {
     );
   });
 
+  test('an inline image without Content-Disposition keeps its Content-ID; a long References is shortened', async () => {
+    const root = '<root@example.com>';
+    const references = [root, ...Array.from({ length: 60 }, (_, i) => `<reply-${i}-${'x'.repeat(20)}@example.com>`)];
+    const session = await rawSession(startTls.port);
+    await session.start();
+    assert.match(await session.command('RCPT TO:<ann@example.com>'), /^250 /);
+    const reply = await session.data(
+      [
+        `From: hello@${org.domain}`,
+        'To: ann@example.com',
+        'Subject: related',
+        `References: ${references.join('\r\n ')}`,
+        'MIME-Version: 1.0',
+        'Content-Type: multipart/related; boundary="b"',
+        '',
+        '--b',
+        'Content-Type: text/html; charset=utf-8',
+        '',
+        '<p><img src="cid:logo@acme"></p>',
+        '--b',
+        'Content-Type: image/png; name="logo.png"',
+        'Content-ID: <logo@acme>',
+        'Content-Transfer-Encoding: base64',
+        '',
+        Buffer.from('png').toString('base64'),
+        '--b--',
+      ].join('\r\n'),
+    );
+    const id = idOf(reply);
+    assert.ok(id, reply);
+    session.end();
+    const { rows } = await t.db.query<{ content_id: string | null; headers: Record<string, string> }>(
+      `SELECT a.content_id, e.headers FROM email_attachments a JOIN emails e ON e.id = a.email_id WHERE e.id = $1`,
+      [id],
+    );
+    assert.equal(rows[0]!.content_id, 'logo@acme');
+    const kept = rows[0]!.headers.References!.split(' ');
+    assert.ok(kept.join(' ').length <= 998);
+    assert.equal(kept[0], root, 'the thread root stays');
+    assert.equal(kept.at(-1), references.at(-1), 'and the newest ids');
+  });
+
   test("a client that is not JavaScript: Python's smtplib over STARTTLS and over implicit TLS", async () => {
     const script = `
 import smtplib, ssl, sys
@@ -382,6 +424,74 @@ describe('refusals', () => {
     assert.match(reply, /^550 5\.6\.0 /);
     session.end();
     assert.deepEqual(await counts(t.db, org.id), before);
+  });
+
+  test('what the API schema refuses is refused here too: 101 attachments, a NUL in the body', async () => {
+    const attachments = Array.from({ length: 101 }, (_, i) => ({ filename: `a${i}.txt`, content: 'x' }));
+    const many = await refusal(
+      transport().sendMail({
+        from: `hello@${org.domain}`,
+        to: 'ann@example.com',
+        subject: 's',
+        text: 't',
+        attachments,
+      }),
+    );
+    assert.match(many, /^550 5\.6\.0 .*\(attachments\)/);
+    const nul = await refusal(
+      transport().sendMail({ from: `hello@${org.domain}`, to: 'ann@example.com', subject: 's', text: 'a\u0000b' }),
+    );
+    assert.match(nul, /^550 5\.6\.0 text contains a NUL/);
+    // The API refuses it too, instead of failing on the database.
+    const api = await t.app.inject({
+      method: 'POST',
+      url: '/emails',
+      headers: bearer(org.fullKey),
+      payload: { from: `hello@${org.domain}`, to: 'ann@example.com', subject: 's', text: 'a\u0000b' },
+    });
+    assert.deepEqual([api.statusCode, api.json().field], [400, 'text']);
+  });
+
+  test('a header recipient the envelope does not name: refused, not sent to', async () => {
+    const before = await counts(t.db, org.id);
+    const reply = await refusal(
+      transport().sendMail({
+        from: `hello@${org.domain}`,
+        to: ['ann@example.com', 'bob@example.com'],
+        subject: 'one copy each',
+        text: 't',
+        envelope: { from: `hello@${org.domain}`, to: ['ann@example.com'] },
+      }),
+    );
+    assert.match(reply, /^550 5\.6\.0 .*bob@example\.com.*not an envelope recipient/);
+    assert.deepEqual(await counts(t.db, org.id), before);
+  });
+
+  test('X-Tags given twice: 550 5.6.0', async () => {
+    const session = await rawSession(startTls.port);
+    await session.start();
+    assert.match(await session.command('RCPT TO:<ann@example.com>'), /^250 /);
+    const reply = await session.data(
+      `From: hello@${org.domain}\r\nTo: ann@example.com\r\nX-Tags: a=1\r\nX-Tags: a=2\r\nSubject: s\r\n\r\nbody`,
+    );
+    assert.match(reply, /^550 5\.6\.0 The x-tags header is given more than once/);
+    session.end();
+  });
+
+  test('a key revoked while its connection is open sends nothing more: 535 5.7.8', async () => {
+    const key = await t.app.inject({
+      method: 'POST',
+      url: '/api-keys',
+      headers: bearer(org.fullKey),
+      payload: { name: 'smtp', permission: 'sending_access' },
+    });
+    const { id, token } = key.json();
+    const pooled = transport({ pass: token, pool: true });
+    const mail = { from: `hello@${org.domain}`, to: 'ann@example.com', subject: 'r', text: 't' };
+    assert.ok(idOf((await pooled.sendMail(mail)).response));
+    await t.app.inject({ method: 'DELETE', url: `/api-keys/${id}`, headers: bearer(org.fullKey) });
+    assert.match(await refusal(pooled.sendMail(mail)), /^535 5\.7\.8 The API key has been revoked/);
+    pooled.close();
   });
 
   test('a connection dropped in the middle of DATA stores nothing', async () => {

@@ -1,13 +1,10 @@
 import { ServiceError } from '../platform/errors.ts';
-import { compileBodyValidator } from '../platform/validation.ts';
-import { EmailMessageSchema, type EmailMessage } from './message-schema.ts';
+import { checkMessageShape, type EmailMessage } from './message-schema.ts';
 
 export const MAX_BATCH = 100;
 
-/** Fields a batch entry may not carry: they are refused, not ignored (spec, Endpoints rule 4). */
+/** Fields a batch entry may not carry (send those with POST /emails): refused, not ignored. */
 const NOT_IN_BATCH = ['template', 'topic_id'] as const;
-
-const validateShape = compileBodyValidator<EmailMessage>(EmailMessageSchema);
 
 /** One batch entry's shape, checked on its own so that a bad entry refuses only itself. */
 export function validateBatchEntry(entry: unknown): EmailMessage {
@@ -22,5 +19,5 @@ export function validateBatchEntry(entry: unknown): EmailMessage {
       }
     }
   }
-  return validateShape(entry);
+  return checkMessageShape(entry);
 }

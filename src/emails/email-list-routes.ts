@@ -105,12 +105,26 @@ export async function emailListRoutes(app: App) {
     async (request, reply) => {
       const file = await downloadAttachment(app.db, app.signer, request.params.token, new Date());
       if (!file) throw notFound('Attachment (or the link has expired)');
-      return reply
-        .header('content-type', file.contentType)
-        .header('content-disposition', `attachment; filename*=UTF-8''${encodeURIComponent(file.filename)}`)
-        .header('x-content-type-options', 'nosniff')
-        .header('cache-control', 'private, no-store')
-        .send(file.content);
+      return (
+        reply
+          .header('content-type', file.contentType)
+          .header('content-disposition', contentDisposition(file.filename))
+          .header('x-content-type-options', 'nosniff')
+          // Served from the API's origin: whatever the file is (HTML, SVG), it runs nothing there.
+          .header('content-security-policy', "sandbox; default-src 'none'")
+          .header('cache-control', 'private, no-store')
+          .send(file.content)
+      );
     },
   );
+}
+
+/** RFC 6266: an ASCII fallback name, and the real one in RFC 5987 encoding. */
+function contentDisposition(filename: string): string {
+  const ascii = filename.replace(/[^\x20-\x7e]|["\\]/g, '_');
+  const encoded = encodeURIComponent(filename).replace(
+    /['()*]/g,
+    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+  );
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encoded}`;
 }

@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { compileBodyValidator } from '../platform/validation.ts';
 
 // The shape of one message, as the spec's table gives it. Only types and sizes are checked here (and
 // feed the OpenAPI document); everything that needs reasoning is in validate-message.ts.
@@ -72,3 +73,6 @@ export const SendResponseSchema = Type.Object({
   object: Type.Literal('email'),
   id: Type.String({ format: 'uuid' }),
 });
+
+/** Checks a message built outside an HTTP body (a batch entry, a message submitted over SMTP) against the schema. */
+export const checkMessageShape = compileBodyValidator<EmailMessage>(EmailMessageSchema);

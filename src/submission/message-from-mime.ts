@@ -8,8 +8,11 @@ import { isOwnedHeader } from '../emails/validate-message.ts';
 // A message handed in over SMTP, read into the same fields a POST /emails body has, so that it is checked,
 // stored, composed and DKIM-signed exactly like an API send. What a client sets that Mailroom writes
 // itself (Date, Message-ID, MIME structure, DKIM-Signature, Received …) is dropped, not refused: every
-// mail library writes those. Mailroom sends to the recipients the headers name (To, Cc, and a Bcc header
-// if the client left one) and to every envelope recipient they do not name, as Bcc.
+// mail library writes those.
+//
+// The envelope decides who receives it, as SMTP says. Mailroom sends to every address a message names,
+// so each To, Cc or Bcc header address must also be an envelope recipient (a message that names others
+// is refused rather than sent to them); envelope recipients the headers do not name are sent to as Bcc.
 //
 // Two headers are read as instructions and not sent on:
 // - `X-Tags: name=value, name2=value2` (or bare names): the message's tags;
@@ -48,6 +51,21 @@ export async function messageFromMime(raw: Buffer, envelopeRecipients: string[])
   const named = new Set([...to, ...cc].map((mailbox) => addressKey(mailbox.address)));
   const bcc = mailboxes(mail.bcc).filter((mailbox) => !named.has(addressKey(mailbox.address)));
   for (const mailbox of bcc) named.add(addressKey(mailbox.address));
+  const envelope = new Set(envelopeRecipients.map(addressKey));
+  for (const [field, list] of [
+    ['to', to],
+    ['cc', cc],
+    ['bcc', bcc],
+  ] as const) {
+    const outside = list.find((mailbox) => !envelope.has(addressKey(mailbox.address)));
+    if (outside) {
+      throw new ServiceError(
+        'validation_error',
+        `The ${field} header names ${outside.address}, which is not an envelope recipient (RCPT TO); Mailroom sends to every address a message names`,
+        field,
+      );
+    }
+  }
   for (const address of envelopeRecipients) {
     if (!named.has(addressKey(address))) {
       named.add(addressKey(address));
@@ -65,20 +83,33 @@ export async function messageFromMime(raw: Buffer, envelopeRecipients: string[])
     ...(typeof mail.html === 'string' ? { html: mail.html } : {}),
     ...(mail.text === undefined ? {} : { text: mail.text }),
   };
-  const tags = readTags(mail.headers.get('x-tags'));
+  const tags = readTags(single(mail, 'x-tags'));
   if (tags) message.tags = tags;
   const headers = customHeaders(mail);
   if (Object.keys(headers).length > 0) message.headers = headers;
   if (mail.attachments.length > 0) {
+    const html = typeof mail.html === 'string' ? mail.html : '';
     message.attachments = mail.attachments.map((attachment) => ({
       filename: attachment.filename ?? 'attachment',
       content: attachment.content.toString('base64'),
       content_type: attachment.contentType,
-      ...(attachment.cid && attachment.contentDisposition === 'inline' ? { content_id: attachment.cid } : {}),
+      // Shown inside the HTML: marked inline, related to it, or named by a cid: link in it.
+      ...(attachment.cid &&
+      (attachment.contentDisposition === 'inline' || attachment.related || html.includes(`cid:${attachment.cid}`))
+        ? { content_id: attachment.cid }
+        : {}),
     }));
   }
-  const key = mail.headers.get('idempotency-key');
+  const key = single(mail, 'idempotency-key');
   return { message, idempotencyKey: typeof key === 'string' ? key.trim() : undefined };
+}
+
+/** An instruction header given once; given twice, which one was meant cannot be told. */
+function single(mail: ParsedMail, name: string): unknown {
+  if (mail.headerLines.filter((line) => line.key === name).length > 1) {
+    throw new ServiceError('validation_error', `The ${name} header is given more than once`, name);
+  }
+  return mail.headers.get(name);
 }
 
 /**
@@ -141,15 +172,30 @@ function customHeaders(mail: ParsedMail): Record<string, string> {
   for (const { key, line } of mail.headerLines) {
     if (isOwnedHeader(key) || INSTRUCTION_HEADERS.has(key)) continue;
     const parsed = mail.headers.get(key);
-    const value =
-      typeof parsed === 'string'
-        ? parsed
-        : line
-            .slice(line.indexOf(':') + 1)
-            .replace(/\r?\n[ \t]+/g, ' ')
-            .trim();
-    // Written by its canonical name as the client spelled it.
-    headers[line.slice(0, line.indexOf(':')).trim()] = value;
+    const unfolded = line
+      .slice(line.indexOf(':') + 1)
+      .replace(/\r?\n[ \t]+/g, ' ')
+      .trim();
+    const value = typeof parsed === 'string' ? parsed : unfolded;
+    // Written by its name as the client spelled it.
+    headers[line.slice(0, line.indexOf(':')).trim()] = key === 'references' ? shortenedReferences(value) : value;
   }
   return headers;
+}
+
+/**
+ * A long thread's References field, shortened to fit one header line (998 characters) as RFC 5322
+ * allows: the first message id (the thread's root) and as many of the last ones as fit.
+ */
+function shortenedReferences(value: string): string {
+  if (value.length <= 998) return value;
+  const ids = value.split(/\s+/).filter((id) => id !== '');
+  let length = ids[0]!.length;
+  const tail: string[] = [];
+  for (const id of ids.slice(1).reverse()) {
+    if (length + 1 + id.length > 998) break;
+    tail.unshift(id);
+    length += 1 + id.length;
+  }
+  return [ids[0]!, ...tail].join(' ');
 }

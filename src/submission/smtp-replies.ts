@@ -7,7 +7,9 @@ import { SmtpReply } from '../platform/smtp-listener.ts';
 
 const REPLIES: Partial<Record<ErrorCode, [code: number, enhanced: string]>> = {
   invalid_from_address: [550, '5.7.1'],
-  too_many_recipients: [452, '4.5.3'],
+  // After DATA (header recipients count too): the same message will never fit, so permanent. The RCPT
+  // that goes past the limit gets 452 4.5.3 instead, the client sending the rest in another message.
+  too_many_recipients: [550, '5.5.3'],
   payload_too_large: [552, '5.3.4'],
   rate_limit_exceeded: [451, '4.7.1'],
   monthly_quota_exceeded: [554, '5.7.1'],

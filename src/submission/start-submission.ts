@@ -36,8 +36,10 @@ export async function startSubmission(options: {
   const listeners: SubmissionServer[] = [];
   for (const { port, implicitTls } of wanted) {
     try {
-      const listener = await startSubmissionServer({ db, config, host: config.host, port, implicitTls, tls, log });
-      log.info({ host: config.host, port: listener.port, implicitTls }, 'SMTP submission listening');
+      // The embedded default's own listener is for this machine only, whatever HOST is.
+      const host = byDefault ? '127.0.0.1' : config.host;
+      const listener = await startSubmissionServer({ db, config, host, port, implicitTls, tls, log });
+      log.info({ host, port: listener.port, implicitTls }, 'SMTP submission listening');
       listeners.push(listener);
     } catch (error) {
       // Only the embedded default's own choice of port may be busy without stopping the service.

@@ -6,11 +6,11 @@ import { ServiceError } from '../platform/errors.ts';
 import { MAX_KEY_LENGTH, requestFingerprint, type IdempotencyKey } from '../platform/idempotency.ts';
 import type { Logger } from '../platform/logger.ts';
 import { collectMessage, listenSmtp, SmtpReply, type Listening } from '../platform/smtp-listener.ts';
-import { resolveApiKey } from '../tenancy/credentials.ts';
+import { isApiKeyLive, resolveApiKey } from '../tenancy/credentials.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import { sendEmails } from '../emails/send-emails.ts';
 import { MAX_RECIPIENTS } from '../emails/validate-message.ts';
-import type { EmailMessage } from '../emails/message-schema.ts';
+import { checkMessageShape, type EmailMessage } from '../emails/message-schema.ts';
 import { messageFromMime } from './message-from-mime.ts';
 import { smtpReplyFor } from './smtp-replies.ts';
 import type { TlsCertificate } from './tls-certificate.ts';
@@ -25,12 +25,20 @@ import type { TlsCertificate } from './tls-certificate.ts';
 //   password an API key of either permission. AUTH is refused before TLS except from loopback.
 // - Several messages per connection, and pipelining (smtp-server's).
 
+const AUTH_REQUIRED = '5.7.0 Authentication required: AUTH with user name mailroom and an API key';
+
+/** smtp-server reads a session's own list of disabled commands, set in onConnect. */
+type SessionWithCommands = SMTPServerSession & { disabledCommands?: string[] };
+
 /** User names accepted with an API key as the password. */
 const USER_NAMES = new Set(['mailroom', 'resend']);
 /** Sessions at once; one more is told 421 (try again later). */
 const MAX_CLIENTS = 200;
-/** On close, how long a transaction in progress may take before its session is cut (421). */
-const CLOSE_GRACE_MS = 5000;
+/**
+ * Messages being read and accepted at once, per listener; more wait their turn. Each holds its message
+ * several times over while it is parsed, so this bounds memory under many large messages at once.
+ */
+const ACCEPTING_AT_ONCE = 16;
 
 export interface SubmissionServerOptions {
   db: Database;
@@ -60,13 +68,26 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
     key: options.tls.key,
     cert: options.tls.cert,
     authMethods: ['PLAIN', 'LOGIN'],
-    authRequiredMessage: '5.7.0 Authentication required: AUTH with user name mailroom and an API key',
+    authRequiredMessage: AUTH_REQUIRED,
     // Decided per session in onAuth: loopback may authenticate without TLS, anyone else may not.
     allowInsecureAuth: true,
     disableReverseLookup: true,
     size: maxBytes,
     maxClients: MAX_CLIENTS,
-    closeTimeout: CLOSE_GRACE_MS,
+    // A session in DATA is not cut before the process's own deadline: its message may be committing.
+    closeTimeout: config.shutdownTimeoutMs,
+
+    onConnect(session, callback) {
+      // A client elsewhere is not offered AUTH until TLS is up, so that a misconfigured one never sends
+      // its key in the clear (smtp-server resets the session's commands on STARTTLS: see onSecure).
+      if (!mayAuthenticate(session)) (session as SessionWithCommands).disabledCommands = ['AUTH'];
+      callback();
+    },
+
+    onSecure(_socket, session, callback) {
+      delete (session as SessionWithCommands).disabledCommands;
+      callback();
+    },
 
     onAuth(auth, session, callback) {
       if (!mayAuthenticate(session)) {
@@ -83,6 +104,17 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
       );
     },
 
+    onMailFrom(_address, session, callback) {
+      // AUTH is not offered before TLS to clients elsewhere, so smtp-server does not demand it: this does.
+      const principal = session.user as unknown as Principal | undefined;
+      if (!principal) return callback(new SmtpReply(530, AUTH_REQUIRED));
+      // A key revoked since this connection authenticated sends nothing more.
+      isApiKeyLive(db, (principal as Extract<Principal, { kind: 'api_key' }>).apiKeyId).then(
+        (live) => callback(live ? undefined : new SmtpReply(535, '5.7.8 The API key has been revoked')),
+        () => callback(new SmtpReply(451, '4.3.0 Try again later')),
+      );
+    },
+
     onRcptTo(_address, session, callback) {
       if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
         return callback(new SmtpReply(452, `4.5.3 Too many recipients: at most ${MAX_RECIPIENTS} per message`));
@@ -91,7 +123,7 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
     },
 
     onData(stream, session, callback) {
-      const handled = accept(stream, session)
+      const handled = acceptInTurn(stream, session)
         .then(
           (id) => callback(null, `2.0.0 OK <${id}>`),
           (error: unknown) => {
@@ -104,6 +136,19 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
     },
   });
 
+  let accepting = 0;
+  const waiting: Array<() => void> = [];
+  async function acceptInTurn(stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string> {
+    if (accepting >= ACCEPTING_AT_ONCE) await new Promise<void>((resolve) => waiting.push(resolve));
+    accepting += 1;
+    try {
+      return await accept(stream, session);
+    } finally {
+      accepting -= 1;
+      waiting.shift()?.();
+    }
+  }
+
   /** Reads, checks and accepts one message; resolves with its email id once committed. */
   async function accept(stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string> {
     const raw = await collectMessage(stream, maxBytes);
@@ -111,11 +156,19 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
     const recipients = session.envelope.rcptTo.map((rcpt) => rcpt.address);
     try {
       const { message, idempotencyKey } = await messageFromMime(raw, recipients);
+      // The schema POST /emails checks bodies with; its refusal is remembered under the key like any other.
+      let checked: EmailMessage | ServiceError;
+      try {
+        checked = checkMessageShape(message);
+      } catch (error) {
+        if (!(error instanceof ServiceError)) throw error;
+        checked = error;
+      }
       const outcome = await sendEmails(
         db,
         config,
         principal.organizationId,
-        { kind: 'single', message },
+        { kind: 'single', message: checked },
         idempotencyKey === undefined ? undefined : idempotencyOf(principal, idempotencyKey, message),
       );
       if ('refused' in outcome.result) throw smtpReplyFor(outcome.result.refused);

@@ -43,6 +43,12 @@ export async function resolveApiKey(db: Queryable, token: string): Promise<Princ
   return principal?.kind === 'api_key' ? principal : null;
 }
 
+/** Whether the API key is still valid (not revoked since it was resolved), for long-lived sessions. */
+export async function isApiKeyLive(db: Queryable, apiKeyId: string): Promise<boolean> {
+  const { rowCount } = await db.query('SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL', [apiKeyId]);
+  return rowCount > 0;
+}
+
 async function resolveToken(db: Queryable, token: string): Promise<Principal | null> {
   const { rows } = await db.query<CredentialRow>(RESOLVE_SQL, [hashToken(token)]);
   const row = rows[0];
