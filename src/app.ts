@@ -5,6 +5,9 @@ import type { Database } from './platform/db/database.ts';
 import { createHttpApp } from './platform/http/http-app.ts';
 import type { App } from './platform/http/app-types.ts';
 import { loadSigner } from './platform/signing.ts';
+import { setPoolStatsSource, setQueueStatsSource } from './platform/metrics.ts';
+import type { ReadinessCheck } from './platform/http/health-routes.ts';
+import { QUEUES, queueStats } from './queue/jobs.ts';
 import { installAuthentication } from './tenancy/authentication.ts';
 import { authRoutes } from './tenancy/auth-routes.ts';
 import { apiKeyRoutes } from './tenancy/api-key-routes.ts';
@@ -28,11 +31,13 @@ export interface AppOptions {
   config: Config;
   /** false silences the request log (tests). */
   logger?: boolean;
+  /** The process runs workers: `/readyz` also fails while their queues are behind. */
+  runsWorkers?: boolean;
 }
 
 /** Builds the HTTP API. It does not listen: src/server.ts does, tests call app.inject(). */
-export async function buildApp({ db, config, logger = true }: AppOptions): Promise<App> {
-  const app = await createHttpApp({ db, config, signer: await loadSigner(db), logger });
+export async function buildApp({ db, config, logger = true, runsWorkers = false }: AppOptions): Promise<App> {
+  const app = await buildOpsApp({ db, config, logger, runsWorkers });
   installAuthentication(app);
   for (const routes of [
     authRoutes,
@@ -53,4 +58,25 @@ export async function buildApp({ db, config, logger = true }: AppOptions): Promi
     await app.register(routes);
   }
   return app;
+}
+
+/**
+ * The framework with health, readiness and metrics and no domain route: what a worker-only process
+ * serves on MAILROOM_METRICS_PORT (the API builds on it).
+ */
+export async function buildOpsApp({ db, config, logger = true, runsWorkers = false }: AppOptions): Promise<App> {
+  setQueueStatsSource(() => queueStats(db, QUEUES));
+  setPoolStatsSource(() => db.poolStats?.());
+  const readinessChecks = runsWorkers ? [queueLagCheck(db, config.readyMaxQueueLagSeconds)] : [];
+  return createHttpApp({ db, config, signer: await loadSigner(db), logger, readinessChecks });
+}
+
+/** Not ready while a queue's oldest due job has waited longer than the limit (the workers are behind). */
+function queueLagCheck(db: Database, limitSeconds: number): ReadinessCheck {
+  return async () => {
+    const behind = (await queueStats(db, QUEUES)).find((stats) => stats.oldestDueSeconds > limitSeconds);
+    return behind
+      ? `The ${behind.queue} queue is behind: its oldest due job has waited ${Math.round(behind.oldestDueSeconds)} s (limit ${limitSeconds} s)`
+      : undefined;
+  };
 }

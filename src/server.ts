@@ -2,7 +2,7 @@
 import type { Config } from './platform/config.ts';
 import { openDatabase } from './platform/db/open.ts';
 import { migrate } from './platform/db/migrate.ts';
-import { buildApp } from './app.ts';
+import { buildApp, buildOpsApp } from './app.ts';
 import { bootstrapDevOrganization } from './tenancy/dev-bootstrap.ts';
 import { startDelivery } from './delivery/start-delivery.ts';
 import { createTransport } from './delivery/transports/index.ts';
@@ -21,7 +21,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     if (dev) printDevCredentials(dev);
   }
 
-  const app = await buildApp({ db, config });
+  const app = await buildApp({ db, config, runsWorkers: role !== 'api' });
   // A worker-only process does not take the API's port, so api and worker processes can share a host.
   if (role !== 'worker') await app.listen({ port: config.port, host: config.host });
   // Bounce reports and complaints arrive like API traffic: the listener runs beside the HTTP API.
@@ -29,6 +29,10 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     role !== 'worker' && config.inboundPort !== undefined
       ? await startInboundServer({ db, signer: app.signer, host: config.host, port: config.inboundPort, log: app.log })
       : undefined;
+  // Health, readiness and metrics on a port of their own: how a worker-only process is probed and scraped.
+  const ops =
+    config.metricsPort === undefined ? undefined : await buildOpsApp({ db, config, runsWorkers: role !== 'api' });
+  if (ops) await ops.listen({ port: config.metricsPort!, host: config.host });
   // Applications hand messages in over SMTP like API traffic: beside the HTTP API too.
   const submission = role !== 'worker' ? await startSubmission({ db, config, log: app.log }) : [];
   let worker: Worker | undefined;
@@ -42,6 +46,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
       transport: transport?.name,
       inboundPort: inbound?.port,
       submissionPorts: submission.map((listener) => listener.port),
+      metricsPort: config.metricsPort,
     },
     'mailroom started',
   );
@@ -57,6 +62,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     }, config.shutdownTimeoutMs);
     deadline.unref();
     await app.close(); // stops accepting, waits for in-flight requests
+    await ops?.close();
     await inbound?.close(); // and the SMTP sessions handing in reports
     for (const listener of submission) await listener.close(); // and those handing in messages
     await worker?.stop(); // claims nothing more, lets the messages being sent finish

@@ -149,3 +149,21 @@ test('serve listens for SMTP submission: 2587 on the embedded default, the ports
     server.child.kill('SIGKILL');
   }
 });
+
+test('serve --role worker answers /metrics, /healthz and /readyz on MAILROOM_METRICS_PORT', async () => {
+  const metricsPort = await freePort();
+  const worker = await startServerProcess({ ...env, MAILROOM_METRICS_PORT: String(metricsPort) }, ['--role', 'worker']);
+  try {
+    const base = `http://127.0.0.1:${metricsPort}`;
+    assert.equal((await fetch(`${base}/healthz`)).status, 200);
+    assert.equal((await fetch(`${base}/readyz`)).status, 200);
+    const metrics = await fetch(`${base}/metrics`);
+    assert.equal(metrics.status, 200);
+    assert.match(await metrics.text(), /mailroom_queue_due_jobs\{queue="deliver-email"\}/);
+    assert.equal((await fetch(`${base}/emails`)).status, 404, 'no API on the metrics port');
+    worker.child.kill('SIGTERM');
+    assert.equal(await worker.exited, 0, worker.output());
+  } finally {
+    worker.child.kill('SIGKILL');
+  }
+});

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import nodemailer from 'nodemailer';
 import { loadTlsCertificate } from '../src/submission/tls-certificate.ts';
+import { messagesAccepted } from '../src/platform/metrics.ts';
 import { mayAuthenticate, startSubmissionServer, type SubmissionServer } from '../src/submission/submission-server.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
@@ -69,6 +70,9 @@ const transport = (
     tls: { rejectUnauthorized: false }, // the self-signed certificate of the data directory
   });
 
+const acceptedOverSmtp = async () =>
+  (await messagesAccepted.get()).values.find((sample) => sample.labels.carrier === 'smtp')?.value ?? 0;
+
 const idOf = (response: string) => /^250 2\.0\.0 OK <([0-9a-f-]{36})>$/.exec(response)?.[1];
 
 const dkimResult = (raw: Buffer) => checkDkim(t.db, org.domain, raw);
@@ -119,6 +123,7 @@ describe('accepted messages', () => {
   test('nodemailer over STARTTLS: 250 with the id after commit; delivered DKIM-signed with its attachments', async () => {
     sink.reset();
     const pdf = Buffer.from('%PDF-1.4 invoice');
+    const acceptedBefore = await acceptedOverSmtp();
     const info = await transport().sendMail({
       from: `Acme Billing <billing@${org.domain}>`,
       to: 'Ann <ann@example.com>',
@@ -133,6 +138,11 @@ describe('accepted messages', () => {
     });
     const id = idOf(info.response);
     assert.ok(id, info.response);
+    assert.equal(
+      await acceptedOverSmtp(),
+      acceptedBefore + 1,
+      'counted in mailroom_messages_accepted_total{carrier="smtp"}',
+    );
 
     // Committed before the 250: the message reads back at once.
     const read = await t.app.inject({ method: 'GET', url: `/emails/${id}`, headers: bearer(org.fullKey) });

@@ -1,5 +1,6 @@
 import type { Database } from '../platform/db/database.ts';
 import { addressKey } from '../platform/address-key.ts';
+import { countOutcome } from '../platform/metrics.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
 import type { RecipientFailureReason } from '../emails/statuses.ts';
 import { subscribedAddresses } from '../contacts/subscriptions.ts';
@@ -43,6 +44,7 @@ async function failWithoutSending(
   recipients: PendingRecipient[],
   reason: GateReason,
 ): Promise<void> {
+  const failed: string[] = [];
   await db.transaction(async (tx) => {
     for (const recipient of recipients) {
       const changed = await tx.query(
@@ -51,6 +53,7 @@ async function failWithoutSending(
         [email.id, recipient.address, reason],
       );
       if (changed.rowCount === 0) continue;
+      failed.push(recipient.address);
       await recordTimelineEntry(tx, {
         emailId: email.id,
         organizationId: email.organization_id,
@@ -60,4 +63,5 @@ async function failWithoutSending(
       });
     }
   });
+  for (const address of failed) countOutcome(reason === 'suppressed' ? 'suppressed' : 'failed', address);
 }

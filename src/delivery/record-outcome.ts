@@ -1,5 +1,6 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { cappedText } from '../platform/text.ts';
+import { acceptedToDelivered, countOutcome, type RecipientOutcome } from '../platform/metrics.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
 import type { RecipientFailureReason, RecipientStatus } from '../emails/statuses.ts';
 import { suppressAddress } from '../suppressions/suppressions.ts';
@@ -31,15 +32,30 @@ export async function recordOutcomes(
   attempts: Map<string, number>,
   retrySchedule: number[],
 ): Promise<Date | undefined> {
-  return db.transaction(async (tx) => {
+  const counted: Array<{ address: string; outcome: RecipientOutcome }> = [];
+  const retryAt = await db.transaction(async (tx) => {
     let retryAt: Date | undefined;
     for (const result of results) {
       const attempt = attempts.get(result.address) ?? 1;
-      const at = await recordOutcome(tx, email, result, attempt, retrySchedule);
-      retryAt = earliest(retryAt, at);
+      const recorded = await recordOutcome(tx, email, result, attempt, retrySchedule);
+      counted.push({ address: result.address, outcome: recorded.outcome });
+      retryAt = earliest(retryAt, recorded.retryAt);
     }
     return retryAt;
   });
+  countOutcomes(email, counted);
+  return retryAt;
+}
+
+/** Counts committed outcomes in the metrics (and a delivery's time since acceptance). */
+export function countOutcomes(
+  email: EmailToSend,
+  counted: Array<{ address: string; outcome: RecipientOutcome }>,
+): void {
+  for (const { address, outcome } of counted) {
+    countOutcome(outcome, address);
+    if (outcome === 'delivered') acceptedToDelivered.observe((Date.now() - email.created_at.getTime()) / 1000);
+  }
 }
 
 /** The earlier of two retry times, either of which may be absent. */
@@ -53,8 +69,8 @@ export interface RecordOptions {
 }
 
 /**
- * Stores one recipient's result and its timeline entry. Returns when to try the recipient again, for a
- * deferral that has retries left.
+ * Stores one recipient's result and its timeline entry. Returns what it counts as, and when to try the
+ * recipient again for a deferral that has retries left.
  */
 export async function recordOutcome(
   tx: Queryable,
@@ -63,7 +79,7 @@ export async function recordOutcome(
   attempts: number,
   schedule: number[],
   options: RecordOptions = { suppress: true },
-): Promise<Date | undefined> {
+): Promise<{ outcome: RecipientOutcome; retryAt?: Date }> {
   const smtp = { smtp_code: result.smtpCode ?? null, response: cappedText(result.response, 1000) };
   const entry = { emailId: email.id, organizationId: email.organization_id, recipient: result.address };
   const update = (status: RecipientStatus, reason: RecipientFailureReason | null) =>
@@ -76,7 +92,7 @@ export async function recordOutcome(
   if (result.outcome === 'delivered') {
     await update('delivered', null);
     await recordTimelineEntry(tx, { ...entry, kind: 'delivered', data: smtp });
-    return undefined;
+    return { outcome: 'delivered' };
   }
   if (result.outcome === 'bounced') {
     await update('bounced', null);
@@ -90,14 +106,14 @@ export async function recordOutcome(
     // A bad mailbox is not tried again: later messages to this address fail as suppressed.
     if (options.suppress && isBadMailbox(result))
       await suppressAddress(tx, email.organization_id, result.address, 'hard_bounce');
-    return undefined;
+    return { outcome: 'bounced' };
   }
   // Deferred: try again after the next delay of the schedule, or give up.
   const delay = schedule[attempts - 1];
   if (delay === undefined) {
     await update('failed', 'retries_exhausted');
     await recordTimelineEntry(tx, { ...entry, kind: 'failed', data: { reason: 'retries_exhausted', ...smtp } });
-    return undefined;
+    return { outcome: 'failed' };
   }
   await tx.query(
     `UPDATE email_recipients SET attempts = $3, last_response = $4, updated_at = now()
@@ -110,5 +126,5 @@ export async function recordOutcome(
     kind: 'delivery_delayed',
     data: { ...smtp, attempt: attempts, next_attempt_at: retryAt.toISOString() },
   });
-  return retryAt;
+  return { outcome: 'deferred', retryAt };
 }

@@ -2,7 +2,8 @@ import type { Database } from '../platform/db/database.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
 import { isTestDomainAddress, testOutcome } from '../emails/test-addresses.ts';
 import type { RecipientResult } from './transport.ts';
-import { attemptNumbers, recordOutcome } from './record-outcome.ts';
+import { attemptNumbers, countOutcomes, recordOutcome } from './record-outcome.ts';
+import type { RecipientOutcome } from '../platform/metrics.ts';
 import type { EmailToSend, PendingRecipient } from './take-message.ts';
 
 // Step 3, simulate the test addresses: the recipients at resend.dev (delivered@, bounced@, complained@,
@@ -44,11 +45,14 @@ export async function simulateTestAddresses(
   const tests = recipients.filter((r) => isTestDomainAddress(r.address));
   if (tests.length === 0) return recipients;
   const attempts = attemptNumbers(tests);
+  const counted: Array<{ address: string; outcome: RecipientOutcome }> = [];
   await db.transaction(async (tx) => {
     for (const { address } of tests) {
       const outcome = testOutcome(address);
       const result = { address, ...(outcome === 'delivered' || outcome === 'complained' ? DELIVERED : BOUNCED) };
-      await recordOutcome(tx, email, result, attempts.get(address) ?? 1, [], { suppress: false });
+      const recorded = await recordOutcome(tx, email, result, attempts.get(address) ?? 1, [], { suppress: false });
+      counted.push({ address, outcome: recorded.outcome });
+      if (outcome === 'complained') counted.push({ address, outcome: 'complained' });
       if (outcome === 'complained') {
         // The timeline orders entries by the time each was written: delivered comes first.
         await recordTimelineEntry(tx, {
@@ -62,5 +66,6 @@ export async function simulateTestAddresses(
       }
     }
   });
+  countOutcomes(email, counted);
   return recipients.filter((r) => !isTestDomainAddress(r.address));
 }

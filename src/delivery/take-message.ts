@@ -13,6 +13,7 @@ export interface EmailToSend {
   id: string;
   organization_id: string;
   status: EmailStatus;
+  created_at: Date;
   scheduled_at: Date | null;
   from: string;
   to: string[];
@@ -54,7 +55,7 @@ export async function takeMessage(
 ): Promise<{ email: EmailToSend; recipients: PendingRecipient[] } | 'finished' | Date> {
   return db.transaction(async (tx) => {
     const { rows } = await tx.query<EmailToSend>(
-      `SELECT e.id, e.organization_id, e.status, e.scheduled_at, e."from", e."to", e.cc, e.reply_to, e.subject,
+      `SELECT e.id, e.organization_id, e.status, e.scheduled_at, e.created_at, e."from", e."to", e.cc, e.reply_to, e.subject,
               e.html, e.text, e.headers, e.topic_id, e.message_id,
               coalesce(d.open_tracking, o.open_tracking) AS open_tracking,
               coalesce(d.click_tracking, o.click_tracking) AS click_tracking,

@@ -6,7 +6,7 @@ import { errorBody, HTTP_STATUS } from '../platform/http/error-envelope.ts';
 import { idempotencyKeyOf } from '../platform/http/idempotency.ts';
 import { MAX_BATCH } from './batch-entry.ts';
 import { EmailMessageSchema, SendResponseSchema } from './message-schema.ts';
-import { sendEmails, type SendRequest, type SendResult } from './send-emails.ts';
+import { countAccepted, sendEmails, type SendRequest, type SendResult } from './send-emails.ts';
 import { peekRateLimit, retryAfterSeconds, type RateLimitState } from './sending-limits.ts';
 
 const IdempotencyKeyHeader = Type.Optional(Type.String({ maxLength: 256, description: 'Replays within 24 hours' }));
@@ -22,6 +22,7 @@ export async function emailRoutes(app: App) {
       const idempotency = idempotencyKeyOf(request, organizationId);
       const outcome = await sendEmails(app.db, app.config, organizationId, send, idempotency);
       if (outcome.replayed) reply.header('idempotent-replayed', 'true');
+      else countAccepted('api', outcome.result);
       setRateLimitHeaders(reply, outcome.rate ?? (await peekRateLimit(app.db, organizationId)));
       const { statusCode, body } = httpAnswer(send.kind, outcome.result);
       return reply.code(statusCode).send(body);

@@ -1,4 +1,5 @@
 import type { Config } from '../platform/config.ts';
+import { messagesAccepted } from '../platform/metrics.ts';
 import type { Database } from '../platform/db/database.ts';
 import { isFinalRefusal, ServiceError, type ErrorDetail } from '../platform/errors.ts';
 import {
@@ -169,4 +170,10 @@ function strictRefusal(invalid: Array<{ index: number; error: ServiceError }>): 
       (invalid.length > 1 ? ` (and ${invalid.length - 1} more invalid entries)` : ''),
     first.error.field === undefined ? String(first.index) : `${first.index}.${first.error.field}`,
   );
+}
+
+/** Counts a send's accepted messages in the metrics, by the carrier that brought them (not a replay's). */
+export function countAccepted(carrier: 'api' | 'smtp', result: SendResult): void {
+  const accepted = 'entries' in result ? result.entries.filter((entry) => entry.accepted).length : 0;
+  if (accepted > 0) messagesAccepted.inc({ carrier }, accepted);
 }

@@ -1,5 +1,6 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { addressKey } from '../platform/address-key.ts';
+import { countOutcome } from '../platform/metrics.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
 import type { RecipientStatus } from '../emails/statuses.ts';
 import { isBadMailbox } from '../delivery/smtp-outcome.ts';
@@ -24,6 +25,7 @@ export async function recordReports(
   reports: DeliveryReport[],
   originalRecipients: string[],
 ): Promise<number> {
+  const counted: Array<{ address: string; outcome: 'bounced' | 'complained' }> = [];
   const recorded = await db.transaction(async (tx) => {
     const email = await tx.query<{ organization_id: string }>('SELECT organization_id FROM emails WHERE id = $1', [
       emailId,
@@ -40,14 +42,21 @@ export async function recordReports(
     for (const report of reports) {
       if (report.kind === 'bounce') {
         const recipient = recipients.find(report.recipient) ?? recipients.find(report.originalRecipient);
-        if (recipient !== undefined && (await recordBounce(tx, message, recipient, report))) count++;
+        if (recipient !== undefined && (await recordBounce(tx, message, recipient, report))) {
+          count++;
+          counted.push({ address: recipient, outcome: 'bounced' });
+        }
       } else {
         const recipient = complainant(recipients, report, originalRecipients);
-        if (recipient !== undefined && (await recordComplaint(tx, message, recipient, report))) count++;
+        if (recipient !== undefined && (await recordComplaint(tx, message, recipient, report))) {
+          count++;
+          counted.push({ address: recipient, outcome: 'complained' });
+        }
       }
     }
     return count;
   });
+  for (const { address, outcome } of counted) countOutcome(outcome, address);
   return recorded;
 }
 

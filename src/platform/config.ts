@@ -173,6 +173,24 @@ const SETTING_TABLE = {
     'PEM private key of `MAILROOM_TLS_CERT_FILE`; the two are set together.',
     optionalText,
   ),
+  metricsPort: setting(
+    'MAILROOM_METRICS_PORT',
+    undefined,
+    "A port of its own, on `HOST`, answering `/metrics`, `/healthz` and `/readyz` only: how a `serve --role worker` process (which has no API port) is scraped and probed. Unset: none (the API's port answers them in the other roles).",
+    optionalInteger(0, 65535),
+  ),
+  metricsToken: setting(
+    'MAILROOM_METRICS_TOKEN',
+    undefined,
+    '`GET /metrics` then needs `Authorization: Bearer <token>`. Unset: `/metrics` answers anyone who reaches the port.',
+    optionalText,
+  ),
+  readyMaxQueueLagSeconds: setting(
+    'MAILROOM_READY_MAX_QUEUE_LAG_SECONDS',
+    '300',
+    'In a process that runs workers, `GET /readyz` fails (503) while the oldest due job of a queue has waited longer than this.',
+    integer(1, 86_400 * 7),
+  ),
   deliveryRetrySchedule: setting(
     'MAILROOM_DELIVERY_RETRY_SCHEDULE',
     '60,300,900,3600,10800,21600,43200',

@@ -1,4 +1,5 @@
 import { notifyAfterCommitTag, type Queryable } from '../platform/db/database.ts';
+import type { QueueStats } from '../platform/metrics.ts';
 
 // The queue owns the jobs table: every row of it is written here or by the worker (worker.ts). Each
 // write that adds or moves a job runs inside the caller's transaction, so the job exists exactly when
@@ -78,3 +79,27 @@ export async function rescheduleJobs(
     runAt,
   ]);
 }
+
+/** Due jobs are counted up to this many per queue, so that reading the depth stays cheap at any size. */
+const DEPTH_CAP = 100_000;
+
+/**
+ * Per queue: due jobs not running (up to DEPTH_CAP) and how long the oldest has waited, each read from
+ * the (queue, run_at) index.
+ */
+export async function queueStats(db: Queryable, queues: readonly QueueName[]): Promise<QueueStats[]> {
+  const stats: QueueStats[] = [];
+  for (const queue of queues) {
+    const { rows } = await db.query<{ due: number; oldest: number | null }>(
+      `SELECT (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE queue = $1 AND run_at <= now()
+                 AND (locked_until IS NULL OR locked_until < now()) LIMIT ${DEPTH_CAP}) due)::int AS due,
+              (SELECT extract(epoch FROM now() - min(run_at)) FROM jobs WHERE queue = $1 AND run_at <= now()
+                 AND (locked_until IS NULL OR locked_until < now()))::float8 AS oldest`,
+      [queue],
+    );
+    stats.push({ queue, due: rows[0]!.due, oldestDueSeconds: Math.max(0, rows[0]!.oldest ?? 0) });
+  }
+  return stats;
+}
+
+export const QUEUES: readonly QueueName[] = ['deliver-email', 'deliver-webhook'];

@@ -8,7 +8,7 @@ import type { Logger } from '../platform/logger.ts';
 import { collectMessage, listenSmtp, SmtpReply, type Listening } from '../platform/smtp-listener.ts';
 import { isApiKeyLive, resolveApiKey } from '../tenancy/credentials.ts';
 import type { Principal } from '../tenancy/principal.ts';
-import { sendEmails } from '../emails/send-emails.ts';
+import { countAccepted, sendEmails } from '../emails/send-emails.ts';
 import { MAX_RECIPIENTS } from '../emails/validate-message.ts';
 import { checkMessageShape, type EmailMessage } from '../emails/message-schema.ts';
 import { messageFromMime } from './message-from-mime.ts';
@@ -172,6 +172,7 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
         idempotencyKey === undefined ? undefined : idempotencyOf(principal, idempotencyKey, message),
       );
       if ('refused' in outcome.result) throw smtpReplyFor(outcome.result.refused);
+      if (!outcome.replayed) countAccepted('smtp', outcome.result);
       const [entry] = outcome.result.entries;
       if (!entry?.accepted) throw new Error('A single send has no accepted message and no refusal');
       log.info(

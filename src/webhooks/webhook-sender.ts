@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { webhookAttempts, webhookDeliveryLag } from '../platform/metrics.ts';
 import type { Dispatcher } from 'undici';
 import type { Database } from '../platform/db/database.ts';
 import type { Job, JobResult } from '../queue/worker.ts';
@@ -24,7 +25,7 @@ interface DeliveryRow {
   event_id: string;
   status: string;
   attempts: number;
-  payload: { type: string };
+  payload: { type: string; created_at: string };
   url: string;
   signing_secret: string;
   previous_secret: string | null;
@@ -90,6 +91,8 @@ export function webhookHandler(db: Database, dispatcher: Dispatcher) {
         status,
       ],
     );
+    webhookAttempts.inc({ result: succeeded ? 'succeeded' : retry ? 'retrying' : 'failed' });
+    if (succeeded) webhookDeliveryLag.observe((Date.now() - Date.parse(delivery.payload.created_at)) / 1000);
     if (!retry) return { done: true };
     const delay = RETRY_DELAYS_SECONDS[attempt - 1]!;
     return { retryAt: new Date(Date.now() + delay * 1000), reason: answered ? `HTTP ${result.status}` : result.reason };

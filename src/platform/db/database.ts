@@ -66,6 +66,8 @@ export interface Database extends Queryable {
    * returned function is called. Notifications can be lost (a dropped connection): listeners also poll.
    */
   listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>;
+  /** The connection pool's use (PostgreSQL); undefined where there is no pool (PGlite). */
+  poolStats?(): { total: number; idle: number; waiting: number } | undefined;
   close(): Promise<void>;
 }
 

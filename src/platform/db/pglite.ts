@@ -43,6 +43,7 @@ function wrap(db: PGlite, onClose: () => Promise<void>): Database {
     async listen(channel, onNotify) {
       return db.listen(channel, () => onNotify());
     },
+    poolStats: () => undefined,
     async close() {
       await db.close();
       await onClose();

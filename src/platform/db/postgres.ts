@@ -91,6 +91,7 @@ export function openPostgres(connectionString: string, poolSize: number): Databa
         await client?.end().catch(() => {});
       };
     },
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: () => pool.end(),
   };
 }

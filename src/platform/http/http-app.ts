@@ -7,7 +7,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { handleError, handleNotFound } from './error-handler.ts';
 import { validatorCompiler } from './validation.ts';
 import { apiReference, API_REFERENCE_PREFIX } from './api-reference.ts';
-import { healthRoutes } from './health-routes.ts';
+import { healthRoutes, type ReadinessCheck } from './health-routes.ts';
+import { httpRequestDuration, httpRequests } from '../metrics.ts';
 import type { Access, App } from './app-types.ts';
 
 // The HTTP framework as every route finds it: request ids, the one error envelope, body validation, the
@@ -20,10 +21,18 @@ export interface HttpAppOptions {
   signer: Signer;
   /** false silences the request log (tests). */
   logger?: boolean;
+  /** What `/readyz` checks beyond the database (a worker's queue lag). */
+  readinessChecks?: ReadinessCheck[];
 }
 
 /** A Fastify instance with the framework in place and no domain route yet. It does not listen. */
-export async function createHttpApp({ db, config, signer, logger = true }: HttpAppOptions): Promise<App> {
+export async function createHttpApp({
+  db,
+  config,
+  signer,
+  logger = true,
+  readinessChecks = [],
+}: HttpAppOptions): Promise<App> {
   const app = Fastify({
     logger: logger ? { level: config.logLevel } : false,
     bodyLimit: config.bodyLimitBytes,
@@ -73,6 +82,12 @@ export async function createHttpApp({ db, config, signer, logger = true }: HttpA
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  // Route templates, never paths: ids and tokens would make the label unbounded.
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
+    httpRequestDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+  });
 
   // On shutdown, answers still in flight tell keep-alive clients to go, so that close() does not wait
   // on connections that would otherwise stay open until their idle timeout.
@@ -85,6 +100,6 @@ export async function createHttpApp({ db, config, signer, logger = true }: HttpA
   });
 
   await apiReference(app);
-  await app.register(healthRoutes);
+  await app.register(healthRoutes(readinessChecks));
   return app;
 }

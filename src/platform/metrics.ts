@@ -1,0 +1,148 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+// The process's Prometheus metrics, in one registry (GET /metrics, docs/operations.md lists them).
+// Labels are bounded: route templates, never ids or addresses; recipient domains as a handful of groups.
+// Counters move only after the change they count has committed.
+
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry, prefix: 'mailroom_process_' });
+
+const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const DELIVERY_SECONDS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600, 21_600, 86_400];
+
+export const httpRequests = new Counter({
+  name: 'mailroom_http_requests_total',
+  help: 'HTTP requests answered, by method, route template and status',
+  labelNames: ['method', 'route', 'status'] as const,
+  registers: [registry],
+});
+
+export const httpRequestDuration = new Histogram({
+  name: 'mailroom_http_request_duration_seconds',
+  help: 'Time to answer an HTTP request, by method and route template',
+  labelNames: ['method', 'route'] as const,
+  buckets: SECONDS,
+  registers: [registry],
+});
+
+export const messagesAccepted = new Counter({
+  name: 'mailroom_messages_accepted_total',
+  help: 'Messages accepted (committed with their delivery job), by carrier: api or smtp',
+  labelNames: ['carrier'] as const,
+  registers: [registry],
+});
+
+/** What became of a recipient, as counted: each is one recipient of one message. */
+export type RecipientOutcome = 'delivered' | 'deferred' | 'bounced' | 'failed' | 'complained' | 'suppressed';
+
+export const recipientOutcomes = new Counter({
+  name: 'mailroom_recipient_outcomes_total',
+  help: 'Recipient outcomes by kind (deferred: an attempt to be retried) and recipient domain group',
+  labelNames: ['outcome', 'domain_group'] as const,
+  registers: [registry],
+});
+
+export const acceptedToDelivered = new Histogram({
+  name: 'mailroom_accepted_to_delivered_seconds',
+  help: "From a message's acceptance to a recipient's delivery",
+  buckets: DELIVERY_SECONDS,
+  registers: [registry],
+});
+
+export const webhookAttempts = new Counter({
+  name: 'mailroom_webhook_attempts_total',
+  help: 'Webhook delivery attempts by result: succeeded, retrying (failed, tried again later), failed (given up)',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
+
+export const webhookDeliveryLag = new Histogram({
+  name: 'mailroom_webhook_delivery_lag_seconds',
+  help: 'From an event to its successful delivery to an endpoint',
+  buckets: DELIVERY_SECONDS,
+  registers: [registry],
+});
+
+/** Recipient domains counted apart; everything else is `other`, so the label stays bounded. */
+const DOMAIN_GROUPS: Array<[string, RegExp]> = [
+  ['gmail', /^(gmail|googlemail)\.com$/],
+  ['outlook', /^(outlook|hotmail|live|msn)\.[a-z.]+$/],
+  ['yahoo', /^(yahoo|ymail|rocketmail)\.[a-z.]+$/],
+  ['icloud', /^(icloud|me|mac)\.com$/],
+];
+
+export function domainGroup(address: string): string {
+  const domain = address.slice(address.lastIndexOf('@') + 1).toLowerCase();
+  return DOMAIN_GROUPS.find(([, pattern]) => pattern.test(domain))?.[0] ?? 'other';
+}
+
+export function countOutcome(outcome: RecipientOutcome, address: string): void {
+  recipientOutcomes.inc({ outcome, domain_group: domainGroup(address) });
+}
+
+/**
+ * Gauges whose values are read when Prometheus scrapes (the queue's depth, the database pool): the
+ * composition root gives each its source, so that this module knows no domain.
+ */
+export interface QueueStats {
+  queue: string;
+  /** Due jobs not running, counted up to a cap so a scrape stays cheap. */
+  due: number;
+  /** Seconds the oldest due job has waited; 0 when none is due. */
+  oldestDueSeconds: number;
+}
+
+let queueSource: (() => Promise<QueueStats[]>) | undefined;
+let poolSource: (() => { total: number; idle: number; waiting: number } | undefined) | undefined;
+
+/** Both queue gauges of one scrape read one answer (kept for a quarter of a second). */
+export function setQueueStatsSource(source: () => Promise<QueueStats[]>): void {
+  let cached: { at: number; stats: Promise<QueueStats[]> } | undefined;
+  queueSource = () => {
+    if (!cached || Date.now() - cached.at > 250) {
+      cached = { at: Date.now(), stats: source().catch(() => []) };
+    }
+    return cached.stats;
+  };
+}
+
+export function setPoolStatsSource(source: () => { total: number; idle: number; waiting: number } | undefined): void {
+  poolSource = source;
+}
+
+new Gauge({
+  name: 'mailroom_queue_due_jobs',
+  help: 'Jobs due and not running, per queue (counted up to 100000)',
+  labelNames: ['queue'] as const,
+  registers: [registry],
+  async collect() {
+    this.reset();
+    for (const stats of (await queueSource?.()) ?? []) this.set({ queue: stats.queue }, stats.due);
+  },
+});
+
+new Gauge({
+  name: 'mailroom_queue_oldest_due_seconds',
+  help: 'Age of the oldest due job not running, per queue',
+  labelNames: ['queue'] as const,
+  registers: [registry],
+  async collect() {
+    this.reset();
+    for (const stats of (await queueSource?.()) ?? []) this.set({ queue: stats.queue }, stats.oldestDueSeconds);
+  },
+});
+
+new Gauge({
+  name: 'mailroom_db_pool_connections',
+  help: 'PostgreSQL pool connections by state: total, idle, waiting (requests waiting for one)',
+  labelNames: ['state'] as const,
+  registers: [registry],
+  collect() {
+    this.reset();
+    const pool = poolSource?.();
+    if (!pool) return;
+    this.set({ state: 'total' }, pool.total);
+    this.set({ state: 'idle' }, pool.idle);
+    this.set({ state: 'waiting' }, pool.waiting);
+  },
+});
