@@ -182,3 +182,18 @@ test('/readyz fails while a worker process’s queue is behind; an API-only proc
     await api.close();
   }
 });
+
+test('every metric the Grafana dashboard and the docs name is exposed', async () => {
+  const { readFile } = await import('node:fs/promises');
+  const exposition = (await t.app.inject({ method: 'GET', url: '/metrics' })).body;
+  const exposed = new Set([...exposition.matchAll(/^# TYPE (\S+)/gm)].map((match) => match[1]!));
+  for (const file of ['../docs/grafana-dashboard.json', '../docs/operations.md']) {
+    const text = await readFile(new URL(file, import.meta.url), 'utf8');
+    const named = new Set([...text.matchAll(/mailroom_[a-z_]+/g)].map((match) => match[0]));
+    for (const name of named) {
+      if (name === 'mailroom_process_' || name === 'mailroom_jobs') continue; // a prefix, a NOTIFY channel
+      const base = name.replace(/_(bucket|count|sum)$/, '');
+      assert.ok(exposed.has(base), `${file} names ${name}, which /metrics does not expose`);
+    }
+  }
+});
