@@ -30,7 +30,7 @@ export interface EmailRecord {
 /**
  * GET /emails/:id: the message as accepted, one organization's only (another's id is 404), attachments
  * by name, type and size without content. `last_event`: the newest timeline kind, or queued/scheduled
- * before sending. `body_pruned_at`: null while the content is kept; once retention deleted it, when
+ * before sending. `body_pruned_at`: absent while the content is kept; once retention deleted it, when
  * that happened, with html, text and headers null, no attachments and the template without variables.
  */
 export async function readEmail(db: Queryable, organizationId: string, id: string) {
@@ -65,7 +65,8 @@ export async function readEmail(db: Queryable, organizationId: string, id: strin
     topic_id: email.topic_id,
     template: email.template ?? null,
     attachments: email.attachments,
-    body_pruned_at: email.body_pruned_at?.toISOString() ?? null,
+    // Present only once retention deleted the content, so a kept message reads exactly as before.
+    ...(email.body_pruned_at ? { body_pruned_at: email.body_pruned_at.toISOString() } : {}),
     created_at: email.created_at.toISOString(),
     scheduled_at: email.scheduled_at?.toISOString() ?? null,
     last_event: notSentYet ? email.status : email.last_event,
