@@ -9,6 +9,7 @@ import { createTransport } from './delivery/transports/index.ts';
 import { startWebhookDelivery } from './webhooks/start-webhooks.ts';
 import { startInboundServer } from './inbound/inbound-server.ts';
 import { startSubmission } from './submission/start-submission.ts';
+import { startRetention } from './retention/start-retention.ts';
 import type { Worker } from './queue/worker.ts';
 
 export type Role = 'all' | 'api' | 'worker';
@@ -39,6 +40,8 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
   const transport = role === 'api' ? undefined : createTransport(config);
   if (transport) worker = await startDelivery(db, config, transport, app.log);
   const webhooks = role === 'api' ? undefined : await startWebhookDelivery(db, config, app.log);
+  // Pruning is background work like delivery: it runs where the workers run.
+  const retention = role === 'api' ? undefined : startRetention(db, config, app.log);
   app.log.info(
     {
       role,
@@ -67,6 +70,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     for (const listener of submission) await listener.close(); // and those handing in messages
     await worker?.stop(); // claims nothing more, lets the messages being sent finish
     await webhooks?.close();
+    await retention?.stop(); // stops after its current batch
     await transport?.close();
     await db.close();
     clearTimeout(deadline);

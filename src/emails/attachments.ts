@@ -99,13 +99,21 @@ export async function downloadAttachment(
   return row ? { filename: row.filename, contentType: row.content_type, content: Buffer.from(row.content) } : null;
 }
 
+/** The email must be the organization's, with its content: once retention pruned it, 404 says so. */
 async function requireEmail(db: Queryable, organizationId: string, emailId: string): Promise<void> {
   if (!isUuid(emailId)) throw notFound('Email');
-  const { rowCount } = await db.query('SELECT 1 FROM emails WHERE id = $1 AND organization_id = $2', [
-    emailId,
-    organizationId,
-  ]);
-  if (rowCount === 0) throw notFound('Email');
+  const { rows } = await db.query<{ body_pruned_at: Date | null }>(
+    'SELECT body_pruned_at FROM emails WHERE id = $1 AND organization_id = $2',
+    [emailId, organizationId],
+  );
+  if (!rows[0]) throw notFound('Email');
+  const prunedAt = rows[0].body_pruned_at;
+  if (prunedAt) {
+    throw new ServiceError(
+      'not_found',
+      `The content and attachments of this email were deleted on ${prunedAt.toISOString()}, at the end of the retention period`,
+    );
+  }
 }
 
 function view(row: AttachmentRow, organizationId: string, links: AttachmentLinks) {

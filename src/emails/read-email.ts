@@ -24,18 +24,21 @@ export interface EmailRecord {
   created_at: Date;
   last_event: string | null;
   attachments: Array<{ filename: string; content_type: string; size: number }>;
+  body_pruned_at: Date | null;
 }
 
 /**
  * GET /emails/:id: the message as accepted, one organization's only (another's id is 404), attachments
  * by name, type and size without content. `last_event`: the newest timeline kind, or queued/scheduled
- * before sending.
+ * before sending. `body_pruned_at`: absent while the content is kept; once retention deleted it, when
+ * that happened, with html, text and headers null, no attachments and the template without variables.
  */
 export async function readEmail(db: Queryable, organizationId: string, id: string) {
   if (!isUuid(id)) throw notFound('Email');
   const { rows } = await db.query<EmailRecord>(
     `SELECT e.id, e."from", e."to", e.cc, e.bcc, e.reply_to, e.subject, e.html, e.text, e.tags, e.headers,
             e.topic_id, e.template, e.message_id, e.status, e.scheduled_at, e.created_at,
+            e.body_pruned_at,
             (SELECT type FROM email_events WHERE email_id = e.id ORDER BY created_at DESC, seq DESC LIMIT 1) AS last_event,
             coalesce((SELECT jsonb_agg(jsonb_build_object('filename', filename, 'content_type', content_type,
                                                           'size', octet_length(content)) ORDER BY position)
@@ -62,6 +65,8 @@ export async function readEmail(db: Queryable, organizationId: string, id: strin
     topic_id: email.topic_id,
     template: email.template ?? null,
     attachments: email.attachments,
+    // Present only once retention deleted the content, so a kept message reads exactly as before.
+    ...(email.body_pruned_at ? { body_pruned_at: email.body_pruned_at.toISOString() } : {}),
     created_at: email.created_at.toISOString(),
     scheduled_at: email.scheduled_at?.toISOString() ?? null,
     last_event: notSentYet ? email.status : email.last_event,

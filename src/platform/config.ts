@@ -227,6 +227,18 @@ const SETTING_TABLE = {
     'Deliveries in flight to one webhook endpoint at a time, so a slow endpoint cannot hold up the others.',
     integer(1, 100),
   ),
+  retentionDays: setting(
+    'MAILROOM_RETENTION_DAYS',
+    '30',
+    "Days a sent or canceled message keeps its content (html, text, headers, template variables, attachments, captured .eml), counted from when it was sent (or accepted, when never sent). Then the worker deletes it; the message's metadata and timeline stay.",
+    integer(1, 36_500),
+  ),
+  metadataRetentionDays: setting(
+    'MAILROOM_METADATA_RETENTION_DAYS',
+    '90',
+    "Days a sent or canceled message's metadata (addresses, subject, tags, recipients' outcomes, timeline) and settled webhook deliveries with their attempts are kept. Then the worker deletes them. At least `MAILROOM_RETENTION_DAYS`.",
+    integer(1, 36_500),
+  ),
   shutdownTimeoutMs: setting(
     'MAILROOM_SHUTDOWN_TIMEOUT_MS',
     '10000',
@@ -250,6 +262,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined)) {
     const missing = config.tlsCertFile === undefined ? 'MAILROOM_TLS_CERT_FILE' : 'MAILROOM_TLS_KEY_FILE';
     throw new ConfigError(missing, 'is required with the other of MAILROOM_TLS_CERT_FILE and MAILROOM_TLS_KEY_FILE');
+  }
+  if ((config.metadataRetentionDays as number) < (config.retentionDays as number)) {
+    throw new ConfigError(
+      'MAILROOM_METADATA_RETENTION_DAYS',
+      `must be at least MAILROOM_RETENTION_DAYS (${String(config.retentionDays)}): a message's metadata cannot go before its content, got ${String(config.metadataRetentionDays)}`,
+    );
   }
   return config as Config;
 }

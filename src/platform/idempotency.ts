@@ -12,7 +12,9 @@ import { ServiceError } from './errors.ts';
 
 export const MAX_KEY_LENGTH = 256;
 const LEASE_SECONDS = 60;
-const WINDOW = "interval '24 hours'";
+/** How long a key remembers its request's result; after that it is free again, and pruned. */
+export const IDEMPOTENCY_WINDOW_HOURS = 24;
+const WINDOW = `interval '${IDEMPOTENCY_WINDOW_HOURS} hours'`;
 
 export interface IdempotencyKey {
   organizationId: string;
