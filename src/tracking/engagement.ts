@@ -48,7 +48,8 @@ async function recordEngagement(
 ): Promise<boolean> {
   if (!isUuid(emailId)) return false;
   const recorded = await db.transaction(async (tx) => {
-    // The recipient as the message stored it, so the entry matches its delivered one.
+    // The recipient as the message stored it, so the entry matches its delivered one; the key-share lock
+    // keeps the message (and so the entry's foreign key) until this commits, whatever retention does.
     const { rows } = await tx.query<{ organization_id: string; address: string }>(
       `SELECT e.organization_id, r.address
          FROM emails e
@@ -57,7 +58,8 @@ async function recordEngagement(
          LEFT JOIN domains d ON d.id = e.domain_id
         WHERE e.id = $1 AND lower(r.address) = $2
           AND CASE WHEN $3 = 'opened' THEN coalesce(d.open_tracking, o.open_tracking)
-                   ELSE coalesce(d.click_tracking, o.click_tracking) END`,
+                   ELSE coalesce(d.click_tracking, o.click_tracking) END
+          FOR KEY SHARE OF e`,
       [emailId, addressKey(recipient), kind],
     );
     const found = rows[0];
