@@ -98,6 +98,7 @@ const clickToken = async (t: TestApp, org: TestOrganization) =>
 export const ROUTES: Row[] = [
   { method: 'GET', url: '/healthz', access: 'public', ok: 200 },
   { method: 'GET', url: '/readyz', access: 'public', ok: 200 },
+  { method: 'GET', url: '/metrics', access: 'public', ok: 200 },
   {
     method: 'POST',
     url: '/auth/login',

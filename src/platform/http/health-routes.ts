@@ -30,7 +30,7 @@ export function healthRoutes(checks: ReadinessCheck[]) {
     app.get(
       '/metrics',
       // The metrics token, when set, is the credential: no API key is asked for.
-      { config: { access: 'public' }, schema: { summary: 'Prometheus metrics of this process', hide: true } },
+      { config: { access: 'public' }, schema: { summary: 'Prometheus metrics of this process (text format)' } },
       async (request, reply) => {
         const token = app.config.metricsToken;
         if (token !== undefined && !sameToken(request.headers.authorization, `Bearer ${token}`)) {
