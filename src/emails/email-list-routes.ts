@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import type { App } from '../platform/http/app-types.ts';
 import { publicBaseUrl } from '../platform/config.ts';
-import { notFound } from '../platform/errors.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { LAST_EVENTS, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, listEmails } from './list-emails.ts';
 import { downloadAttachment, getAttachment, listAttachments } from './attachments.ts';
 
@@ -104,7 +104,7 @@ export async function emailListRoutes(app: App) {
     },
     async (request, reply) => {
       const file = await downloadAttachment(app.db, app.signer, request.params.token, new Date());
-      if (!file) throw notFound('Attachment (or the link has expired)');
+      if (!file) throw new ServiceError('not_found', 'This download link is not valid or has expired');
       return (
         reply
           .header('content-type', file.contentType)

@@ -5,7 +5,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 // Counters move only after the change they count has committed.
 
 export const registry = new Registry();
-collectDefaultMetrics({ register: registry, prefix: 'mailroom_process_' });
+collectDefaultMetrics({ register: registry, prefix: 'mailroom_' });
 
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const DELIVERY_SECONDS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600, 21_600, 86_400];
