@@ -342,6 +342,17 @@ describe('refusals', () => {
     assert.match(await refusal(transport({ pass: org.session }).sendMail(mail)), /^535 5\.7\.8 /);
   });
 
+  test('the third failed AUTH on a connection closes it: 421', async () => {
+    const session = await rawSession(startTls.port);
+    assert.match(await session.command('EHLO client.example'), /^250 /);
+    const wrong = Buffer.from(`\0mailroom\0mr_${'x'.repeat(43)}`).toString('base64');
+    assert.match(await session.command(`AUTH PLAIN ${wrong}`), /^535 5\.7\.8 /);
+    assert.match(await session.command(`AUTH PLAIN ${wrong}`), /^535 5\.7\.8 /);
+    const closed = new Promise((resolve) => session.socket.once('close', resolve));
+    assert.match(await session.command(`AUTH PLAIN ${wrong}`), /^421 4\.7\.0 /);
+    await closed;
+  });
+
   test('MAIL before AUTH: 530 5.7.0', async () => {
     const session = await rawSession(startTls.port);
     assert.match(await session.command('EHLO client.example'), /^250 /);

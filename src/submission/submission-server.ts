@@ -30,6 +30,9 @@ const AUTH_REQUIRED = '5.7.0 Authentication required: AUTH with user name mailro
 /** smtp-server reads a session's own list of disabled commands, set in onConnect. */
 type SessionWithCommands = SMTPServerSession & { disabledCommands?: string[] };
 
+const MAX_AUTH_FAILURES = 3;
+const authFailures = new WeakMap<SMTPServerSession, number>();
+
 /** User names accepted with an API key as the password. */
 const USER_NAMES = new Set(['mailroom', 'resend']);
 /** Sessions at once; one more is told 421 (try again later). */
@@ -93,7 +96,17 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
       if (!mayAuthenticate(session)) {
         return callback(new SmtpReply(538, '5.7.11 Encryption required: use STARTTLS (or port 465) before AUTH'));
       }
-      const refused = () => callback(new SmtpReply(535, '5.7.8 Authentication credentials invalid'));
+      // A connection gets MAX_AUTH_FAILURES tries; the last failure closes it (421), so a client cannot
+      // spend one connection trying keys at the speed of the database.
+      const refused = () => {
+        const failures = (authFailures.get(session) ?? 0) + 1;
+        authFailures.set(session, failures);
+        callback(
+          failures >= MAX_AUTH_FAILURES
+            ? new SmtpReply(421, '4.7.0 Too many failed authentications; closing the connection')
+            : new SmtpReply(535, '5.7.8 Authentication credentials invalid'),
+        );
+      };
       if (!USER_NAMES.has((auth.username ?? '').toLowerCase())) return refused();
       resolveApiKey(db, auth.password ?? '').then(
         (principal) => (principal ? callback(null, { user: principal }) : refused()),
