@@ -37,6 +37,7 @@ describe('domains', () => {
   let t: TestApp;
   let org: TestOrganization;
   let other: TestOrganization;
+  let third: TestOrganization;
   let sequence = 0;
   // Unique per test, so tests share one database without sharing domains.
   const uniqueName = (label: string) => `${label}-${++sequence}-${process.pid}.mailroom-test.example`;
@@ -46,6 +47,7 @@ describe('domains', () => {
     t = await buildTestApp({ MAILROOM_DNS_SERVERS: dns.address, MAILROOM_DNS_TIMEOUT_MS: '2000' });
     org = await createTestOrganization(t.db, t.config, 'domains');
     other = await createTestOrganization(t.db, t.config, 'other');
+    third = await createTestOrganization(t.db, t.config, 'third');
   });
 
   after(async () => {
@@ -357,8 +359,8 @@ describe('domains', () => {
     test('trusting a name another organization holds verified is a conflict', async () => {
       const name = uniqueName('contested');
       const mine = await addDomain(t.db, t.config, org.id, name);
-      await trustDomain(t.db, org.id, mine.id);
       const theirs = await addDomain(t.db, t.config, other.id, name); // pending in several orgs is fine
+      await trustDomain(t.db, org.id, mine.id);
       await assert.rejects(trustDomain(t.db, other.id, theirs.id), (error: ServiceError) => {
         assert.deepEqual(
           { name: error.name, statusCode: HTTP_STATUS[error.name] },
@@ -373,8 +375,8 @@ describe('domains', () => {
     test('verifying through DNS a name another organization holds verified is a conflict', async () => {
       const name = uniqueName('claimed');
       const mine = await addDomain(t.db, t.config, org.id, name);
-      await trustDomain(t.db, org.id, mine.id);
       const theirs = await addDomain(t.db, t.config, other.id, name);
+      await trustDomain(t.db, org.id, mine.id);
       publishTxt(recordOf(theirs, 'DKIM').name, [chunked(recordOf(theirs, 'DKIM').value)]);
       const response = await verify(theirs.id, other.fullKey);
       assert.equal(response.statusCode, 409);
@@ -382,6 +384,23 @@ describe('domains', () => {
       const after = (await get(theirs.id, other.fullKey)).json();
       assert.equal(after.status, 'pending');
       assert.equal(recordOf(after, 'DKIM').status, 'verified'); // the check itself is still recorded
+    });
+
+    test('a name another organization has verified cannot be added (409); an unverified claim stops no one', async () => {
+      const name = uniqueName('owned');
+      const pending = await addDomain(t.db, t.config, other.id, name); // a claim, never proved
+      const mine = await addDomain(t.db, t.config, org.id, name);
+      await trustDomain(t.db, org.id, mine.id); // proving ownership is not stopped by the claim
+      const again = await t.app.inject({
+        method: 'POST',
+        url: '/domains',
+        headers: bearer(third.fullKey),
+        payload: { name },
+      });
+      assert.equal(again.statusCode, 409, again.body);
+      assert.deepEqual([again.json().name, again.json().field], ['conflict', 'name']);
+      assert.match(again.json().message, /verified by another organization/);
+      assert.equal((await get(pending.id, other.fullKey)).json().status, 'pending');
     });
 
     test('of two organizations verifying the same name at once, one wins and the other gets a conflict', async () => {

@@ -1,8 +1,9 @@
-import { after, before, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
+import { connect } from 'node:net';
 import assert from 'node:assert/strict';
 import { loadConfig } from '../src/platform/config.ts';
 import { buildApp, type App } from '../src/app.ts';
-import { bearer, createTestOrganization, type TestOrganization } from './helpers/app.ts';
+import { bearer, buildTestApp, createTestOrganization, type TestOrganization } from './helpers/app.ts';
 import { openTestDatabase, type TestDatabase } from './helpers/database.ts';
 
 let database: TestDatabase;
@@ -146,4 +147,44 @@ test('/readyz is 503 service_unavailable when the database does not answer; /hea
   isEnvelope(ready.json(), 503, 'service_unavailable');
   assert.equal((await lonely.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
   await lonely.close();
+});
+
+describe('requests Node refuses before a route sees them', () => {
+  test('a client that trickles its body is cut off with 408 in the envelope; a malformed request gets 400', async () => {
+    const t = await buildTestApp({ MAILROOM_REQUEST_TIMEOUT_MS: '1000' });
+    try {
+      const address = new URL(await t.app.listen({ port: 0, host: '127.0.0.1' }));
+      const exchange = (request: string, waitMs: number) =>
+        new Promise<{ answer: string; closedAfterMs: number }>((resolve, reject) => {
+          const started = Date.now();
+          const socket = connect(Number(address.port), '127.0.0.1', () => socket.write(request));
+          let answer = '';
+          socket.on('data', (chunk) => (answer += chunk.toString()));
+          socket.on('close', () => resolve({ answer, closedAfterMs: Date.now() - started }));
+          socket.on('error', reject);
+          setTimeout(() => socket.destroy(), waitMs).unref();
+        });
+      // 100 bytes announced, 2 sent, and then nothing.
+      const slow = await exchange(
+        'POST /auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"',
+        10_000,
+      );
+      assert.match(slow.answer, /^HTTP\/1\.1 408 /);
+      assert.deepEqual(JSON.parse(slow.answer.slice(slow.answer.indexOf('\r\n\r\n') + 4)), {
+        statusCode: 408,
+        name: 'request_timeout',
+        message: 'The request did not arrive in time',
+      });
+      assert.ok(slow.closedAfterMs < 5000, `cut off after ${slow.closedAfterMs} ms`);
+
+      const malformed = await exchange('GET / HTTP/1.1\r\nHost: x\r\nX-Bad: a\u0000b\r\n\r\n', 5000);
+      assert.match(malformed.answer, /^HTTP\/1\.1 400 /);
+      assert.equal(
+        JSON.parse(malformed.answer.slice(malformed.answer.indexOf('\r\n\r\n') + 4)).name,
+        'validation_error',
+      );
+    } finally {
+      await t.close();
+    }
+  });
 });

@@ -103,6 +103,15 @@ export async function addDomain(
   name: string,
 ): Promise<DomainView> {
   const domainName = normalizeDomainName(name);
+  // A name another organization has proved it owns is theirs; an unverified claim stops no one, since
+  // only publishing the DNS records proves ownership.
+  const { rowCount: takenElsewhere } = await db.query(
+    `SELECT 1 FROM domains WHERE name = $1 AND status = 'verified' AND organization_id <> $2`,
+    [domainName, organizationId],
+  );
+  if (takenElsewhere > 0) {
+    throw new ServiceError('conflict', `Domain ${domainName} is verified by another organization`, 'name');
+  }
   const keys = await generateDkimKeyPair();
   // ON CONFLICT rather than catching the violation: a failed INSERT would abort a caller's transaction.
   const { rows } = await db.query<Domain>(

@@ -119,7 +119,6 @@ export function validateMessage(
   if (message.subject !== undefined && hasControlCharacter(message.subject)) {
     throw new ServiceError('validation_error', 'subject may not contain line breaks or control characters', 'subject');
   }
-  refuseNul(message);
 
   return {
     from,
@@ -139,19 +138,6 @@ export function validateMessage(
     topicId: message.topic_id,
     attachments: attachments(message.attachments ?? [], options.maxAttachmentBytes),
   };
-}
-
-/** A NUL character cannot be stored as text (nor sent in a message): refused wherever text is kept. */
-function refuseNul(message: EmailMessage): void {
-  const hasNul = (value: unknown) => typeof value === 'string' && value.includes('\u0000');
-  for (const field of ['html', 'text'] as const) {
-    if (hasNul(message[field])) throw new ServiceError('validation_error', `${field} contains a NUL character`, field);
-  }
-  const tags = message.tags;
-  const parts = Array.isArray(tags)
-    ? tags.flatMap((tag) => (typeof tag === 'string' ? [tag] : [tag.name, tag.value]))
-    : Object.entries(tags ?? {}).flat();
-  if (parts.some(hasNul)) throw new ServiceError('validation_error', 'tags contain a NUL character', 'tags');
 }
 
 /** resend.dev has only its three test mailboxes: any other address there is a mistake (test-addresses.ts). */

@@ -71,6 +71,18 @@ const SETTING_TABLE = {
     "Largest total size of one message's attachments once decoded from base64 (30 MiB); more is 400 `invalid_attachment`.",
     integer(0, 1024 ** 3),
   ),
+  requestTimeoutMs: setting(
+    'MAILROOM_REQUEST_TIMEOUT_MS',
+    '60000',
+    'Time a client has to send a whole HTTP request (headers and body); a slower one is answered 408 `request_timeout` and cut off.',
+    integer(1000, 3_600_000),
+  ),
+  keepAliveTimeoutMs: setting(
+    'MAILROOM_KEEP_ALIVE_TIMEOUT_MS',
+    '75000',
+    "How long an idle keep-alive HTTP connection stays open. Longer than a load balancer's idle timeout (often 60 s), so the balancer closes first and never sends on a connection Mailroom is closing.",
+    integer(1000, 3_600_000),
+  ),
   dbPoolSize: setting(
     'MAILROOM_DB_POOL_SIZE',
     '10',

@@ -34,6 +34,7 @@ const PASSING_CODES = [
   'invalid_credentials',
   'rate_limit_exceeded',
   'monthly_quota_exceeded',
+  'request_timeout',
   'application_error',
   'service_unavailable',
 ] as const;

@@ -28,3 +28,31 @@ export function cappedText(text: string, max: number): string {
   const highSurrogate = /[\uD800-\uDBFF]/.test(clean.charAt(max - 1));
   return clean.slice(0, highSurrogate ? max - 1 : max);
 }
+
+/** U+0000, or a surrogate without its pair: text PostgreSQL cannot store (nor JSON carry faithfully). */
+// eslint-disable-next-line no-control-regex -- U+0000 is exactly what is looked for
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * The dotted path (`tags.0.name`) of the first string, or object key, at any depth of `value` that holds
+ * a character that cannot be stored; undefined when there is none. `path` names `value` itself.
+ */
+export function findUnstorableText(value: unknown, path = ''): string | undefined {
+  const at = (key: string | number) => (path === '' ? String(key) : `${path}.${key}`);
+  if (typeof value === 'string') return UNSTORABLE.test(value) ? path : undefined;
+  if (Array.isArray(value)) {
+    for (const [index, item] of value.entries()) {
+      const found = findUnstorableText(item, at(index));
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+  if (value !== null && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) {
+      if (UNSTORABLE.test(key)) return at(key);
+      const found = findUnstorableText(item, at(key));
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
+}

@@ -5,6 +5,7 @@ import type { Database } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { MAX_KEY_LENGTH, requestFingerprint, type IdempotencyKey } from '../platform/idempotency.ts';
 import type { Logger } from '../platform/logger.ts';
+import { findUnstorableText } from '../platform/text.ts';
 import { collectMessage, listenSmtp, SmtpReply, type Listening } from '../platform/smtp-listener.ts';
 import { isApiKeyLive, resolveApiKey } from '../tenancy/credentials.ts';
 import type { Principal } from '../tenancy/principal.ts';
@@ -169,6 +170,15 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
     const recipients = session.envelope.rcptTo.map((rcpt) => rcpt.address);
     try {
       const { message, idempotencyKey } = await messageFromMime(raw, recipients);
+      // What cannot be stored is refused by name, as the HTTP edge refuses it in a JSON body.
+      const unstorable = findUnstorableText(message);
+      if (unstorable !== undefined) {
+        throw new ServiceError(
+          'validation_error',
+          `${unstorable} contains a character that cannot be stored (U+0000 or an unpaired surrogate)`,
+          unstorable,
+        );
+      }
       // The schema POST /emails checks bodies with; its refusal is remembered under the key like any other.
       let checked: EmailMessage | ServiceError;
       try {

@@ -23,6 +23,7 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   invalid_idempotent_request: 409,
   concurrent_idempotent_requests: 409,
   conflict: 409,
+  request_timeout: 408,
   payload_too_large: 413,
   rate_limit_exceeded: 429,
   monthly_quota_exceeded: 429,

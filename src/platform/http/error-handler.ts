@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ServiceError } from '../errors.ts';
 import { errorBody, HTTP_STATUS } from './error-envelope.ts';
@@ -43,4 +45,25 @@ export function handleNotFound(request: FastifyRequest, reply: FastifyReply) {
     new ServiceError('not_found', `Route ${request.method} ${request.url.split('?')[0]} not found`),
   );
   return reply.code(404).send(body);
+}
+
+/**
+ * A request Node refused before any route saw it: one too slow to arrive (408 `request_timeout`), or
+ * malformed (400 `validation_error`). Answered in the envelope, then the connection is closed.
+ */
+export function answerClientError(error: Error & { code?: string }, socket: Socket): void {
+  if (!socket.writable || error.code === 'ECONNRESET') {
+    socket.destroy();
+    return;
+  }
+  const timedOut = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' || error.code === 'ERR_HTTP_HEADERS_TIMEOUT';
+  const refusal = timedOut
+    ? new ServiceError('request_timeout', 'The request did not arrive in time')
+    : new ServiceError('validation_error', 'Malformed HTTP request');
+  const status = HTTP_STATUS[refusal.name];
+  const body = JSON.stringify(errorBody(refusal));
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }

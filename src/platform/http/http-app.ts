@@ -4,11 +4,13 @@ import type { Signer } from '../signing.ts';
 import { randomUUID } from 'node:crypto';
 import Fastify, { LogController } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { handleError, handleNotFound } from './error-handler.ts';
+import { answerClientError, handleError, handleNotFound } from './error-handler.ts';
 import { validatorCompiler } from './validation.ts';
 import { apiReference, API_REFERENCE_PREFIX } from './api-reference.ts';
 import { healthRoutes, type ReadinessCheck } from './health-routes.ts';
 import { httpRequestDuration, httpRequests } from '../metrics.ts';
+import { ServiceError } from '../errors.ts';
+import { findUnstorableText } from '../text.ts';
 import type { Access, App } from './app-types.ts';
 
 // The HTTP framework as every route finds it: request ids, the one error envelope, body validation, the
@@ -42,6 +44,12 @@ export async function createHttpApp({
       disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace',
     }),
     return503OnClosing: true,
+    // A client that trickles its request is cut off; idle keep-alive connections outlive a balancer's.
+    requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    http: { headersTimeout: Math.min(config.requestTimeoutMs, 60_000), connectionsCheckingInterval: 1000 },
+    // Requests Node refuses before Fastify sees them (malformed, too slow) get the envelope too.
+    clientErrorHandler: answerClientError,
     // Signed link tokens (unsubscribe, tracking) travel as one path segment, up to signing.ts's limit;
     // Fastify's default of 100 characters would turn them into 414s.
     routerOptions: { maxParamLength: 8192 },
@@ -81,6 +89,23 @@ export async function createHttpApp({
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+  });
+  // One place for every string that arrives, at any depth of the body, the query string and the path:
+  // what the database cannot store is refused by name here, before any route's schema or handler.
+  app.addHook('preValidation', async (request) => {
+    for (const [part, value] of [
+      ['body', request.body],
+      ['query', request.query],
+      ['params', request.params],
+    ] as const) {
+      const field = findUnstorableText(value);
+      if (field === undefined) continue;
+      throw new ServiceError(
+        'validation_error',
+        `${field === '' ? part : field} contains a character that cannot be stored (U+0000 or an unpaired surrogate)`,
+        field === '' ? part : field,
+      );
+    }
   });
   // Route templates, never paths: ids and tokens would make the label unbounded.
   app.addHook('onResponse', async (request, reply) => {
