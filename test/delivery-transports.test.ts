@@ -374,7 +374,9 @@ test('relay: logs in with the credentials of MAILROOM_SMTP_URL; refused credenti
 
 // ---- MX
 
-const mx = (env: Record<string, string> = {}) => createTransport(configWith({ MAILROOM_TRANSPORT: 'mx', ...env }));
+// The sinks listen on loopback, which the mx transport refuses unless the operator allows it.
+const mx = (env: Record<string, string> = {}) =>
+  createTransport(configWith({ MAILROOM_TRANSPORT: 'mx', MAILROOM_MX_ALLOW_CIDRS: '127.0.0.0/8', ...env }));
 
 test('mx: the most preferred MX host is used, whatever order DNS lists them in', async () => {
   resetSinks();
@@ -570,4 +572,25 @@ test('relay: when the TLS handshake fails, nothing is sent in the clear', async 
   assert.equal(results[0]!.outcome, 'deferred');
   assert.match(results[0]!.response, /^TLS negotiation with the mail server failed/);
   assert.equal(brokenTlsSink.transactions.length, 0);
+});
+
+test('mx: a domain whose mail servers resolve only to loopback or private addresses bounces; nothing is connected to', async () => {
+  resetSinks();
+  const domain = uniqueDomain('inside');
+  dns.zone.set(domain, { mx: [{ priority: 10, exchange: `mx.${domain}` }] });
+  dns.zone.set(`mx.${domain}`, { a: ['127.0.0.1', '10.0.0.7'] });
+  const before = sink.connections;
+  const results = await using(mx({ MAILROOM_MX_ALLOW_CIDRS: '' }), (t) => t.send(outgoing({ to: [`ann@${domain}`] })));
+  assert.deepEqual(outcomes(results), [{ address: `ann@${domain}`, outcome: 'bounced', smtpCode: undefined }]);
+  assert.match(
+    results[0]!.response,
+    /^5\.4\.4 .*\[127\.0\.0\.1\]: a loopback address.*\[10\.0\.0\.7\]: a private address/,
+  );
+  assert.equal(sink.connections, before, 'no connection was made');
+  // The operator's relay is not checked: it is the operator's own choice of host.
+  const relayed = await using(
+    createTransport(configWith({ MAILROOM_TRANSPORT: 'smtp', MAILROOM_SMTP_URL: plainSink.url })),
+    (t) => t.send(outgoing({ to: [`ann@${domain}`] })),
+  );
+  assert.equal(relayed[0]!.outcome, 'delivered');
 });

@@ -230,6 +230,7 @@ test('mx transport: no DNS lookup for resend.dev; the real recipient is resolved
   const mxSink = await startSmtpSink({ starttls: false });
   const mx = await buildTestApp({
     MAILROOM_TRANSPORT: 'mx',
+    MAILROOM_MX_ALLOW_CIDRS: '127.0.0.0/8',
     MAILROOM_DNS_SERVERS: dns.address,
     MAILROOM_DNS_TIMEOUT_MS: '500',
     MAILROOM_MX_PORT: String(mxSink.port),

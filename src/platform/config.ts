@@ -221,6 +221,12 @@ const SETTING_TABLE = {
     'How long a worker holds a job it claimed. If the worker dies, the job is picked up again once this has passed; it must exceed the longest delivery attempt.',
     integer(1, 86_400),
   ),
+  mxAllowCidrs: setting(
+    'MAILROOM_MX_ALLOW_CIDRS',
+    undefined,
+    "Comma-separated CIDRs the `mx` transport may connect to although they are private, loopback or reserved, e.g. `127.0.0.0/8` for tests or a private relay network. Unset: a recipient domain's mail servers must resolve to public addresses (the `smtp` relay you configure is not checked).",
+    cidrList,
+  ),
   webhookAllowCidrs: setting(
     'MAILROOM_WEBHOOK_ALLOW_CIDRS',
     undefined,

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Config } from '../../platform/config.ts';
+import { forbiddenAddressReason } from '../../platform/network-address.ts';
 import { composeMessage } from '../compose.ts';
 import { isTlsFailure, resultsFromSendError, resultsFromSendInfo, type SmtpSendInfo } from '../smtp-outcome.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from '../transport.ts';
@@ -16,7 +17,7 @@ import { createMxResolver, findMailRoute, type MailHost } from './mx-lookup.ts';
 // or name another host, and refusing them would only push the message to plaintext), and when the TLS
 // handshake itself fails the same address is tried once more without STARTTLS.
 
-type MxConfig = Pick<Config, 'mxPort' | 'heloName' | 'smtpTimeoutMs' | 'dnsServers' | 'dnsTimeoutMs'>;
+type MxConfig = Pick<Config, 'mxPort' | 'heloName' | 'smtpTimeoutMs' | 'dnsServers' | 'dnsTimeoutMs' | 'mxAllowCidrs'>;
 
 /** Addresses tried per domain at most, so a domain listing many dead hosts cannot hold a worker for long. */
 const MAX_ADDRESSES_PER_DOMAIN = 6;
@@ -30,8 +31,25 @@ export function createMxTransport(config: MxConfig): Transport {
       const outcome = route.kind === 'bounce' ? 'bounced' : 'deferred';
       return recipients.map((address) => ({ address, outcome, smtpCode: undefined, response: route.reason }) as const);
     }
+    // A recipient domain is anyone's to point at any address: only public ones are connected to, so no
+    // organization can make Mailroom talk to hosts on the operator's own network.
+    const refused: string[] = [];
+    const hosts = route.hosts
+      .map(({ name, addresses }) => ({
+        name,
+        addresses: addresses.filter((address) => {
+          const reason = forbiddenAddressReason(address, config.mxAllowCidrs);
+          if (reason !== undefined) refused.push(`${name} [${address}]: ${reason}`);
+          return reason === undefined;
+        }),
+      }))
+      .filter(({ addresses }) => addresses.length > 0);
+    if (hosts.length === 0) {
+      const response = `5.4.4 Not delivered: the mail servers of ${domain} resolve only to addresses Mailroom does not connect to (${refused.join('; ')})`;
+      return recipients.map((address) => ({ address, outcome: 'bounced', smtpCode: undefined, response }) as const);
+    }
     let lastFailure: { error: unknown; host: string } | undefined;
-    for (const { host, address } of attemptsFor(route.hosts)) {
+    for (const { host, address } of attemptsFor(hosts)) {
       const attempt = await sendWithTlsFallback(config, { host, address }, { from, to: recipients }, raw);
       if ('info' in attempt) return resultsFromSendInfo(recipients, attempt.info);
       // Once the transaction has begun, this server has answered for the message: do not send twice.
