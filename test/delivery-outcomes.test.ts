@@ -3,33 +3,23 @@
 import { after, before, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
-import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
+import { startRelayTestBed, startTestDelivery, type RelayTestBed } from './helpers/delivery.ts';
 import { message, send } from './helpers/emails.ts';
-import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
+import type { SmtpSink } from './helpers/smtp-sink.ts';
 import { waitFor } from './helpers/wait.ts';
 
 let t: TestApp;
 let org: TestOrganization;
 let sink: SmtpSink;
-let delivery: TestDelivery;
+
+let bed: RelayTestBed;
 
 before(async () => {
-  sink = await startSmtpSink({ starttls: false });
   // Deferred recipients are retried after 1 s, twice; then they fail.
-  t = await buildTestApp({
-    MAILROOM_TRANSPORT: 'smtp',
-    MAILROOM_SMTP_URL: sink.url,
-    MAILROOM_DELIVERY_RETRY_SCHEDULE: '1,1',
-    MAILROOM_SMTP_TIMEOUT_MS: '2000',
-  });
-  org = await createTestOrganization(t.db, t.config, 'out');
-  delivery = await startTestDelivery(t);
+  bed = await startRelayTestBed('out', { MAILROOM_DELIVERY_RETRY_SCHEDULE: '1,1', MAILROOM_SMTP_TIMEOUT_MS: '2000' });
+  ({ t, org, sink } = bed);
 });
-after(async () => {
-  await delivery.stop();
-  await t.close();
-  await sink.close();
-});
+after(() => bed.close());
 beforeEach(() => sink.reset());
 
 type Event = { type: string; recipient?: string; data?: Record<string, unknown>; created_at: string };

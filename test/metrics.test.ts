@@ -5,22 +5,22 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { buildApp } from '../src/app.ts';
 import { startWebhookDelivery } from '../src/webhooks/start-webhooks.ts';
-import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
-import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
+import { bearer, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { startRelayTestBed, type RelayTestBed } from './helpers/delivery.ts';
 import { message, send } from './helpers/emails.ts';
-import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
+import type { SmtpSink } from './helpers/smtp-sink.ts';
 import { waitFor } from './helpers/wait.ts';
 
 let t: TestApp;
 let org: TestOrganization;
 let sink: SmtpSink;
-let delivery: TestDelivery;
 let receiver: Server;
 let receiverUrl: string;
 const received: string[] = [];
 
+let bed: RelayTestBed;
+
 before(async () => {
-  sink = await startSmtpSink({ starttls: false });
   receiver = createServer((request, response) => {
     request.resume();
     request.on('end', () => {
@@ -30,21 +30,16 @@ before(async () => {
   });
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   receiverUrl = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook`;
-  t = await buildTestApp({
-    MAILROOM_TRANSPORT: 'smtp',
-    MAILROOM_SMTP_URL: sink.url,
+  bed = await startRelayTestBed('metrics', {
     MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8',
     MAILROOM_DELIVERY_RETRY_SCHEDULE: '60',
   });
-  org = await createTestOrganization(t.db, t.config, 'metrics');
+  ({ t, org, sink } = bed);
   // Tracking off: one SMTP transaction per message, whatever its recipients.
   await t.db.query('UPDATE organizations SET open_tracking = false, click_tracking = false WHERE id = $1', [org.id]);
-  delivery = await startTestDelivery(t);
 });
 after(async () => {
-  await delivery.stop();
-  await t.close();
-  await sink.close();
+  await bed.close();
   await new Promise((resolve) => receiver.close(resolve));
 });
 

@@ -13,11 +13,11 @@ import nodemailer from 'nodemailer';
 import { loadTlsCertificate } from '../src/submission/tls-certificate.ts';
 import { messagesAccepted } from '../src/platform/metrics.ts';
 import { mayAuthenticate, startSubmissionServer, type SubmissionServer } from '../src/submission/submission-server.ts';
-import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
-import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
+import { bearer, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { startRelayTestBed, type RelayTestBed } from './helpers/delivery.ts';
 import { counts, setLimits } from './helpers/emails.ts';
 import { dkimResult as checkDkim } from './helpers/dkim.ts';
-import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
+import type { SmtpSink } from './helpers/smtp-sink.ts';
 import { waitFor } from './helpers/wait.ts';
 
 const LIMIT_BYTES = 200_000;
@@ -26,20 +26,15 @@ const log = { info: () => {}, warn: () => {}, error: () => {} };
 let t: TestApp;
 let org: TestOrganization;
 let sink: SmtpSink;
-let delivery: TestDelivery;
 let dataDir: string;
 let startTls: SubmissionServer;
 let implicitTls: SubmissionServer;
 
+let bed: RelayTestBed;
+
 before(async () => {
-  sink = await startSmtpSink({ starttls: false });
-  t = await buildTestApp({
-    MAILROOM_TRANSPORT: 'smtp',
-    MAILROOM_SMTP_URL: sink.url,
-    MAILROOM_BODY_LIMIT_BYTES: String(LIMIT_BYTES),
-  });
-  org = await createTestOrganization(t.db, t.config, 'submit');
-  delivery = await startTestDelivery(t);
+  bed = await startRelayTestBed('submit', { MAILROOM_BODY_LIMIT_BYTES: String(LIMIT_BYTES) });
+  ({ t, org, sink } = bed);
   dataDir = await mkdtemp(path.join(tmpdir(), 'mailroom-submission-'));
   const config = { ...t.config, dataDir };
   const tls = await loadTlsCertificate(config);
@@ -50,9 +45,7 @@ before(async () => {
 after(async () => {
   await startTls.close();
   await implicitTls.close();
-  await delivery.stop();
-  await t.close();
-  await sink.close();
+  await bed.close();
   await rm(dataDir, { recursive: true, force: true });
 });
 

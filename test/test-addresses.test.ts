@@ -4,7 +4,7 @@
 import { after, before, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
-import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
+import { startRelayTestBed, startTestDelivery, type RelayTestBed } from './helpers/delivery.ts';
 import { startDnsServer, type DnsServer, type Zone } from './helpers/dns-server.ts';
 import { message, send, sendBatch } from './helpers/emails.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
@@ -15,25 +15,18 @@ import { testOutcome } from '../src/emails/test-addresses.ts';
 let t: TestApp;
 let org: TestOrganization;
 let sink: SmtpSink;
-let delivery: TestDelivery;
+
+let bed: RelayTestBed;
 
 before(async () => {
-  sink = await startSmtpSink({ starttls: false });
-  t = await buildTestApp({
-    MAILROOM_TRANSPORT: 'smtp',
-    MAILROOM_SMTP_URL: sink.url,
+  bed = await startRelayTestBed('testaddr', {
     MAILROOM_SMTP_TIMEOUT_MS: '2000',
     MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8',
   });
-  org = await createTestOrganization(t.db, t.config, 'testaddr');
+  ({ t, org, sink } = bed);
   await observeWebhookEvents(t.app, org);
-  delivery = await startTestDelivery(t);
 });
-after(async () => {
-  await delivery.stop();
-  await t.close();
-  await sink.close();
-});
+after(() => bed.close());
 beforeEach(() => sink.reset());
 
 type Event = { type: string; recipient?: string; data?: Record<string, unknown>; created_at: string };
