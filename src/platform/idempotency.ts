@@ -45,6 +45,26 @@ export function requestFingerprint(method: string, path: string, body: unknown):
   return createHash('sha256').update(`${method}\n${path}\n${bodyHash}`).digest('hex');
 }
 
+/**
+ * An idempotency key as a carrier received it, checked (1 to MAX_KEY_LENGTH characters), with the
+ * fingerprint of what it came with: `kind` and `target` say what was asked (an HTTP method and path, or
+ * the carrier's name), `body` what it carried.
+ */
+export function idempotencyKey(
+  organizationId: string,
+  key: string,
+  request: { kind: string; target: string; body: unknown },
+): IdempotencyKey {
+  if (key.length === 0 || key.length > MAX_KEY_LENGTH) {
+    throw new ServiceError(
+      'invalid_idempotency_key',
+      `Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters long`,
+      'Idempotency-Key',
+    );
+  }
+  return { organizationId, key, fingerprint: requestFingerprint(request.kind, request.target, request.body) };
+}
+
 export type ClaimResult = { claimed: true } | { claimed: false; result: unknown };
 
 /** Claims the key for a new request, or returns the result stored by the request that claimed it first. */

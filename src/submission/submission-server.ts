@@ -3,7 +3,7 @@ import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 's
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
-import { MAX_KEY_LENGTH, requestFingerprint, type IdempotencyKey } from '../platform/idempotency.ts';
+import { idempotencyKey } from '../platform/idempotency.ts';
 import type { Logger } from '../platform/logger.ts';
 import { findUnstorableText } from '../platform/text.ts';
 import { collectMessage, listenSmtp, SmtpReply, type Listening } from '../platform/smtp-listener.ts';
@@ -169,7 +169,7 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
     const principal = session.user as unknown as Principal;
     const recipients = session.envelope.rcptTo.map((rcpt) => rcpt.address);
     try {
-      const { message, idempotencyKey } = await messageFromMime(raw, recipients);
+      const { message, idempotencyKey: key } = await messageFromMime(raw, recipients);
       // What cannot be stored is refused by name, as the HTTP edge refuses it in a JSON body.
       const unstorable = findUnstorableText(message);
       if (unstorable !== undefined) {
@@ -192,7 +192,11 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
         config,
         principal.organizationId,
         { kind: 'single', message: checked },
-        idempotencyKey === undefined ? undefined : idempotencyOf(principal, idempotencyKey, message),
+        // Fingerprinted by the message as read, not its bytes: a retry made again by a mail library has
+        // a new Date and Message-ID, and is still the same message.
+        key === undefined
+          ? undefined
+          : idempotencyKey(principal.organizationId, key, { kind: 'SMTP', target: 'submission', body: message }),
       );
       if ('refused' in outcome.result) throw smtpReplyFor(outcome.result.refused);
       if (!outcome.replayed) countAccepted('smtp', outcome.result);
@@ -217,25 +221,6 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
     name: 'submission SMTP',
     inData,
   });
-}
-
-/**
- * The Idempotency-Key header's key, fingerprinted by the message as read, not its bytes: a retry made
- * again by a mail library has a new Date and Message-ID, and is still the same message.
- */
-function idempotencyOf(principal: Principal, key: string, message: EmailMessage): IdempotencyKey {
-  if (key.length === 0 || key.length > MAX_KEY_LENGTH) {
-    throw new ServiceError(
-      'invalid_idempotency_key',
-      `Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters long`,
-      'Idempotency-Key',
-    );
-  }
-  return {
-    organizationId: principal.organizationId,
-    key,
-    fingerprint: requestFingerprint('SMTP', 'submission', message),
-  };
 }
 
 /** AUTH needs TLS, except from this machine (loopback), where no network carries the password. */
