@@ -95,6 +95,11 @@ const register = async (endpoint: string, events: string[] = [], token = org.ful
   return res.json() as { id: string; signing_secret: string };
 };
 const remove = (id: string) => t.app.inject({ method: 'DELETE', url: `/webhooks/${id}`, headers: bearer(org.session) });
+/** Rotates the endpoint's signing secret; the answer carries the new one. */
+const rotate = async (id: string) =>
+  (
+    await t.app.inject({ method: 'POST', url: `/webhooks/${id}/signing-secret/rotate`, headers: bearer(org.session) })
+  ).json() as { signing_secret: string };
 const sendOne = async () =>
   (await send(t.app, org.fullKey, message(org, { to: 'hooked@example.com' }))).json().id as string;
 
@@ -264,13 +269,7 @@ test('a rotated secret: both secrets sign for 24 hours; replay sends the same ev
   const hook = await receiver();
   const endpoint = await register(hook.url, ['email.accepted']);
   try {
-    const rotated = (
-      await t.app.inject({
-        method: 'POST',
-        url: `/webhooks/${endpoint.id}/signing-secret/rotate`,
-        headers: bearer(org.session),
-      })
-    ).json();
+    const rotated = await rotate(endpoint.id);
     assert.notEqual(rotated.signing_secret, endpoint.signing_secret);
     await sendOne();
     await waitFor(() => hook.received.length >= 1);
@@ -448,13 +447,7 @@ test('a rotation: both secrets verify with all three verifiers for 24 hours, the
   const hook = await receiver();
   const endpoint = await register(hook.url, ['email.accepted']);
   try {
-    const rotated = (
-      await t.app.inject({
-        method: 'POST',
-        url: `/webhooks/${endpoint.id}/signing-secret/rotate`,
-        headers: bearer(org.session),
-      })
-    ).json() as { signing_secret: string };
+    const rotated = await rotate(endpoint.id);
     await sendOne();
     await waitFor(() => hook.received.length >= 1);
     const during = hook.received[0]!;
