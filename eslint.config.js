@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.mailroom/', 'coverage/'] },
+  { ignores: ['node_modules/', '.mailroom/', 'coverage/', 'web/dist/', 'test-results/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -17,12 +17,16 @@ import { templateRoutes } from './templates/template-routes.ts';
 import { emailRoutes } from './emails/email-routes.ts';
 import { lifecycleRoutes } from './emails/lifecycle-routes.ts';
 import { emailListRoutes } from './emails/email-list-routes.ts';
+import { overviewRoutes } from './emails/overview-routes.ts';
+import { previewRoutes } from './emails/preview-routes.ts';
+import { rawSourceRoutes } from './delivery/raw-source-routes.ts';
 import { webhookRoutes } from './webhooks/webhook-routes.ts';
 import { topicRoutes } from './contacts/topic-routes.ts';
 import { contactRoutes } from './contacts/contact-routes.ts';
 import { unsubscribeRoutes } from './contacts/unsubscribe-routes.ts';
 import { trackingRoutes } from './tracking/tracking-routes.ts';
 import { suppressionRoutes } from './suppressions/suppression-routes.ts';
+import { dashboardRoutes } from './dashboard/dashboard-routes.ts';
 
 export type { App } from './platform/http/app-types.ts';
 
@@ -47,6 +51,9 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
     emailRoutes,
     lifecycleRoutes,
     emailListRoutes,
+    previewRoutes,
+    rawSourceRoutes,
+    overviewRoutes,
     webhookRoutes,
     topicRoutes,
     contactRoutes,
@@ -54,6 +61,8 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
     trackingRoutes,
     organizationRoutes,
     suppressionRoutes,
+    // The web dashboard's page and files at `/` and `/assets/` (it calls the routes above like any client).
+    dashboardRoutes(),
   ]) {
     await app.register(routes);
   }

@@ -5,6 +5,12 @@ import assert from 'node:assert/strict';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import type { Access } from '../src/platform/http/app-types.ts';
 import { message } from './helpers/emails.ts';
+import { existsSync } from 'node:fs';
+import { DASHBOARD_DIST } from '../src/dashboard/dashboard-routes.ts';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { capturedMessagePath } from '../src/delivery/transports/capture.ts';
 
 interface Row {
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -68,6 +74,22 @@ const attachmentToken = async (t: TestApp, org: TestOrganization) => {
   const [, attachmentId] = (await attachmentFixture(t, org)).split('/attachments/');
   return t.app.signer.sign('attachment', { a: attachmentId, o: org.id, x: Math.floor(Date.now() / 1000) + 3600 });
 };
+
+/** A message with HTML, and the raw source the capture transport would have stored for it. */
+const htmlEmailFixture = created('/emails', (org) => message(org, { html: '<p>Hi</p>' }));
+const capturedFixture = async (t: TestApp, org: TestOrganization) => {
+  const id = await htmlEmailFixture(t, org);
+  const path = capturedMessagePath(t.config.dataDir, id);
+  await mkdir(dirname(path), { recursive: true });
+  await writeFile(path, 'Subject: Hi\r\n\r\nHello\r\n');
+  return id;
+};
+const previewToken = async (t: TestApp, org: TestOrganization) =>
+  t.app.signer.sign('preview', {
+    e: await htmlEmailFixture(t, org),
+    o: org.id,
+    x: Math.floor(Date.now() / 1000) + 3600,
+  });
 
 const unique = () => Math.random().toString(36).slice(2);
 const topicFixture = created('/topics', () => ({ name: 'fixture', default_subscription: 'opt_in' }));
@@ -148,6 +170,9 @@ export const ROUTES: Row[] = [
   },
   { method: 'DELETE', url: '/templates/:own', access: 'full', ok: 200, fixture: templateFixture },
   { method: 'GET', url: '/openapi.json', access: 'public', ok: 200 },
+  // The dashboard's page (503 with a message saying how to build it when web/dist is missing) and files.
+  { method: 'GET', url: '/', access: 'public', ok: existsSync(join(DASHBOARD_DIST, 'index.html')) ? 200 : 503 },
+  { method: 'GET', url: '/assets/not-built.js', registered: '/assets/:file', access: 'public', ok: 404 },
   { method: 'POST', url: '/emails', access: 'send', ok: 200, body: (org) => message(org) },
   { method: 'POST', url: '/emails/batch', access: 'send', ok: 200, body: (org) => [message(org), message(org)] },
   { method: 'GET', url: '/emails/:own', access: 'full', ok: 200, fixture: emailFixture },
@@ -172,6 +197,17 @@ export const ROUTES: Row[] = [
     fixture: attachmentFixture,
   },
   { method: 'GET', url: '/attachments/:token', access: 'public', ok: 200, token: attachmentToken },
+  { method: 'GET', url: '/emails/:own/raw', access: 'full', ok: 200, fixture: capturedFixture },
+  { method: 'GET', url: '/emails/:own/preview', access: 'full', ok: 200, fixture: htmlEmailFixture },
+  { method: 'GET', url: '/previews/:token', access: 'public', ok: 200, token: previewToken },
+  { method: 'GET', url: '/overview', access: 'full', ok: 200 },
+  {
+    method: 'POST',
+    url: '/templates/render',
+    access: 'full',
+    ok: 200,
+    body: () => ({ subject: 'Hi {{name}}', html: '<p>{{name}}</p>', text: 'Hello', variables: { name: 'Ann' } }),
+  },
   { method: 'POST', url: '/webhooks', access: 'full', ok: 201, body: () => ({ endpoint: 'http://127.0.0.1:9/hook' }) },
   { method: 'GET', url: '/webhooks', access: 'session', ok: 200 },
   { method: 'GET', url: '/webhooks/:own', access: 'session', ok: 200, fixture: webhookFixture },
@@ -293,10 +329,14 @@ const EXPECTED: Record<Access, Record<Caller, [number, string] | 'ok'>> = {
 describe('access to every route', () => {
   let t: TestApp;
   let orgs: { a: TestOrganization; b: TestOrganization };
+  let dataDir: string;
 
   before(async () => {
+    // Where GET /emails/:id/raw reads captured messages.
+    dataDir = await mkdtemp(join(tmpdir(), 'mailroom-access-'));
     // Fast DNS failure: verify is called with nothing published.
     t = await buildTestApp({
+      MAILROOM_DATA_DIR: dataDir,
       MAILROOM_DNS_SERVERS: '127.0.0.1:9',
       MAILROOM_DNS_TIMEOUT_MS: '200',
       MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8',
@@ -306,7 +346,10 @@ describe('access to every route', () => {
       b: await createTestOrganization(t.db, t.config, 'b'),
     };
   });
-  after(() => t.close());
+  after(async () => {
+    await t.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
 
   const tokenOf = async (caller: Caller, org: TestOrganization): Promise<Record<string, string>> => {
     switch (caller) {

@@ -361,3 +361,30 @@ test('the metadata period cannot be shorter than the content period', () => {
   const defaults = loadConfig({});
   assert.deepEqual([defaults.retentionDays, defaults.metadataRetentionDays], [30, 90]);
 });
+
+test("the overview's hourly counts go after the metadata period; this month's stay", async () => {
+  await t.db.query(
+    `INSERT INTO email_event_counts (organization_id, hour, type, shard, count)
+     VALUES ($1, date_trunc('hour', now() - interval '91 days'), 'delivered', 0, 5),
+            ($1, date_trunc('hour', now() - interval '89 days'), 'delivered', 0, 7),
+            ($1, date_trunc('hour', now()), 'bounced', 1, 2)
+     ON CONFLICT DO NOTHING`,
+    [org.id],
+  );
+  const before = await t.db.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM email_event_counts WHERE organization_id = $1',
+    [org.id],
+  );
+  assert.ok((await pruneAll(t.db, options)).eventCounts >= 1);
+  const { rows } = await t.db.query<{ age: number }>(
+    `SELECT floor(extract(epoch FROM now() - hour) / 86400)::int AS age FROM email_event_counts
+      WHERE organization_id = $1 ORDER BY hour`,
+    [org.id],
+  );
+  assert.equal(rows.length, before.rows[0]!.n - 1);
+  assert.ok(
+    rows.every((row) => row.age < 90),
+    JSON.stringify(rows),
+  );
+  assert.ok(rows.some((row) => row.age >= 89));
+});

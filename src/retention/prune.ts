@@ -38,6 +38,8 @@ export interface PruneCounts {
   idempotencyKeys: number;
   /** Settled webhook deliveries deleted with their attempts. */
   webhookDeliveries: number;
+  /** Hourly outcome counts (GET /overview) deleted. */
+  eventCounts: number;
 }
 
 /** Runs every kind once, content before metadata; on PGlite, then vacuums what changed. */
@@ -47,6 +49,7 @@ export async function pruneAll(db: Database, options: PruneOptions): Promise<Pru
     messages: await pruneMessages(db, options),
     idempotencyKeys: await pruneIdempotencyKeys(db, options),
     webhookDeliveries: await pruneWebhookDeliveries(db, options),
+    eventCounts: await pruneEventCounts(db, options),
   };
   if (db.kind === 'pglite') await vacuumChanged(db, counts);
   return counts;
@@ -147,6 +150,24 @@ export async function pruneWebhookDeliveries(db: Database, options: PruneOptions
   });
 }
 
+/**
+ * The overview's hourly outcome counts older than `metadataRetentionDays`: the overview reads 30 days,
+ * and a count outliving the timeline it counted says nothing more.
+ */
+export async function pruneEventCounts(db: Database, options: PruneOptions): Promise<number> {
+  return inBatches(options, async (limit) => {
+    const { rowCount } = await db.query(
+      `DELETE FROM email_event_counts WHERE (organization_id, hour, type, shard) IN (
+         SELECT organization_id, hour, type, shard FROM email_event_counts
+          WHERE hour < now() - make_interval(days => $1)
+          LIMIT $2
+          FOR UPDATE SKIP LOCKED)`,
+      [options.metadataRetentionDays, limit],
+    );
+    return rowCount;
+  });
+}
+
 /** Runs `batch` until it handles fewer rows than asked (or the process stops); the total handled. */
 async function inBatches(options: PruneOptions, batch: (limit: number) => Promise<number>): Promise<number> {
   const limit = options.batchSize ?? DEFAULT_BATCH_SIZE;
@@ -170,6 +191,7 @@ async function vacuumChanged(db: Database, counts: PruneCounts): Promise<void> {
     ...(counts.messages > 0 ? ['email_recipients', 'email_events'] : []),
     ...(counts.idempotencyKeys > 0 ? ['idempotency_keys'] : []),
     ...(counts.webhookDeliveries > 0 ? ['webhook_deliveries', 'webhook_attempts'] : []),
+    ...(counts.eventCounts > 0 ? ['email_event_counts'] : []),
   ];
   if (tables.length > 0) await db.query(`VACUUM (SKIP_LOCKED) ${tables.join(', ')}`);
 }

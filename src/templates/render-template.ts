@@ -33,7 +33,24 @@ export async function renderTemplate(
   const template = await findTemplate(db, organizationId, ref.id);
   if (!template) throw new ServiceError('template_not_found', `Template ${ref.id} not found`, 'template.id');
   const data = resolveVariables(template.variables, ref.variables ?? {});
-  const render = (part: 'subject' | 'html' | 'text', source: string | null) => {
+  return renderSources(template, data, (part, message) => ({
+    message: `Template ${template.id} could not be rendered (${part}): ${message}`,
+    field: 'template',
+  }));
+}
+
+export type TemplatePart = 'subject' | 'html' | 'text';
+
+/**
+ * Renders subject, html and text with the values in `data`: the one rendering of a send and of a
+ * preview (POST /templates/render). `describe` words a failure at render time and names its field.
+ */
+export function renderSources(
+  sources: Record<TemplatePart, string | null>,
+  data: Record<string, unknown>,
+  describe: (part: TemplatePart, message: string) => { message: string; field: string },
+): RenderedTemplate {
+  const render = (part: TemplatePart, source: string | null) => {
     if (source === null) return null;
     try {
       // Compiled per call, not cached: an update takes effect at once in every process.
@@ -42,20 +59,38 @@ export async function renderTemplate(
     } catch (error) {
       // Runtime failures the save-time checks cannot foresee, such as {{#each}} without an argument.
       if (error instanceof handlebars.Exception) {
-        throw new ServiceError(
-          'validation_error',
-          `Template ${template.id} could not be rendered (${part}): ${error.message}`,
-          'template',
-        );
+        const { message, field } = describe(part, error.message);
+        throw new ServiceError('validation_error', message, field);
       }
       throw error;
     }
   };
-  const subject = render('subject', template.subject);
+  const subject = render('subject', sources.subject);
   return {
     // A variable could carry a line break into the Subject header: never let it start a new header.
     subject: subject === null ? null : subject.replace(/\r\n|[\r\n]/g, ' '),
-    html: render('html', template.html),
-    text: render('text', template.text),
+    html: render('html', sources.html),
+    text: render('text', sources.text),
   };
+}
+
+const PRINTABLE = Object.assign(Object.create(null), { [Symbol.toPrimitive]: () => 'the variables' }) as object;
+
+/**
+ * The variables a source prints ({{name}}) that `data` lacks, in order of appearance: Handlebars' strict
+ * mode finds them. A variable only tested ({{#if name}}) or iterated may be left out.
+ */
+export function missingVariable(source: string, data: Record<string, unknown>): string | undefined {
+  // Strict mode's error message prints the object searched: give it a way to print, under a key that
+  // no template can name.
+  const printable = Object.assign(Object.create(PRINTABLE), data) as Record<string, unknown>;
+  try {
+    handlebars.compile(source, { strict: true })(printable, RUNTIME_OPTIONS);
+    return undefined;
+  } catch (error) {
+    // Anything else (strict mode looking inside a string value, {{name.length}}) is left to the
+    // rendering itself, which reports what fails as a render error.
+    if (!(error instanceof handlebars.Exception)) return undefined;
+    return /^"([^"]*)" not defined/.exec(error.message)?.[1];
+  }
 }

@@ -1,6 +1,7 @@
 import { Type } from 'typebox';
 import type { App } from '../platform/http/app-types.ts';
 import { createTemplate, deleteTemplate, getTemplate, listTemplates, updateTemplate } from './templates.ts';
+import { renderTemplatePreview } from './preview-template.ts';
 
 const IdParams = Type.Object({ id: Type.String() });
 
@@ -27,6 +28,28 @@ const Name = Type.String({ minLength: 1, maxLength: 200 });
 const CreateBody = Type.Object({ name: Name, ...fields }, { additionalProperties: false });
 const UpdateBody = Type.Object({ name: Type.Optional(Name), ...fields }, { additionalProperties: false });
 
+const RenderBody = Type.Object(
+  {
+    subject: Type.Optional(Type.String({ maxLength: 998 })),
+    html: Type.Optional(Type.String()),
+    text: Type.Optional(Type.String()),
+    variables: Type.Optional(
+      Type.Record(Type.String(), Type.Union([Type.String(), Type.Number()]), {
+        maxProperties: 50,
+        description: 'Values of the variables the sources use: strings or numbers',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+const NullableText = Type.Union([Type.String(), Type.Null()]);
+const RenderResponse = Type.Object({
+  object: Type.Literal('template_render'),
+  subject: NullableText,
+  html: NullableText,
+  text: NullableText,
+});
+
 /** Resend's /templates: create, list, read, update, delete. A template is usable as soon as it exists. */
 export async function templateRoutes(app: App) {
   app.post(
@@ -36,6 +59,19 @@ export async function templateRoutes(app: App) {
       const { id } = await createTemplate(app.db, request.principal.organizationId, request.body);
       return reply.code(201).send({ object: 'template', id });
     },
+  );
+
+  app.post(
+    '/templates/render',
+    {
+      config: { access: 'full' },
+      schema: {
+        summary: 'Render template sources with values, as a send would (nothing is stored)',
+        body: RenderBody,
+        response: { 200: RenderResponse },
+      },
+    },
+    async (request) => ({ object: 'template_render' as const, ...renderTemplatePreview(request.body) }),
   );
 
   app.get('/templates', { config: { access: 'full' }, schema: { summary: 'List templates' } }, async (request) => {

@@ -22,12 +22,17 @@ export interface TemplateVariableInput {
 
 const VARIABLE_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+/** Whether a key may name a variable: letters, digits and underscores, not starting with a digit. */
+export function isVariableKey(key: string): boolean {
+  return VARIABLE_KEY.test(key) && key !== '__proto__';
+}
+
 /** Well-formed, unique keys and fallbacks of the declared type; returns the variables as stored. */
 export function checkedVariables(variables: TemplateVariableInput[]): TemplateVariable[] {
   const seen = new Set<string>();
   return variables.map(({ key, type, fallback_value }, index) => {
     const field = `variables.${index}`;
-    if (!VARIABLE_KEY.test(key) || key === '__proto__') {
+    if (!isVariableKey(key)) {
       throw new ServiceError(
         'validation_error',
         `Invalid variable key ${JSON.stringify(key)}: use letters, digits and underscores, not starting with a digit`,
@@ -85,11 +90,11 @@ export function resolveVariables(
   return data;
 }
 
-function isOfType(value: unknown, type: VariableType): boolean {
+export function isOfType(value: unknown, type: VariableType): boolean {
   return type === 'number' ? typeof value === 'number' && Number.isFinite(value) : typeof value === 'string';
 }
 
-function describe(value: unknown): string {
+export function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'number') return Number.isFinite(value) ? 'a number' : String(value);

@@ -1,0 +1,74 @@
+import type { Queryable } from '../platform/db/database.ts';
+import { notFound } from '../platform/errors.ts';
+import { isUuid } from '../platform/ids.ts';
+import type { Signer } from '../platform/signing.ts';
+
+// A preview of a message's HTML for the dashboard's message page, behind a signed link that expires, so
+// that a browser can load it in a sandboxed frame without the session token (which never goes into a
+// URL). The raw source is delivery's (delivery/raw-source-routes.ts).
+
+export const PREVIEW_LINK_SECONDS = 3600;
+
+/**
+ * The Content-Security-Policy of a preview: sandboxed (no script, no form, an opaque origin), nothing
+ * fetched from the network unless the viewer asked for remote content, and framed only by the dashboard
+ * (same origin).
+ */
+export function previewPolicy(remoteContent: boolean): string {
+  const remote = remoteContent ? ' https: http:' : '';
+  return [
+    'sandbox',
+    "default-src 'none'",
+    `style-src 'unsafe-inline'${remote}`,
+    `img-src data:${remote}`,
+    `font-src data:${remote}`,
+    "frame-ancestors 'self'",
+  ].join('; ');
+}
+
+export interface OwnEmailContent {
+  html: string | null;
+  body_pruned_at: Date | null;
+}
+
+/** The organization's message (another's id is 404), with what is left of its content. */
+export async function findOwnContent(db: Queryable, organizationId: string, emailId: string): Promise<OwnEmailContent> {
+  if (!isUuid(emailId)) throw notFound('Email');
+  const { rows } = await db.query<OwnEmailContent>(
+    'SELECT html, body_pruned_at FROM emails WHERE id = $1 AND organization_id = $2',
+    [emailId, organizationId],
+  );
+  if (!rows[0]) throw notFound('Email');
+  return rows[0];
+}
+
+/** GET /emails/:id/preview: a signed link to the message's HTML, or null when it has none (or it was pruned). */
+export async function previewLink(
+  db: Queryable,
+  organizationId: string,
+  emailId: string,
+  links: { signer: Signer; baseUrl: string; now: Date },
+) {
+  const email = await findOwnContent(db, organizationId, emailId);
+  const expires = Math.floor(links.now.getTime() / 1000) + PREVIEW_LINK_SECONDS;
+  const token = links.signer.sign('preview', { e: emailId, o: organizationId, x: expires });
+  return {
+    object: 'email_preview' as const,
+    html_url: email.html === null ? null : `${links.baseUrl}/previews/${token}`,
+    expires_at: new Date(expires * 1000).toISOString(),
+  };
+}
+
+/** The HTML behind a preview link; null when the link is not one of ours, has expired, or names nothing. */
+export async function readPreview(db: Queryable, signer: Signer, token: string, now: Date): Promise<string | null> {
+  const payload = signer.verify('preview', token);
+  if (!payload) return null;
+  const { e, o, x } = payload;
+  if (typeof e !== 'string' || typeof o !== 'string' || typeof x !== 'number' || !isUuid(e) || !isUuid(o)) return null;
+  if (x * 1000 <= now.getTime()) return null;
+  const { rows } = await db.query<{ html: string | null }>(
+    'SELECT html FROM emails WHERE id = $1 AND organization_id = $2',
+    [e, o],
+  );
+  return rows[0]?.html ?? null;
+}

@@ -1,0 +1,134 @@
+// Every page of the dashboard, with something on it, checked in a real browser for what a keyboard or
+// screen-reader user needs: each form field has a label, each button and link a name, frames a title,
+// no positive tabindex; and Tab alone reaches every button, link and field on the page.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Page } from 'playwright-core';
+import {
+  openPage,
+  signIn,
+  startSendingDashboard,
+  waitUntilLoaded,
+  withPage,
+  type Dashboard,
+  type SendingDashboard,
+} from './helpers/browser.ts';
+
+const DOMAIN = 'a11y.example';
+let dashboard: Dashboard;
+let sending: SendingDashboard;
+let api: SendingDashboard['api'];
+let emailId = '';
+let domainId = '';
+let templateId = '';
+
+before(async () => {
+  sending = await startSendingDashboard(DOMAIN);
+  ({ dashboard, api } = sending);
+  // Something on every page: a message, a domain, a template, a topic, a contact, a suppression.
+  emailId = (
+    await api('POST', '/emails', {
+      from: `Acme <hi@${DOMAIN}>`,
+      to: 'reader@example.com',
+      subject: 'Hello',
+      html: '<p>Hello</p>',
+    })
+  ).id as string;
+  domainId = ((await api('GET', '/domains')).data as Array<{ id: string }>)[0]!.id;
+  templateId = (await api('POST', '/templates', { name: 'Welcome', subject: 'Hi {{name}}', html: '<p>{{name}}</p>' }))
+    .id as string;
+  await api('POST', '/topics', { name: 'News', default_subscription: 'opt_in' });
+  await api('POST', '/contacts', { email: 'contact@example.com', first_name: 'Ada' });
+  await api('POST', '/suppressions', { email: 'gone@example.com' });
+});
+after(() => sending?.close());
+
+// Run in the page (as a string: the tests are type-checked without the DOM's names). Marks every visible
+// button, link and field with data-a11y and returns what lacks a name.
+const AUDIT = `(() => {
+  const visible = (el) => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden';
+  const named = (el) => Boolean(
+    (el.getAttribute('aria-label') || '').trim() ||
+    (el.getAttribute('aria-labelledby') || '').split(/\\s+/).some((id) => id && document.getElementById(id)?.textContent.trim()) ||
+    (el.textContent || '').trim() || (el.getAttribute('title') || '').trim() ||
+    [...el.querySelectorAll('img[alt], svg title')].some((i) => (i.getAttribute('alt') || i.textContent || '').trim()));
+  const problems = [];
+  const describe = (el) => el.outerHTML.slice(0, 120);
+  let n = 0;
+  for (const el of document.querySelectorAll('input:not([type=hidden]), select, textarea')) {
+    if (!visible(el)) continue;
+    el.dataset.a11y = String(n++);
+    const labelled = (el.labels && el.labels.length > 0 && [...el.labels].some((l) => l.textContent.trim())) ||
+      (el.getAttribute('aria-label') || '').trim() || el.getAttribute('aria-labelledby');
+    if (!labelled) problems.push('field without a label: ' + describe(el));
+  }
+  for (const el of document.querySelectorAll('button, a[href], [role=button], summary')) {
+    if (!visible(el)) continue;
+    el.dataset.a11y = String(n++);
+    if (!named(el)) problems.push('control without a name: ' + describe(el));
+  }
+  for (const el of document.querySelectorAll('iframe')) if (!(el.getAttribute('title') || '').trim()) problems.push('frame without a title: ' + describe(el));
+  for (const el of document.querySelectorAll('img')) if (!el.hasAttribute('alt')) problems.push('image without alt: ' + describe(el));
+  for (const el of document.querySelectorAll('[tabindex]')) if (Number(el.getAttribute('tabindex')) > 0) problems.push('positive tabindex: ' + describe(el));
+  return { problems, controls: n };
+})()`;
+
+/** Presses Tab until focus has gone round the page; returns the marked controls it never reached. */
+async function unreachedByTab(page: Page, controls: number): Promise<string[]> {
+  const reached = new Set<string>();
+  await page.evaluate('document.activeElement && document.activeElement.blur()');
+  for (let i = 0; i < controls + 30 && reached.size < controls; i++) {
+    await page.keyboard.press('Tab');
+    const id = (await page.evaluate(
+      'document.activeElement ? document.activeElement.dataset.a11y ?? "" : ""',
+    )) as string;
+    if (id) reached.add(id);
+  }
+  return (await page.evaluate(
+    `[...document.querySelectorAll('[data-a11y]')].filter((el) => !${JSON.stringify([...reached])}.includes(el.dataset.a11y)).map((el) => el.outerHTML.slice(0, 120))`,
+  )) as string[];
+}
+
+const PAGES: Array<[string, string | RegExp]> = [
+  ['/', 'Overview'],
+  ['/emails', 'Emails'],
+  ['/emails/:email', 'Hello'],
+  ['/domains', 'Domains'],
+  ['/domains/:domain', DOMAIN],
+  ['/api-keys', 'API keys'],
+  ['/webhooks', 'Webhooks'],
+  ['/templates', 'Templates'],
+  ['/templates/:template', /Welcome|template/i],
+  ['/templates/new', /template/i],
+  ['/topics', 'Topics & contacts'],
+  ['/suppressions', 'Suppressions'],
+  ['/settings', 'Settings'],
+];
+
+test('every page: fields labelled, controls named, and Tab reaches every control', async (t) => {
+  await withPage(t, dashboard, async ({ page, problems }) => {
+    await signIn(page, dashboard.user.email, dashboard.user.password);
+    // The audit sees what it looks for: an unnamed button, an unlabelled field and a positive tabindex.
+    await openPage(page, '/settings', 'Settings');
+    await page.evaluate(
+      `document.querySelector('main').insertAdjacentHTML('beforeend', '<div id="bad"><button></button><input><a href="#x" tabindex="3">x</a></div>')`,
+    );
+    const planted = (await page.evaluate(AUDIT)) as { problems: string[] };
+    assert.equal(planted.problems.length, 3, planted.problems.join('\n'));
+    await page.evaluate(`document.getElementById('bad').remove()`);
+
+    const findings: string[] = [];
+    for (const [template, heading] of PAGES) {
+      const address = template.replace(':email', emailId).replace(':domain', domainId).replace(':template', templateId);
+      await openPage(page, address, heading);
+      await waitUntilLoaded(page);
+      const audit = (await page.evaluate(AUDIT)) as { problems: string[]; controls: number };
+      assert.ok(audit.controls > 0, `${address}: no control found`);
+      findings.push(...audit.problems.map((p) => `${address}: ${p}`));
+      for (const missed of await unreachedByTab(page, audit.controls))
+        findings.push(`${address}: not reached by Tab: ${missed}`);
+    }
+    assert.deepEqual(findings, []);
+    assert.deepEqual(problems, []);
+  });
+});

@@ -1,0 +1,330 @@
+// The Overview, the Emails list and the message page in a real browser against a real server: messages
+// sent through the API with a key are delivered by the capture transport (on PGlite and on PostgreSQL),
+// found in the list by recipient, and read on their page (timeline, sandboxed HTML, raw source,
+// attachments); a scheduled one is rescheduled and cancelled; a message full of script runs none of it.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Page } from 'playwright-core';
+import {
+  docScreenshot,
+  openPage,
+  PHONE,
+  signIn,
+  startSendingDashboard,
+  withPage,
+  type Dashboard,
+  type SendingDashboard,
+} from './helpers/browser.ts';
+
+const DOMAIN = 'acme.example';
+let dashboard: Dashboard;
+let sending: SendingDashboard;
+let callApi: SendingDashboard['api'];
+
+before(async () => {
+  sending = await startSendingDashboard(DOMAIN);
+  ({ dashboard, api: callApi } = sending);
+});
+after(() => sending?.close());
+
+async function send(message: Record<string, unknown>): Promise<string> {
+  return (await callApi('POST', '/emails', { from: `Acme <receipts@${DOMAIN}>`, ...message })).id as string;
+}
+
+async function waitForEvent(id: string, event: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const email = await callApi('GET', `/emails/${id}`);
+    if (email.last_event === event) return;
+    assert.ok(Date.now() < deadline, `email ${id} is still ${String(email.last_event)}, not ${event}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** No horizontal scrolling of the page itself (tables scroll inside their own region). */
+async function assertNoPageOverflow(page: Page): Promise<void> {
+  const [scrollWidth, innerWidth] = await page.evaluate<[number, number]>(
+    '[document.documentElement.scrollWidth, window.innerWidth]',
+  );
+  assert.ok(scrollWidth <= innerWidth, `the page is ${scrollWidth}px wide in a ${innerWidth}px window`);
+}
+
+const XSS_SUBJECT = `<img src=x onerror="window.__xss=1;alert(1)"><script>window.__xss=1</script>`;
+const XSS_HTML = `<p id="greeting">Hello</p>
+<script>window.top.__xss = 1; parent.document.title = 'pwned'; alert(1)</script>
+<img src=x onerror="window.top.__xss = 1; parent.document.title = 'pwned'">`;
+
+let receiptId = '';
+
+describe('before anything is sent', () => {
+  test('the Overview shows the quota and says how to send the first message', async (t) => {
+    await withPage(t, dashboard, async ({ page, problems }) => {
+      await signIn(page, dashboard.user.email, dashboard.user.password);
+      await page.getByText('Nothing sent yet').waitFor();
+      const example = await page.getByLabel('Example: send a message with curl').textContent();
+      assert.match(example!, new RegExp(`curl -X POST ${dashboard.base}/emails`));
+      assert.match(example!, /\$MAILROOM_KEY/); // the variable, never a key
+      assert.equal(await page.getByLabel("This month's quota").getAttribute('value'), '0');
+      await page.getByText('messages per second').waitFor();
+
+      await openPage(page, '/emails', 'Emails');
+      await page.getByText('No emails yet').waitFor();
+      assert.deepEqual(problems, []);
+    });
+  });
+
+  test('phone width: the Overview and its example fit the screen', async (t) => {
+    await withPage(
+      t,
+      dashboard,
+      async ({ page, problems }) => {
+        await signIn(page, dashboard.user.email, dashboard.user.password);
+        await page.getByText('Nothing sent yet').waitFor();
+        await assertNoPageOverflow(page);
+        assert.deepEqual(problems, []);
+      },
+      { viewport: PHONE },
+    );
+  });
+});
+
+describe('messages sent through the API', () => {
+  before(async () => {
+    receiptId = await send({
+      to: ['Alice <alice@example.com>'],
+      cc: ['carol@example.com'],
+      subject: 'Your receipt',
+      html: '<h1>Thanks for your order</h1><p>Order 1042: <strong>2 items</strong>, €48.00.</p>',
+      text: 'Thanks for your order. Order 1042: 2 items, €48.00.',
+      tags: [{ name: 'category', value: 'receipt' }],
+      attachments: [{ filename: 'receipt.txt', content: Buffer.from('Order 1042\n').toString('base64') }],
+    });
+    await send({ to: ['bob@example.com'], subject: 'Welcome aboard', text: 'Hello Bob' });
+    await waitForEvent(receiptId, 'delivered');
+  });
+
+  test('the Overview counts them: quota used and delivered in the chart, also as a table', async (t) => {
+    await withPage(t, dashboard, async ({ page, problems }) => {
+      await signIn(page, dashboard.user.email, dashboard.user.password);
+      // Three recipients charged: alice, carol, bob.
+      await page.getByText(/^3 of [\d,.\s]+ recipients used$/).waitFor();
+      assert.equal(await page.getByLabel("This month's quota").getAttribute('value'), '3');
+      const chart = page.getByRole('img', { name: 'Outcomes per hour (UTC), last 24 hours' });
+      await chart.waitFor();
+      assert.match((await chart.locator('desc').textContent())!, /Delivered: [23]/);
+      await page.getByRole('button', { name: 'Show as table' }).click();
+      const table = page.getByRole('table', { name: /Outcomes per hour/ });
+      assert.equal(await table.locator('tbody tr').count(), 24);
+      await page.getByRole('button', { name: '30 days' }).click();
+      await page.getByRole('table', { name: /Outcomes per day/ }).waitFor();
+      assert.equal(
+        await page
+          .getByRole('table', { name: /Outcomes per day/ })
+          .locator('tbody tr')
+          .count(),
+        30,
+      );
+      await page.getByRole('button', { name: 'Hide table' }).click();
+      await page.getByRole('button', { name: '24 hours' }).click();
+      await page.evaluate('window.scrollTo(0, 0)');
+      await docScreenshot(page, 'overview-outcomes');
+      assert.deepEqual(problems, []);
+    });
+  });
+
+  test('the list finds a message by recipient; the filter stays in the address', async (t) => {
+    await withPage(t, dashboard, async ({ page, problems }) => {
+      await signIn(page, dashboard.user.email, dashboard.user.password);
+      await openPage(page, '/emails', 'Emails');
+      const rows = page.locator('table tbody tr');
+      await rows.nth(1).waitFor();
+      assert.equal(await rows.count(), 2);
+      await docScreenshot(page, 'emails');
+
+      await page.getByLabel('Recipient').fill('carol@example.com');
+      await page.getByRole('button', { name: 'Apply filters' }).click();
+      await page.waitForURL(/#\/emails\?recipient=carol%40example\.com$/);
+      await page.getByRole('link', { name: 'Welcome aboard' }).waitFor({ state: 'detached' });
+      assert.equal(await rows.count(), 1);
+      await page.getByRole('link', { name: 'Your receipt' }).waitFor();
+
+      // A reload keeps the filter; a status filter with nothing in it says so.
+      await page.reload();
+      assert.equal(await page.getByLabel('Recipient').inputValue(), 'carol@example.com');
+      await page.getByLabel('Status').selectOption('bounced');
+      await page.getByRole('button', { name: 'Apply filters' }).click();
+      await page.getByText('No emails match these filters').waitFor();
+      await page.getByRole('button', { name: 'Clear filters' }).first().click();
+      await page.getByRole('link', { name: 'Welcome aboard' }).waitFor();
+      assert.deepEqual(problems, []);
+    });
+  });
+
+  test("the message page: fields, each recipient's delivered entry, sandboxed HTML, text, attachment, raw source", async (t) => {
+    await withPage(t, dashboard, async ({ page, problems }) => {
+      await signIn(page, dashboard.user.email, dashboard.user.password);
+      await openPage(page, '/emails?recipient=alice@example.com', 'Emails');
+      await page.getByRole('link', { name: 'Your receipt' }).click();
+      await page.getByRole('heading', { level: 1, name: 'Your receipt' }).waitFor();
+      assert.equal(new URL(page.url()).hash, `#/emails/${receiptId}`);
+      await page.getByText('category: receipt').waitFor();
+
+      for (const recipient of ['alice@example.com', 'carol@example.com']) {
+        const timeline = page.getByRole('list', { name: `Timeline of ${recipient}` });
+        await timeline.getByText('Delivered').waitFor();
+        assert.match((await timeline.textContent())!, /captured/);
+      }
+      await page.getByRole('list', { name: 'Timeline of the message' }).getByText('Accepted').waitFor();
+
+      const frame = page.locator('iframe.preview-frame');
+      assert.equal(await frame.getAttribute('sandbox'), '');
+      assert.equal(await frame.getAttribute('referrerpolicy'), 'no-referrer');
+      assert.ok((await frame.getAttribute('src'))!.startsWith('/previews/'));
+      await page.frameLocator('iframe.preview-frame').getByText('Thanks for your order').waitFor();
+      await page.getByRole('button', { name: 'Load remote content' }).click();
+      assert.match((await frame.getAttribute('src'))!, /\/previews\/[^?]+\?remote_content=1$/);
+      await page.frameLocator('iframe.preview-frame').getByText('Thanks for your order').waitFor();
+
+      assert.match((await page.getByLabel("The message's text").textContent())!, /Order 1042: 2 items/);
+
+      const download = page.getByRole('link', { name: 'receipt.txt' });
+      const href = (await download.getAttribute('href'))!;
+      assert.ok(href.startsWith(`${dashboard.base}/attachments/`), href);
+      const file = await fetch(href); // the signed link is its own credential
+      assert.equal(await file.text(), 'Order 1042\n');
+
+      await page.getByRole('button', { name: 'Show raw source' }).click();
+      const raw = (await page.getByLabel("The message's raw source").textContent())!;
+      assert.match(raw, /^DKIM-Signature: /m);
+      assert.match(raw, /^Subject: Your receipt/m);
+      await page.evaluate("document.getElementById('email-content').scrollIntoView()");
+      await docScreenshot(page, 'email-content');
+      await page.evaluate('window.scrollTo(0, 0)');
+      await docScreenshot(page, 'email');
+      assert.deepEqual(problems, []);
+    });
+  });
+
+  test('a scheduled message: a time in the past is refused next to the field; reschedule, then cancel', async (t) => {
+    const id = await send({
+      to: ['later@example.com'],
+      subject: 'Reminder',
+      text: 'Later',
+      scheduled_at: new Date(Date.now() + 86_400_000).toISOString(),
+    });
+    await withPage(t, dashboard, async ({ page, problems }) => {
+      await signIn(page, dashboard.user.email, dashboard.user.password);
+      await openPage(page, `/emails/${id}`, 'Reminder');
+      // Unsent: no raw source yet, said in words rather than as an error.
+      await page.getByRole('button', { name: 'Show raw source' }).click();
+      await page
+        .locator('.notice')
+        .getByText(/only the capture transport .* keeps it, once the message is sent/)
+        .waitFor();
+      assert.equal(await page.getByRole('alert').count(), 0);
+
+      const when = page.getByLabel('Send at (your local time)');
+      await when.fill('2020-01-01T09:00');
+      await page.getByRole('button', { name: 'Reschedule' }).click();
+      await page.getByText(/scheduled_at must be in the future/).waitFor();
+      assert.equal(await when.getAttribute('aria-invalid'), 'true');
+
+      await when.fill('2099-06-01T09:30');
+      await page.getByRole('button', { name: 'Reschedule' }).click();
+      await page.getByText(/^Rescheduled for /).waitFor();
+      const email = await callApi('GET', `/emails/${id}`);
+      assert.equal(new Date(email.scheduled_at as string).getFullYear(), 2099);
+
+      await page.getByRole('button', { name: 'Cancel email' }).click();
+      await page.getByRole('button', { name: 'Yes, cancel it' }).click();
+      await page.locator('.status-badge').filter({ hasText: 'Canceled' }).first().waitFor();
+      await page.getByRole('button', { name: 'Reschedule' }).waitFor({ state: 'detached' });
+      assert.equal((await callApi('GET', `/emails/${id}`)).last_event, 'canceled');
+      // The browser logs the refused requests (404 raw source, 400 past time) it was meant to make.
+      const expected = /Failed to load resource: the server responded with a status of (404|400)/;
+      assert.deepEqual(
+        problems.filter((problem) => !expected.test(problem)),
+        [],
+      );
+    });
+  });
+
+  test('phone width: the list and the message page do not scroll sideways; the table scrolls in its region', async (t) => {
+    await withPage(
+      t,
+      dashboard,
+      async ({ page, problems }) => {
+        await signIn(page, dashboard.user.email, dashboard.user.password);
+        await openPage(page, '/emails', 'Emails');
+        await page.getByRole('link', { name: 'Your receipt' }).waitFor();
+        await assertNoPageOverflow(page);
+        assert.equal(await page.getByRole('region', { name: /Emails/ }).getAttribute('tabindex'), '0');
+        await page.getByRole('link', { name: 'Your receipt' }).click();
+        await page.getByRole('heading', { level: 1, name: 'Your receipt' }).waitFor();
+        await page.getByRole('list', { name: 'Timeline of alice@example.com' }).getByText('Delivered').waitFor();
+        await page.getByRole('button', { name: 'Show raw source' }).click();
+        await page.getByLabel("The message's raw source").waitFor();
+        await assertNoPageOverflow(page);
+        assert.deepEqual(problems, []);
+      },
+      { viewport: PHONE },
+    );
+  });
+});
+
+describe('a message full of script', () => {
+  test('runs nothing: not in the list, not on its page, not in its preview', async (t) => {
+    const id = await send({
+      to: ['"<script>window.__xss=1</script>" <xss@example.com>'],
+      subject: XSS_SUBJECT,
+      html: XSS_HTML,
+      text: '<script>window.__xss=1</script>',
+      tags: [{ name: 'note', value: '<img src=x onerror=alert(1)>' }],
+    });
+    await waitForEvent(id, 'delivered');
+    await withPage(t, dashboard, async ({ page, problems }) => {
+      const dialogs: string[] = [];
+      page.on('dialog', (dialog) => {
+        dialogs.push(dialog.message());
+        void dialog.dismiss();
+      });
+      await signIn(page, dashboard.user.email, dashboard.user.password);
+      await openPage(page, '/emails?recipient=xss@example.com', 'Emails');
+      const link = page.getByRole('link', { name: XSS_SUBJECT, exact: true });
+      await link.waitFor();
+      assert.match((await page.locator('table tbody').textContent())!, /<script>window\.__xss=1<\/script>/);
+      await link.click();
+      await page.getByRole('heading', { level: 1, name: XSS_SUBJECT, exact: true }).waitFor();
+      await page.getByText('note: <img src=x onerror=alert(1)>', { exact: true }).waitFor();
+      assert.equal(await page.getByLabel("The message's text").textContent(), '<script>window.__xss=1</script>');
+      await page.frameLocator('iframe.preview-frame').locator('#greeting').waitFor();
+      await page.getByRole('button', { name: 'Load remote content' }).click();
+      const preview = page.frameLocator('iframe.preview-frame');
+      await preview.locator('#greeting').waitFor();
+
+      const frame = page.locator('iframe.preview-frame');
+      assert.equal(await frame.getAttribute('sandbox'), '');
+      assert.ok((await frame.getAttribute('src'))!.startsWith('/previews/'));
+      // Seen from inside the frame: an opaque origin, and no way into the dashboard's document.
+      const inside = page.frames().find((f) => f.url().includes('/previews/'))!;
+      assert.ok(inside, 'the preview frame is loaded');
+      assert.equal(await inside.evaluate<string>('window.origin'), 'null');
+      assert.equal(
+        await inside.evaluate<string>(
+          `(() => { try { return String(window.parent.document.title); } catch (error) { return error.name; } })()`,
+        ),
+        'SecurityError',
+      );
+      // The message's script and handlers did not run there either.
+      assert.equal(await inside.evaluate<unknown>('window.__xss'), undefined);
+
+      await page.waitForTimeout(300); // an onerror handler would have fired by now
+      assert.equal(await page.evaluate<unknown>('window.__xss'), undefined);
+      assert.equal(await page.evaluate<string>('document.title'), `${XSS_SUBJECT} · Mailroom`);
+      assert.deepEqual(dialogs, []);
+      // The only complaints are the preview's own policy refusing the message's script and image.
+      const fromDashboard = problems.filter((problem) => !/previews|sandboxed|Refused to|allow-scripts/.test(problem));
+      assert.deepEqual(fromDashboard, []);
+    });
+  });
+});

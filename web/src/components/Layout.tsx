@@ -1,0 +1,86 @@
+import { useEffect, useId, useRef, useState, type ReactNode } from 'react';
+import { api } from '../api.ts';
+import { endSession, useSession } from '../session.ts';
+import { Link, navigate, useLocation } from '../router.tsx';
+import { ROUTES, SIGN_IN_PATH } from '../routes.tsx';
+import { Button } from './Button.tsx';
+import { useApiGet } from '../hooks.ts';
+
+/**
+ * The frame of every signed-in page: a skip link, the header with the signed-in person and Sign out, the
+ * navigation (a menu button at phone width) and the page in <main>. When the address changes, the new
+ * page's h1 takes the focus.
+ */
+export function Layout({ activeNav, children }: { activeNav: string | undefined; children: ReactNode }) {
+  const session = useSession();
+  const location = useLocation();
+  const [menuOpen, setMenuOpen] = useState(false);
+  const [signingOut, setSigningOut] = useState(false);
+  const navId = useId();
+  const mainRef = useRef<HTMLElement>(null);
+  // Also checks the session on every load: an expired one is sent to sign-in at once (see api.ts).
+  const organization = useApiGet<{ name: string }>('/organization');
+
+  useEffect(() => {
+    setMenuOpen(false);
+    mainRef.current?.querySelector<HTMLElement>('h1')?.focus();
+  }, [location.path]);
+
+  async function signOut() {
+    setSigningOut(true);
+    try {
+      await api.post('/auth/logout');
+    } catch {
+      // The session ends in this tab whatever the server said (it may have expired already).
+    }
+    endSession('You have signed out.');
+    navigate(SIGN_IN_PATH, { replace: true });
+  }
+
+  return (
+    <div className="app">
+      <a className="skip-link" href="#main" onClick={(event) => (event.preventDefault(), mainRef.current?.focus())}>
+        Skip to content
+      </a>
+      <header className="app-header">
+        <Link to="/" className="brand">
+          Mailroom
+        </Link>
+        {organization.data ? <span className="organization-name">{organization.data.name}</span> : null}
+        <Button
+          variant="quiet"
+          className="menu-button"
+          aria-expanded={menuOpen}
+          aria-controls={navId}
+          onClick={() => setMenuOpen((open) => !open)}
+        >
+          {menuOpen ? 'Close menu' : 'Menu'}
+        </Button>
+        <div className="account">
+          <span className="account-email" title="Signed in as">
+            {session?.email}
+          </span>
+          <Button variant="quiet" busy={signingOut} busyLabel="Signing out…" onClick={signOut}>
+            Sign out
+          </Button>
+        </div>
+      </header>
+      <div className="app-body">
+        <nav id={navId} className={`app-nav${menuOpen ? ' open' : ''}`} aria-label="Main">
+          <ul>
+            {ROUTES.filter((route) => route.nav).map((route) => (
+              <li key={route.path}>
+                <Link to={route.path} aria-current={route.path === activeNav ? 'page' : undefined}>
+                  {route.nav}
+                </Link>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        <main id="main" ref={mainRef} tabIndex={-1}>
+          {children}
+        </main>
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,189 @@
+import { useState } from 'react';
+import { api, segment } from '../api.ts';
+import {
+  Button,
+  CheckboxField,
+  ConfirmButton,
+  CopyButton,
+  DataTable,
+  ErrorBanner,
+  Loading,
+  PageHeader,
+  Timestamp,
+} from '../components/index.ts';
+import { useAction, useApiGet } from '../hooks.ts';
+import { Link, navigate } from '../router.tsx';
+import type { PageProps } from '../router.tsx';
+import { DomainStatus, type Domain, type DomainRecord } from './DomainsPage.tsx';
+
+const list = (names: string[]) => names.join(', ');
+
+/** What a verification found, in words: verified or not, and which records are still missing. */
+export function verificationSummary(domain: Domain): string {
+  const missing = domain.records.filter((record) => record.status === 'failed').map((record) => record.record);
+  const unanswered = domain.records.filter((record) => record.status === 'pending').map((record) => record.record);
+  const parts: string[] = [];
+  if (domain.status === 'verified') {
+    parts.push(`${domain.name} is verified: you can send from any address at it.`);
+  } else {
+    parts.push(`${domain.name} is not verified yet: its DKIM record was not found.`);
+  }
+  if (missing.length > 0) parts.push(`Still missing: ${list(missing)}.`);
+  if (unanswered.length > 0) parts.push(`DNS did not answer for ${list(unanswered)}: try again in a while.`);
+  if (missing.length === 0 && unanswered.length === 0 && domain.status === 'verified') {
+    parts.push('Every record was found.');
+  } else if (domain.status !== 'verified') {
+    parts.push('DNS changes can take a while to reach everyone: publish the records below, then verify again.');
+  }
+  return parts.join(' ');
+}
+
+function RecordName({ record }: { record: DomainRecord }) {
+  return (
+    <>
+      {record.record} <span className="muted">{record.required ? '(required)' : '(recommended)'}</span>
+    </>
+  );
+}
+
+export function DomainPage({ params }: PageProps) {
+  const id = params.id ?? '';
+  const domain = useApiGet<Domain>(`/domains/${segment(id)}`);
+  const [summary, setSummary] = useState<string | null>(null);
+  const verify = useAction(() => api.post<Domain>(`/domains/${segment(id)}/verify`));
+  const tracking = useAction((changes: { open_tracking?: boolean | null; click_tracking?: boolean | null }) =>
+    api.patch(`/domains/${segment(id)}`, changes),
+  );
+
+  async function runVerify() {
+    setSummary(null);
+    const result = await verify.run();
+    if (result) {
+      setSummary(verificationSummary(result));
+      domain.reload();
+    }
+  }
+
+  async function changeTracking(changes: { open_tracking?: boolean | null; click_tracking?: boolean | null }) {
+    if ((await tracking.run(changes)) !== undefined) domain.reload();
+  }
+
+  const data = domain.data;
+  return (
+    <>
+      <PageHeader
+        title={data ? data.name : 'Domain'}
+        description={
+          <>
+            <Link to="/domains">All domains</Link>
+            {data ? (
+              <>
+                {' · '}
+                <DomainStatus status={data.status} /> · added <Timestamp value={data.created_at} />
+              </>
+            ) : null}
+          </>
+        }
+        actions={
+          data ? (
+            <Button variant="primary" busy={verify.busy} busyLabel="Checking DNS…" onClick={runVerify}>
+              Verify DNS records
+            </Button>
+          ) : null
+        }
+      />
+      <ErrorBanner error={domain.error} title="The domain could not be loaded" onRetry={domain.reload} />
+      {domain.loading && !data ? <Loading label="Loading the domain…" /> : null}
+      <ErrorBanner error={verify.error} title="The records could not be checked" />
+      <p role="status" className={summary ? 'verify-result card' : 'visually-hidden'}>
+        {verify.busy ? 'Checking DNS…' : (summary ?? '')}
+      </p>
+
+      {data ? (
+        <>
+          <section aria-labelledby="records-title">
+            <h2 id="records-title">DNS records to publish</h2>
+            <p className="muted">
+              Publish each as a TXT record at your DNS provider, then press Verify. DKIM is required to send; SPF and
+              DMARC help your mail reach inboxes.
+            </p>
+            <DataTable
+              caption={`DNS records for ${data.name}`}
+              captionHidden
+              rows={data.records}
+              rowKey={(record) => record.record}
+              columns={[
+                { header: 'Record', className: 'nowrap', cell: (record) => <RecordName record={record} /> },
+                { header: 'Type', cell: (record) => record.type },
+                {
+                  header: 'Name',
+                  cell: (record) => (
+                    <div className="dns-cell">
+                      <code className="dns-value">{record.name}</code>
+                      <CopyButton value={record.name} label={`Copy ${record.record} name`} />
+                    </div>
+                  ),
+                },
+                {
+                  header: 'Value',
+                  cell: (record) => (
+                    <div className="dns-cell">
+                      <code className="dns-value">{record.value}</code>
+                      <CopyButton value={record.value} label={`Copy ${record.record} value`} />
+                    </div>
+                  ),
+                },
+                { header: 'Status', cell: (record) => <DomainStatus status={record.status} /> },
+              ]}
+            />
+          </section>
+
+          <section className="card" aria-labelledby="tracking-title">
+            <h2 id="tracking-title">Tracking</h2>
+            <p className="muted">
+              The switches in force for messages from {data.name}. Changing one here overrides the organization&apos;s
+              setting for this domain.
+            </p>
+            <CheckboxField
+              label="Track opens (an invisible image in HTML messages)"
+              checked={data.open_tracking}
+              disabled={tracking.busy}
+              onChange={(checked) => changeTracking({ open_tracking: checked })}
+            />
+            <CheckboxField
+              label="Track clicks (links go through Mailroom)"
+              checked={data.click_tracking}
+              disabled={tracking.busy}
+              onChange={(checked) => changeTracking({ click_tracking: checked })}
+            />
+            <div className="button-row">
+              <Button
+                busy={tracking.busy}
+                busyLabel="Saving…"
+                onClick={() => changeTracking({ open_tracking: null, click_tracking: null })}
+              >
+                Follow the organization&apos;s settings
+              </Button>
+            </div>
+            <ErrorBanner error={tracking.error} title="Tracking could not be changed" />
+          </section>
+
+          <section className="card" aria-labelledby="delete-title">
+            <h2 id="delete-title">Delete</h2>
+            <p className="muted">Mail can no longer be sent from {data.name} once it is deleted.</p>
+            <ConfirmButton
+              question={`Delete ${data.name}? Sending from it stops at once; its DKIM key is lost.`}
+              busyLabel="Deleting…"
+              onConfirm={async () => {
+                await api.delete(`/domains/${segment(id)}`);
+                navigate('/domains');
+              }}
+            >
+              Delete domain
+            </ConfirmButton>
+          </section>
+        </>
+      ) : null}
+    </>
+  );
+}

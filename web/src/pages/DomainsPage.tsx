@@ -1,0 +1,114 @@
+import { useState, type FormEvent } from 'react';
+import { api, fieldError, type ListResponse } from '../api.ts';
+import {
+  Button,
+  DataTable,
+  EmptyState,
+  ErrorBanner,
+  Field,
+  Loading,
+  PageHeader,
+  RelativeTime,
+  StatusBadge,
+} from '../components/index.ts';
+import { useAction, useApiGet } from '../hooks.ts';
+import { Link, navigate } from '../router.tsx';
+import type { PageProps } from '../router.tsx';
+
+export type RecordStatus = 'not_started' | 'pending' | 'verified' | 'failed';
+
+export interface DomainRecord {
+  record: 'DKIM' | 'SPF' | 'DMARC';
+  name: string;
+  type: string;
+  ttl: string;
+  status: RecordStatus;
+  value: string;
+  required: boolean;
+}
+
+export interface Domain {
+  id: string;
+  name: string;
+  status: 'pending' | 'verified';
+  created_at: string;
+  open_tracking: boolean;
+  click_tracking: boolean;
+  records: DomainRecord[];
+}
+
+/** A domain's or record's status in words, with a class for its colour. */
+export function DomainStatus({ status }: { status: string }) {
+  const words: Record<string, string> = {
+    verified: 'Verified',
+    pending: 'Pending',
+    failed: 'Not found',
+    not_started: 'Not checked',
+  };
+  return <StatusBadge tone={status}>{words[status] ?? status}</StatusBadge>;
+}
+
+export function DomainsPage(_props: PageProps) {
+  const domains = useApiGet<ListResponse<Domain>>('/domains');
+  const [name, setName] = useState('');
+  const add = useAction((domainName: string) => api.post<Domain>('/domains', { name: domainName }));
+
+  async function submit(event: FormEvent) {
+    event.preventDefault();
+    const created = await add.run(name.trim());
+    if (created) navigate(`/domains/${created.id}`);
+  }
+
+  const list = domains.data?.data ?? [];
+  return (
+    <>
+      <PageHeader
+        title="Domains"
+        description="The domains you send from, the DNS records each needs, and whether they are verified."
+      />
+      <form className="card inline-form" onSubmit={submit} aria-labelledby="add-domain-title" noValidate>
+        <h2 id="add-domain-title">Add a domain</h2>
+        <Field
+          label="Domain name"
+          hint="The part after @ in the addresses you send from, e.g. example.com."
+          value={name}
+          onChange={(value) => (setName(value), add.clearError())}
+          error={fieldError(add.error, 'name')}
+          autoComplete="off"
+          spellCheck={false}
+        />
+        <ErrorBanner error={add.error} exceptFields={['name']} />
+        <Button type="submit" variant="primary" busy={add.busy} busyLabel="Adding…">
+          Add domain
+        </Button>
+      </form>
+
+      <ErrorBanner error={domains.error} title="The domains could not be loaded" onRetry={domains.reload} />
+      {domains.loading && !domains.data ? <Loading label="Loading domains…" /> : null}
+      {domains.data && list.length === 0 ? (
+        <EmptyState title="No domains yet">
+          Add the domain you send from above. Mailroom then shows the DNS records to publish, and once its DKIM record
+          is found you can send from any address at it.
+        </EmptyState>
+      ) : null}
+      {list.length > 0 ? (
+        <DataTable
+          caption="Your domains"
+          rows={list}
+          rowKey={(domain) => domain.id}
+          columns={[
+            { header: 'Domain', cell: (domain) => <Link to={`/domains/${domain.id}`}>{domain.name}</Link> },
+            { header: 'Status', cell: (domain) => <DomainStatus status={domain.status} /> },
+            {
+              header: 'Records found',
+              className: 'hide-narrow',
+              cell: (domain) =>
+                `${domain.records.filter((record) => record.status === 'verified').length} of ${domain.records.length}`,
+            },
+            { header: 'Added', className: 'nowrap', cell: (domain) => <RelativeTime value={domain.created_at} /> },
+          ]}
+        />
+      ) : null}
+    </>
+  );
+}

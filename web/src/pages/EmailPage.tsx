@@ -1,0 +1,479 @@
+import { useState, type FormEvent, type ReactNode } from 'react';
+import { api, ApiError, fieldError, segment, type ListResponse } from '../api.ts';
+import {
+  Button,
+  ConfirmButton,
+  DataTable,
+  EmptyState,
+  ErrorBanner,
+  Field,
+  Loading,
+  PageHeader,
+  RelativeTime,
+  Timestamp,
+  type Column,
+} from '../components/index.ts';
+import { useAction, useApiGet } from '../hooks.ts';
+import { Link } from '../router.tsx';
+import type { PageProps } from '../router.tsx';
+import { EventStatus } from './EmailsPage.tsx';
+
+// One message: its fields, each recipient's timeline, its HTML in a sandboxed frame, its text, raw source
+// and attachments, and (while it has not left yet) cancel and reschedule. Everything from the message is
+// rendered as text; its HTML is shown only by the browser inside a frame with an empty sandbox (no
+// script, its own opaque origin), loaded from the signed /previews/ link whose policy blocks script too.
+
+interface Email {
+  id: string;
+  from: string;
+  to: string[];
+  cc: string[];
+  bcc: string[];
+  reply_to: string[];
+  subject: string;
+  html: string | null;
+  text: string | null;
+  tags: unknown;
+  created_at: string;
+  scheduled_at: string | null;
+  last_event: string | null;
+  message_id: string;
+  body_pruned_at?: string;
+}
+
+interface TimelineEvent {
+  id: string;
+  type: string;
+  created_at: string;
+  recipient?: string;
+  data?: Record<string, unknown>;
+}
+
+interface Attachment {
+  id: string;
+  filename: string;
+  size: number;
+  content_type: string;
+  content_disposition?: string;
+  download_url: string;
+}
+
+interface Preview {
+  html_url: string | null;
+  expires_at: string;
+}
+
+const sizeFormat = new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 });
+
+export function formatSize(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${sizeFormat.format(bytes / 1024)} KB`;
+  return `${sizeFormat.format(bytes / (1024 * 1024))} MB`;
+}
+
+/** Only web links become an href or a frame's src (never `javascript:` or `data:`). */
+function webUrl(value: string | null | undefined): string | undefined {
+  if (!value) return undefined;
+  try {
+    const url = new URL(value, window.location.href);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.href : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The path and query of a link, to load from this origin; undefined for anything but http(s). */
+function sameOriginPath(value: string | null | undefined): string | undefined {
+  const url = webUrl(value);
+  if (url === undefined) return undefined;
+  const { pathname, search } = new URL(url);
+  return `${pathname}${search}`;
+}
+
+/** Tags as sent: `{ name: value }`, or `[{ name, value }]`, or `["name"]`. */
+function tagsOf(tags: unknown): Array<{ name: string; value?: string }> {
+  if (Array.isArray(tags)) {
+    return tags.map((tag) =>
+      typeof tag === 'object' && tag !== null
+        ? {
+            name: String((tag as { name?: unknown }).name ?? ''),
+            value: String((tag as { value?: unknown }).value ?? ''),
+          }
+        : { name: String(tag) },
+    );
+  }
+  if (tags && typeof tags === 'object') {
+    return Object.entries(tags as Record<string, unknown>).map(([name, value]) => ({ name, value: String(value) }));
+  }
+  return [];
+}
+
+/** A timeline entry's details in words (SMTP answer, bounce, reason, link). */
+function eventDetails(event: TimelineEvent): string {
+  const data = event.data ?? {};
+  const parts: string[] = [];
+  const bounce = data.bounce as { type?: unknown; smtp_code?: unknown; diagnostic?: unknown } | undefined;
+  if (bounce) {
+    parts.push(`${String(bounce.type ?? '')} bounce`.trim());
+    if (bounce.diagnostic) parts.push(String(bounce.diagnostic));
+    else if (bounce.smtp_code) parts.push(`SMTP ${String(bounce.smtp_code)}`);
+  }
+  if (data.response) parts.push(String(data.response));
+  if (data.reason) parts.push(`reason: ${String(data.reason).replace(/_/g, ' ')}`);
+  if (data.attempt) parts.push(`attempt ${String(data.attempt)}`);
+  if (data.next_attempt_at) parts.push(`next try ${new Date(String(data.next_attempt_at)).toLocaleString()}`);
+  const click = data.click as { link?: unknown } | undefined;
+  if (click?.link) parts.push(String(click.link));
+  if (data.feedback_type) parts.push(`feedback: ${String(data.feedback_type)}`);
+  if (data.user_agent) parts.push(String(data.user_agent));
+  if (data.scheduled_at) parts.push(`scheduled for ${new Date(String(data.scheduled_at)).toLocaleString()}`);
+  return parts.join(' · ');
+}
+
+/** An ISO instant as the value of a datetime-local input (local time, minutes). */
+function localInputValue(iso: string | null): string {
+  const date = iso ? new Date(iso) : new Date(Date.now() + 3600_000);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}`;
+}
+
+export function EmailPage({ params }: PageProps) {
+  const id = params.id ?? '';
+  const base = `/emails/${segment(id)}`;
+  const email = useApiGet<Email>(base);
+  const events = useApiGet<ListResponse<TimelineEvent>>(`${base}/events`);
+  const reload = () => {
+    email.reload();
+    events.reload();
+  };
+
+  const notFound = email.error instanceof ApiError && email.error.status === 404;
+  const data = email.data;
+  return (
+    <>
+      <PageHeader
+        title={data ? data.subject || '(no subject)' : 'Email'}
+        description={
+          <>
+            <Link to="/emails">← All emails</Link>
+          </>
+        }
+      />
+      {notFound ? (
+        <EmptyState title="No such email" action={<Link to="/emails">Back to the list of emails</Link>}>
+          It is not one of your organization's messages, or retention deleted it.
+        </EmptyState>
+      ) : (
+        <ErrorBanner error={email.error} title="The email could not be loaded" onRetry={email.reload} />
+      )}
+      {!data && email.loading ? <Loading label="Loading the email…" /> : null}
+      {data ? (
+        <>
+          <Details email={data} />
+          {data.last_event === 'queued' || data.last_event === 'scheduled' ? (
+            <Schedule email={data} onChanged={reload} />
+          ) : null}
+          <Timeline events={events.data?.data} error={events.error} loading={events.loading} onRetry={events.reload} />
+          <Content email={data} base={base} />
+          <Attachments base={base} pruned={Boolean(data.body_pruned_at)} />
+          <RawSource base={base} />
+        </>
+      ) : null}
+    </>
+  );
+}
+
+function Row({ label, children }: { label: string; children: ReactNode }) {
+  return (
+    <div className="detail-row">
+      <dt>{label}</dt>
+      <dd>{children}</dd>
+    </div>
+  );
+}
+
+const list = (addresses: string[]) =>
+  addresses.length ? <span className="break-anywhere">{addresses.join(', ')}</span> : <span className="muted">—</span>;
+
+function Details({ email }: { email: Email }) {
+  const tags = tagsOf(email.tags);
+  return (
+    <section className="card" aria-labelledby="email-details">
+      <h2 id="email-details">Details</h2>
+      <dl className="details">
+        <Row label="Status">
+          <EventStatus event={email.last_event} />
+        </Row>
+        <Row label="From">{list([email.from])}</Row>
+        <Row label="To">{list(email.to)}</Row>
+        <Row label="Cc">{list(email.cc)}</Row>
+        <Row label="Bcc">{list(email.bcc)}</Row>
+        <Row label="Reply to">{list(email.reply_to)}</Row>
+        <Row label="Subject">
+          <span className="break-anywhere">{email.subject || '(no subject)'}</span>
+        </Row>
+        <Row label="Tags">
+          {tags.length ? (
+            <ul className="tag-list">
+              {tags.map((tag, index) => (
+                <li key={index} className="tag">
+                  {tag.value !== undefined && tag.value !== '' ? `${tag.name}: ${tag.value}` : tag.name}
+                </li>
+              ))}
+            </ul>
+          ) : (
+            <span className="muted">—</span>
+          )}
+        </Row>
+        <Row label="Created">
+          <Timestamp value={email.created_at} /> (<RelativeTime value={email.created_at} />)
+        </Row>
+        <Row label="Scheduled for">
+          <Timestamp value={email.scheduled_at} />
+        </Row>
+        <Row label="Message-ID">
+          <code className="break-anywhere">{email.message_id}</code>
+        </Row>
+        <Row label="Id">
+          <code className="break-anywhere">{email.id}</code>
+        </Row>
+      </dl>
+    </section>
+  );
+}
+
+function Schedule({ email, onChanged }: { email: Email; onChanged: () => void }) {
+  const [when, setWhen] = useState(localInputValue(email.scheduled_at));
+  const [localError, setLocalError] = useState<string | undefined>(undefined);
+  const [saved, setSaved] = useState<string | undefined>(undefined);
+  const reschedule = useAction((scheduledAt: string) =>
+    api.patch(`/emails/${segment(email.id)}`, { scheduled_at: scheduledAt }),
+  );
+  const submit = async (event: FormEvent) => {
+    event.preventDefault();
+    setSaved(undefined);
+    const date = new Date(when);
+    if (!when || Number.isNaN(date.getTime())) {
+      setLocalError('Enter the date and time to send it at.');
+      return;
+    }
+    setLocalError(undefined);
+    const result = await reschedule.run(date.toISOString());
+    if (result !== undefined) {
+      setSaved(`Rescheduled for ${date.toLocaleString()}.`);
+      onChanged();
+    }
+  };
+  return (
+    <section className="card" aria-labelledby="email-schedule">
+      <h2 id="email-schedule">Not sent yet</h2>
+      <p className="muted">
+        It can still be rescheduled or cancelled. Once a worker hands it to the transport, neither is possible.
+      </p>
+      <form className="inline-form" onSubmit={submit} aria-label="Reschedule">
+        <Field
+          label="Send at (your local time)"
+          type="datetime-local"
+          value={when}
+          onChange={setWhen}
+          error={localError ?? fieldError(reschedule.error, 'scheduled_at')}
+        />
+        <Button type="submit" variant="primary" busy={reschedule.busy} busyLabel="Rescheduling…">
+          Reschedule
+        </Button>
+      </form>
+      <ErrorBanner error={reschedule.error} title="It could not be rescheduled" exceptFields={['scheduled_at']} />
+      <p role="status" className="form-result">
+        {saved ?? ''}
+      </p>
+      <ConfirmButton
+        question="Cancel this email? It will never be sent."
+        confirmLabel="Yes, cancel it"
+        busyLabel="Cancelling…"
+        onConfirm={async () => {
+          await api.post(`/emails/${segment(email.id)}/cancel`);
+          onChanged();
+        }}
+      >
+        Cancel email
+      </ConfirmButton>
+    </section>
+  );
+}
+
+function Timeline({
+  events,
+  error,
+  loading,
+  onRetry,
+}: {
+  events: TimelineEvent[] | undefined;
+  error: unknown;
+  loading: boolean;
+  onRetry: () => void;
+}) {
+  // The message's own entries (accepted, canceled) first, then one timeline per recipient.
+  const groups = new Map<string, TimelineEvent[]>();
+  for (const event of events ?? []) {
+    const key = event.recipient ?? '';
+    groups.set(key, [...(groups.get(key) ?? []), event]);
+  }
+  const ordered = [...groups.entries()].sort(([a], [b]) => (a === '' ? -1 : b === '' ? 1 : 0));
+  return (
+    <section className="card" aria-labelledby="email-timeline">
+      <h2 id="email-timeline">Timeline</h2>
+      <ErrorBanner error={error} title="The timeline could not be loaded" onRetry={onRetry} />
+      {!events && loading ? <Loading label="Loading the timeline…" /> : null}
+      {events && events.length === 0 ? <p className="muted">Nothing has happened to this message yet.</p> : null}
+      {ordered.map(([recipient, entries]) => (
+        <div key={recipient || 'message'} className="timeline-group">
+          <h3 className="break-anywhere">{recipient || 'The message'}</h3>
+          <ol className="timeline" aria-label={recipient ? `Timeline of ${recipient}` : 'Timeline of the message'}>
+            {entries.map((event) => {
+              const details = eventDetails(event);
+              return (
+                <li key={event.id} className="timeline-entry">
+                  <EventStatus event={event.type} />
+                  <Timestamp value={event.created_at} />
+                  {details ? <span className="timeline-details break-anywhere">{details}</span> : null}
+                </li>
+              );
+            })}
+          </ol>
+        </div>
+      ))}
+    </section>
+  );
+}
+
+function Content({ email, base }: { email: Email; base: string }) {
+  const preview = useApiGet<Preview>(email.html !== null ? `${base}/preview` : null);
+  const [remote, setRemote] = useState(false);
+  // Framed from the dashboard's own origin whatever host the link names (frame-src 'self'): the preview
+  // route is served by this same process.
+  const htmlUrl = sameOriginPath(preview.data?.html_url);
+  const frameUrl = htmlUrl && remote ? `${htmlUrl}${htmlUrl.includes('?') ? '&' : '?'}remote_content=1` : htmlUrl;
+  return (
+    <section className="card" aria-labelledby="email-content">
+      <h2 id="email-content">Content</h2>
+      {email.body_pruned_at ? (
+        <p className="notice">
+          The content was deleted on <Timestamp value={email.body_pruned_at} />, at the end of the retention period.
+        </p>
+      ) : null}
+      <h3>HTML</h3>
+      {email.html === null ? <p className="muted">This message has no HTML part.</p> : null}
+      <ErrorBanner error={preview.error} title="The HTML preview could not be loaded" onRetry={preview.reload} />
+      {email.html !== null && !preview.data && preview.loading ? <Loading label="Loading the preview…" /> : null}
+      {frameUrl ? (
+        <>
+          <div className="button-row preview-actions">
+            {remote ? (
+              <span className="muted">Remote images and styles are loaded.</span>
+            ) : (
+              <>
+                <span className="muted">Remote images are blocked: loading them tells the sender you looked.</span>
+                <Button variant="secondary" onClick={() => setRemote(true)}>
+                  Load remote content
+                </Button>
+              </>
+            )}
+          </div>
+          <iframe
+            key={frameUrl}
+            className="preview-frame"
+            sandbox=""
+            referrerPolicy="no-referrer"
+            src={frameUrl}
+            title="The message's HTML (sandboxed: no scripts run)"
+          />
+        </>
+      ) : null}
+      <h3>Text</h3>
+      {email.text ? (
+        <pre className="code-block message-text" tabIndex={0} aria-label="The message's text">
+          {email.text}
+        </pre>
+      ) : (
+        <p className="muted">This message has no text part.</p>
+      )}
+    </section>
+  );
+}
+
+function Attachments({ base, pruned }: { base: string; pruned: boolean }) {
+  const attachments = useApiGet<ListResponse<Attachment>>(pruned ? null : `${base}/attachments`, { limit: 100 });
+  const rows = attachments.data?.data ?? [];
+  const columns: Array<Column<Attachment>> = [
+    {
+      header: 'Name',
+      cell: (attachment) => {
+        const url = webUrl(attachment.download_url);
+        return url ? (
+          <a href={url} download={attachment.filename} rel="noreferrer" className="break-anywhere">
+            {attachment.filename}
+          </a>
+        ) : (
+          <span className="break-anywhere">{attachment.filename}</span>
+        );
+      },
+    },
+    { header: 'Size', cell: (attachment) => formatSize(attachment.size), className: 'numeric nowrap' },
+    { header: 'Type', cell: (attachment) => attachment.content_type, className: 'hide-narrow' },
+  ];
+  return (
+    <section className="card" aria-labelledby="email-attachments">
+      <h2 id="email-attachments">Attachments</h2>
+      {pruned ? <p className="muted">Deleted with the content at the end of the retention period.</p> : null}
+      <ErrorBanner error={attachments.error} title="The attachments could not be loaded" onRetry={attachments.reload} />
+      {!pruned && !attachments.data && attachments.loading ? <Loading label="Loading attachments…" /> : null}
+      {attachments.data && rows.length === 0 ? <p className="muted">No attachments.</p> : null}
+      {rows.length > 0 ? (
+        <>
+          <DataTable
+            caption="Attachments (download links work for an hour)"
+            captionHidden
+            columns={columns}
+            rows={rows}
+            rowKey={(attachment) => attachment.id}
+          />
+          <p className="muted">Download links are signed and expire after an hour; reload the page for fresh ones.</p>
+        </>
+      ) : null}
+    </section>
+  );
+}
+
+function RawSource({ base }: { base: string }) {
+  const [raw, setRaw] = useState<string | undefined>(undefined);
+  const [missing, setMissing] = useState<string | undefined>(undefined);
+  const load = useAction(async () => {
+    try {
+      setRaw(await api.getText(`${base}/raw`));
+    } catch (error) {
+      // Only the capture transport keeps the source: its absence is a fact about the setup, not a failure.
+      if (error instanceof ApiError && error.status === 404) setMissing(error.message);
+      else throw error;
+    }
+  });
+  return (
+    <section className="card" aria-labelledby="email-raw">
+      <h2 id="email-raw">Raw source</h2>
+      {raw === undefined && missing === undefined ? (
+        <>
+          <p className="muted">The message exactly as composed and DKIM-signed (kept only when mail is captured).</p>
+          <Button onClick={() => void load.run()} busy={load.busy} busyLabel="Loading…">
+            Show raw source
+          </Button>
+        </>
+      ) : null}
+      <ErrorBanner error={load.error} title="The raw source could not be loaded" />
+      {missing !== undefined ? <p className="notice">{missing}</p> : null}
+      {raw !== undefined ? (
+        <pre className="code-block raw-source" tabIndex={0} aria-label="The message's raw source">
+          {raw}
+        </pre>
+      ) : null}
+    </section>
+  );
+}

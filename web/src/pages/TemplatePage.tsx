@@ -1,0 +1,345 @@
+import { useEffect, useState, type FormEvent } from 'react';
+import { api, ApiError, fieldError, segment } from '../api.ts';
+import {
+  Button,
+  ConfirmButton,
+  ErrorBanner,
+  Field,
+  Loading,
+  PageHeader,
+  SelectField,
+  TextAreaField,
+} from '../components/index.ts';
+import { useAction, useApiGet } from '../hooks.ts';
+import { Link, navigate } from '../router.tsx';
+import type { PageProps } from '../router.tsx';
+import type { Template, VariableType } from './TemplatesPage.tsx';
+
+/** A declared variable as the form edits it: the fallback as typed ('' = none). */
+interface VariableRow {
+  key: string;
+  type: VariableType;
+  fallback: string;
+}
+
+interface Draft {
+  name: string;
+  subject: string;
+  html: string;
+  text: string;
+  variables: VariableRow[];
+}
+
+interface Rendered {
+  subject: string | null;
+  html: string | null;
+  text: string | null;
+}
+
+const EMPTY: Draft = {
+  name: '',
+  subject: '',
+  html: '<p>Hello {{name}},</p>\n<p>…</p>',
+  text: 'Hello {{name}},\n\n…',
+  variables: [{ key: 'name', type: 'string', fallback: 'there' }],
+};
+
+function draftOf(template: Template): Draft {
+  return {
+    name: template.name,
+    subject: template.subject ?? '',
+    html: template.html ?? '',
+    text: template.text ?? '',
+    variables: template.variables.map((variable) => ({
+      key: variable.key,
+      type: variable.type,
+      fallback: variable.fallback_value === null ? '' : String(variable.fallback_value),
+    })),
+  };
+}
+
+/** A fallback as the API takes it: a number for number variables when it reads as one; null when empty. */
+function fallbackValue(row: VariableRow): string | number | null {
+  if (row.fallback === '') return null;
+  if (row.type === 'number' && row.fallback.trim() !== '' && Number.isFinite(Number(row.fallback))) {
+    return Number(row.fallback);
+  }
+  return row.fallback;
+}
+
+/** Sample values to start the preview with: each declared variable's fallback, else an example. */
+function sampleOf(variables: VariableRow[]): string {
+  const sample: Record<string, string | number> = {};
+  for (const row of variables) {
+    if (!row.key) continue;
+    sample[row.key] = fallbackValue(row) ?? (row.type === 'number' ? 1 : `Example ${row.key}`);
+  }
+  return JSON.stringify(sample, null, 2);
+}
+
+/** The sample as an object of values, or the reason it is not one. */
+function parseSample(text: string): { values: Record<string, unknown> } | { error: string } {
+  if (text.trim() === '') return { values: {} };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    return { error: `Not valid JSON: ${error instanceof Error ? error.message : 'cannot be read'}` };
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    return { error: 'Give the values as a JSON object, e.g. {"name": "Ann"}.' };
+  }
+  return { values: parsed as Record<string, unknown> };
+}
+
+export function TemplatePage({ params }: PageProps) {
+  const id = params.id ?? 'new';
+  const isNew = id === 'new';
+  const template = useApiGet<Template>(isNew ? null : `/templates/${segment(id)}`);
+  const [draft, setDraft] = useState<Draft | null>(isNew ? EMPTY : null);
+  const [sample, setSample] = useState(isNew ? sampleOf(EMPTY.variables) : '');
+  const [sampleError, setSampleError] = useState<string | undefined>(undefined);
+  const [rendered, setRendered] = useState<Rendered | null>(null);
+  const [saved, setSaved] = useState('');
+
+  useEffect(() => {
+    if (template.data && draft === null) {
+      const loaded = draftOf(template.data);
+      setDraft(loaded);
+      setSample(sampleOf(loaded.variables));
+    }
+  }, [template.data, draft]);
+
+  const save = useAction(async (body: Record<string, unknown>) =>
+    isNew ? api.post<{ id: string }>('/templates', body) : api.patch<{ id: string }>(`/templates/${segment(id)}`, body),
+  );
+  const preview = useAction((body: Record<string, unknown>) => api.post<Rendered>('/templates/render', body));
+
+  if (!draft) {
+    return (
+      <>
+        <PageHeader title="Template" description={<Link to="/templates">All templates</Link>} />
+        <ErrorBanner error={template.error} title="The template could not be loaded" onRetry={template.reload} />
+        {template.loading ? <Loading label="Loading the template…" /> : null}
+      </>
+    );
+  }
+
+  const set = (changes: Partial<Draft>) => {
+    setDraft({ ...draft, ...changes });
+    setSaved('');
+  };
+  const setVariable = (index: number, changes: Partial<VariableRow>) =>
+    set({ variables: draft.variables.map((row, at) => (at === index ? { ...row, ...changes } : row)) });
+
+  async function submit(event: FormEvent) {
+    event.preventDefault();
+    if (!draft) return;
+    setSaved('');
+    const result = await save.run({
+      name: draft.name.trim(),
+      subject: draft.subject,
+      html: draft.html,
+      text: draft.text,
+      variables: draft.variables.map((row) => ({
+        key: row.key.trim(),
+        type: row.type,
+        fallback_value: fallbackValue(row),
+      })),
+    });
+    if (!result) return;
+    if (isNew) navigate(`/templates/${result.id}`, { replace: true });
+    else setSaved('Saved. The next message sent with this template uses it.');
+  }
+
+  async function runPreview() {
+    if (!draft) return;
+    const parsed = parseSample(sample);
+    if ('error' in parsed) {
+      setSampleError(parsed.error);
+      return;
+    }
+    setSampleError(undefined);
+    // Declared fallbacks fill what the sample leaves out, as a send would.
+    const values: Record<string, unknown> = {};
+    for (const row of draft.variables) {
+      const fallback = fallbackValue(row);
+      if (row.key && fallback !== null) values[row.key] = fallback;
+    }
+    Object.assign(values, parsed.values);
+    const result = await preview.run({
+      subject: draft.subject,
+      html: draft.html,
+      text: draft.text,
+      variables: values,
+    });
+    if (result) setRendered(result);
+  }
+
+  // An error about the list as a whole (not one row's key or fallback).
+  const variablesError =
+    save.error instanceof ApiError && save.error.field === 'variables' ? save.error.message : undefined;
+  // A mistake in a source is shown next to it, whether saving or previewing found it.
+  const sourceError = (field: string) => fieldError(save.error, field) ?? fieldError(preview.error, field);
+
+  return (
+    <>
+      <PageHeader
+        title={isNew ? 'New template' : draft.name || 'Template'}
+        description={<Link to="/templates">All templates</Link>}
+      />
+      <div className="template-editor">
+        <form className="card template-form" onSubmit={submit} aria-labelledby="template-form-title" noValidate>
+          <h2 id="template-form-title">Template</h2>
+          <Field
+            label="Name"
+            value={draft.name}
+            maxLength={200}
+            onChange={(name) => set({ name })}
+            error={fieldError(save.error, 'name')}
+          />
+          <Field
+            label="Subject"
+            hint="Optional; a send without its own subject uses it."
+            value={draft.subject}
+            onChange={(subject) => set({ subject })}
+            error={sourceError('subject')}
+          />
+          <TextAreaField
+            label="HTML"
+            hint="{{name}} is escaped; {{{name}}} inserts HTML as is."
+            value={draft.html}
+            rows={8}
+            onChange={(html) => set({ html })}
+            error={sourceError('html')}
+            spellCheck={false}
+          />
+          <TextAreaField
+            label="Text"
+            value={draft.text}
+            rows={5}
+            onChange={(text) => set({ text })}
+            error={sourceError('text')}
+            spellCheck={false}
+          />
+
+          <fieldset className="variables">
+            <legend>Variables</legend>
+            <p className="field-hint">
+              What each send may give. A variable with no fallback must be given a value when sending.
+            </p>
+            {draft.variables.map((row, index) => (
+              <div className="variable-row" key={index} role="group" aria-label={`Variable ${index + 1}`}>
+                <Field
+                  label="Key"
+                  value={row.key}
+                  onChange={(key) => setVariable(index, { key })}
+                  error={fieldError(save.error, `variables.${index}`)}
+                  spellCheck={false}
+                />
+                <SelectField
+                  label="Type"
+                  value={row.type}
+                  onChange={(type) => setVariable(index, { type: type as VariableType })}
+                  options={[
+                    { value: 'string', label: 'Text' },
+                    { value: 'number', label: 'Number' },
+                  ]}
+                />
+                <Field
+                  label="Fallback"
+                  value={row.fallback}
+                  onChange={(fallback) => setVariable(index, { fallback })}
+                />
+                <Button
+                  variant="quiet"
+                  onClick={() => set({ variables: draft.variables.filter((_row, at) => at !== index) })}
+                >
+                  Remove<span className="visually-hidden"> variable {row.key || index + 1}</span>
+                </Button>
+              </div>
+            ))}
+            {variablesError ? <p className="field-error">{variablesError}</p> : null}
+            <Button
+              disabled={draft.variables.length >= 50}
+              onClick={() => set({ variables: [...draft.variables, { key: '', type: 'string', fallback: '' }] })}
+            >
+              Add variable
+            </Button>
+          </fieldset>
+
+          <ErrorBanner
+            error={save.error}
+            title="The template could not be saved"
+            exceptFields={['name', 'subject', 'html', 'text', 'variables']}
+          />
+          <div className="button-row">
+            <Button type="submit" variant="primary" busy={save.busy} busyLabel="Saving…">
+              {isNew ? 'Create template' : 'Save template'}
+            </Button>
+          </div>
+          <p role="status" className="save-status">
+            {saved}
+          </p>
+        </form>
+
+        <section className="card template-preview" aria-labelledby="preview-title">
+          <h2 id="preview-title">Preview</h2>
+          <TextAreaField
+            label="Sample values (JSON)"
+            hint='Values for the variables, e.g. {"name": "Ann"}; declared fallbacks fill the rest.'
+            value={sample}
+            rows={4}
+            onChange={(value) => (setSample(value), setSampleError(undefined))}
+            error={sampleError ?? fieldError(preview.error, 'variables')}
+            spellCheck={false}
+          />
+          <ErrorBanner
+            error={preview.error}
+            title="The preview could not be rendered"
+            exceptFields={['subject', 'html', 'text', 'variables']}
+          />
+          <Button variant="primary" busy={preview.busy} busyLabel="Rendering…" onClick={runPreview}>
+            Preview
+          </Button>
+          {rendered ? (
+            <div className="rendered" aria-live="polite">
+              <h3>Subject</h3>
+              <p className="rendered-subject">{rendered.subject ?? <span className="muted">No subject</span>}</p>
+              <h3>HTML</h3>
+              {rendered.html !== null ? (
+                <iframe className="rendered-html" title="Rendered HTML" sandbox="" srcDoc={rendered.html} />
+              ) : (
+                <p className="muted">No HTML part.</p>
+              )}
+              <h3>Text</h3>
+              {rendered.text !== null ? (
+                <pre className="rendered-text">{rendered.text}</pre>
+              ) : (
+                <p className="muted">No text part.</p>
+              )}
+            </div>
+          ) : (
+            <p className="muted">Press Preview to render the template with the sample values, as a send would.</p>
+          )}
+        </section>
+      </div>
+
+      {!isNew ? (
+        <section className="card" aria-labelledby="delete-title">
+          <h2 id="delete-title">Delete</h2>
+          <ConfirmButton
+            question={`Delete the template “${draft.name}”? Sends that name it will be refused.`}
+            busyLabel="Deleting…"
+            onConfirm={async () => {
+              await api.delete(`/templates/${segment(id)}`);
+              navigate('/templates');
+            }}
+          >
+            Delete template
+          </ConfirmButton>
+        </section>
+      ) : null}
+    </>
+  );
+}

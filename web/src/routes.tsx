@@ -1,0 +1,47 @@
+// Every page of the dashboard: its address pattern, its component, and (for top-level pages) its entry
+// in the navigation, in the order shown. A page with parameters (`/emails/:id`) gets them as props.
+import type { ComponentType } from 'react';
+import type { PageProps } from './router.tsx';
+import { OverviewPage } from './pages/OverviewPage.tsx';
+import { EmailsPage } from './pages/EmailsPage.tsx';
+import { EmailPage } from './pages/EmailPage.tsx';
+import { DomainsPage } from './pages/DomainsPage.tsx';
+import { DomainPage } from './pages/DomainPage.tsx';
+import { ApiKeysPage } from './pages/ApiKeysPage.tsx';
+import { WebhooksPage } from './pages/WebhooksPage.tsx';
+import { WebhookPage } from './pages/WebhookPage.tsx';
+import { TemplatesPage } from './pages/TemplatesPage.tsx';
+import { TemplatePage } from './pages/TemplatePage.tsx';
+import { TopicsPage } from './pages/TopicsPage.tsx';
+import { ContactPage } from './pages/ContactPage.tsx';
+import { SuppressionsPage } from './pages/SuppressionsPage.tsx';
+import { SettingsPage } from './pages/SettingsPage.tsx';
+
+export interface Route {
+  path: string;
+  page: ComponentType<PageProps>;
+  /** The navigation's label; pages without one (details) are reached by links. */
+  nav?: string;
+  /** For pages without `nav`: the navigation entry to highlight. */
+  section?: string;
+}
+
+export const ROUTES: Route[] = [
+  { path: '/', page: OverviewPage, nav: 'Overview' },
+  { path: '/emails', page: EmailsPage, nav: 'Emails' },
+  { path: '/emails/:id', page: EmailPage, section: '/emails' },
+  { path: '/domains', page: DomainsPage, nav: 'Domains' },
+  { path: '/domains/:id', page: DomainPage, section: '/domains' },
+  { path: '/api-keys', page: ApiKeysPage, nav: 'API keys' },
+  { path: '/webhooks', page: WebhooksPage, nav: 'Webhooks' },
+  { path: '/webhooks/:id', page: WebhookPage, section: '/webhooks' },
+  { path: '/templates', page: TemplatesPage, nav: 'Templates' },
+  { path: '/templates/:id', page: TemplatePage, section: '/templates' },
+  { path: '/topics', page: TopicsPage, nav: 'Topics & contacts' },
+  { path: '/contacts/:id', page: ContactPage, section: '/topics' },
+  { path: '/suppressions', page: SuppressionsPage, nav: 'Suppressions' },
+  { path: '/settings', page: SettingsPage, nav: 'Settings' },
+];
+
+/** The sign-in page's address. */
+export const SIGN_IN_PATH = '/sign-in';
