@@ -3,7 +3,7 @@ import type { Config } from './platform/config.ts';
 import { openDatabase } from './platform/db/open.ts';
 import { migrate } from './platform/db/migrate.ts';
 import { buildApp, buildOpsApp } from './app.ts';
-import { bootstrapDevOrganization } from './tenancy/dev-bootstrap.ts';
+import { bootstrapDevOrganization, dashboardUrl, type DevCredentials } from './tenancy/dev-bootstrap.ts';
 import { startDelivery } from './delivery/start-delivery.ts';
 import { createTransport } from './delivery/transports/index.ts';
 import { startWebhookDelivery } from './webhooks/start-webhooks.ts';
@@ -17,14 +17,19 @@ export type Role = 'all' | 'api' | 'worker';
 export async function runServer(config: Config, role: Role = 'all'): Promise<void> {
   const db = await openDatabase(config);
   await migrate(db);
-  if (db.kind === 'pglite') {
-    const dev = await bootstrapDevOrganization(db, config);
-    if (dev) printDevCredentials(dev);
-  }
+  const dev = db.kind === 'pglite' ? await bootstrapDevOrganization(db, config) : undefined;
 
   const app = await buildApp({ db, config, runsWorkers: role !== 'api' });
   // A worker-only process does not take the API's port, so api and worker processes can share a host.
   if (role !== 'worker') await app.listen({ port: config.port, host: config.host });
+  if (dev) {
+    // The port bound (PORT=0 picks one), so that the printed dashboard address is the real one.
+    const address = app.server.address();
+    printDevCredentials(
+      dev,
+      dashboardUrl(config.host, typeof address === 'object' && address ? address.port : config.port),
+    );
+  }
   // Bounce reports and complaints arrive like API traffic: the listener runs beside the HTTP API.
   const inbound =
     role !== 'worker' && config.inboundPort !== undefined
@@ -80,13 +85,9 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
   process.once('SIGINT', () => void stop('SIGINT'));
 }
 
-function printDevCredentials(dev: {
-  organizationId: string;
-  domain: string;
-  fullAccessKey: string;
-  sendingAccessKey: string;
-}) {
-  // Printed once, on the first start: the tokens are not stored anywhere they could be read back.
+function printDevCredentials(dev: DevCredentials, dashboard: string) {
+  // Printed once, on the first start: the tokens and the password are not stored anywhere they could be
+  // read back.
   process.stdout.write(
     [
       '',
@@ -95,6 +96,10 @@ function printDevCredentials(dev: {
       `  verified domain   ${dev.domain}`,
       `  full_access key   ${dev.fullAccessKey}`,
       `  sending_access key ${dev.sendingAccessKey}`,
+      '',
+      `  dashboard         ${dashboard}`,
+      `  user              ${dev.userEmail}`,
+      `  password          ${dev.userPassword}`,
       '',
       '',
     ].join('\n'),

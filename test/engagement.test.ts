@@ -7,7 +7,7 @@ import { after, before, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTransport as nodemailerTransport } from 'nodemailer';
 import { startInboundServer } from '../src/inbound/inbound-server.ts';
-import { emailIdOfReturnPath } from '../src/delivery/return-path.ts';
+import { readReturnPath, recipientDigest } from '../src/delivery/return-path.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
@@ -175,17 +175,20 @@ test("each recipient's copy has its own pixel and tracked links; fetching them r
   assert.equal((await webhookEvents('email.clicked')).filter((d) => d.email_id === id).length, 1);
 });
 
-test('with tracking turned off for the organization, the HTML goes out as written, in one transaction', async () => {
+test('with tracking turned off for the organization, the HTML goes out as written to every recipient', async () => {
   const patched = await call('PATCH', '/organization', { open_tracking: false, click_tracking: false });
   assert.equal(patched.statusCode, 200, patched.body);
   try {
     const html = '<p><a href="https://example.com/x">x</a></p>';
     const id = await sendOne({ to: ['c1@example.com', 'c2@example.com'], html });
     await waitFor(async () => Object.keys(await outcomes(id)).length === 2);
-    assert.equal(sink.transactions.length, 1);
-    const received = String((await sink.transactions[0]!.parse()).html);
-    assert.ok(received.includes('href="https://example.com/x"'), received);
-    assert.doesNotMatch(received, /\/t\/[oc]\//);
+    // Two transactions all the same, since each copy has its own return path.
+    assert.equal(sink.transactions.length, 2);
+    for (const transaction of sink.transactions) {
+      const received = String((await transaction.parse()).html);
+      assert.ok(received.includes('href="https://example.com/x"'), received);
+      assert.doesNotMatch(received, /\/t\/[oc]\//);
+    }
   } finally {
     await call('PATCH', '/organization', { open_tracking: true, click_tracking: true });
   }
@@ -201,18 +204,36 @@ async function deliverReport(to: string, raw: string): Promise<void> {
   }
 }
 
-test('a DSN and an ARF report sent to the VERP return path record bounced and complained', async () => {
+test("a DSN and an ARF report sent to each copy's VERP return path record bounced and complained", async () => {
   const id = await sendOne({ to: ['bouncy@example.com', 'grumpy@example.com'], text: 'Hello' });
   await waitFor(async () => Object.keys(await outcomes(id)).length === 2);
-  const verp = sink.transactions[0]!.mailFrom;
-  assert.match(verp, new RegExp(`^bounce-[0-9a-f]{32}-[0-9a-f]{16}@${RETURN_PATH_DOMAIN.replaceAll('.', '\\.')}$`));
-  assert.equal(emailIdOfReturnPath(t.app.signer, verp), id);
+  // Each recipient's copy went in a transaction of its own, from a return path naming that recipient.
+  assert.equal(sink.transactions.length, 2);
+  const returnPathOf = (recipient: string) => {
+    const transaction = sink.transactions.find((tx) => tx.rcptTo.join() === recipient);
+    assert.ok(transaction, `a transaction to ${recipient} alone`);
+    return transaction.mailFrom;
+  };
+  const bouncyPath = returnPathOf('bouncy@example.com');
+  const grumpyPath = returnPathOf('grumpy@example.com');
+  for (const [path, recipient] of [
+    [bouncyPath, 'bouncy@example.com'],
+    [grumpyPath, 'grumpy@example.com'],
+  ] as const) {
+    const domain = RETURN_PATH_DOMAIN.replaceAll('.', '\\.');
+    assert.match(path, new RegExp(`^bounce-[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{14}@${domain}$`));
+    assert.ok(path.split('@')[0]!.length <= 64);
+    assert.deepEqual(readReturnPath(t.app.signer, path), {
+      emailId: id,
+      recipientDigest: recipientDigest(t.app.signer, recipient),
+    });
+  }
 
   await deliverReport(
-    verp,
+    bouncyPath,
     [
       'From: Mail Delivery System <mailer-daemon@mx.example.com>',
-      `To: ${verp}`,
+      `To: ${bouncyPath}`,
       'Subject: Undelivered Mail Returned to Sender',
       'MIME-Version: 1.0',
       'Content-Type: multipart/report; report-type=delivery-status; boundary="b1"',
@@ -243,10 +264,10 @@ test('a DSN and an ARF report sent to the VERP return path record bounced and co
     ].join('\r\n'),
   );
   await deliverReport(
-    verp,
+    grumpyPath,
     [
       'From: Feedback Loop <fbl@isp.example.net>',
-      `To: ${verp}`,
+      `To: ${grumpyPath}`,
       'Subject: Abuse report',
       'MIME-Version: 1.0',
       'Content-Type: multipart/report; report-type=feedback-report; boundary="b2"',

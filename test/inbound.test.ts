@@ -76,13 +76,23 @@ let counter = 0;
 /** Fresh addresses per test, so suppressions of one test do not stop the sends of another. */
 const address = (name: string) => `${name}${++counter}@example.com`;
 
-/** A message really sent through the worker to the relay, and the return path its reports come back to. */
+/** The return path of `recipient`'s copy of message `id`. */
+const returnPathOf = (id: string, recipient: string) =>
+  returnPathAddress({ signer: t.app.signer, domain: RETURN_PATH_DOMAIN }, id, recipient);
+
+/** The message-only return path messages were sent from before each recipient had their own. */
+function oldFormReturnPath(id: string): string {
+  const hex = id.replaceAll('-', '');
+  return `bounce-${hex}-${t.app.signer.tag('return-path', hex, 8)}@${RETURN_PATH_DOMAIN}`;
+}
+
+/** A message really sent through the worker to the relay, and the return path of its first recipient. */
 async function sentMessage(to: string[]): Promise<{ id: string; verp: string }> {
   const res = await send(t.app, org.fullKey, message(org, { to, text: 'Hello' }));
   assert.equal(res.statusCode, 200, res.body);
   const id = res.json().id as string;
   await waitFor(async () => (await timeline(id)).filter((e) => e.type === 'delivered').length === to.length, 10_000);
-  return { id, verp: returnPathAddress(t.app.signer, id, RETURN_PATH_DOMAIN) };
+  return { id, verp: returnPathOf(id, to[0]!) };
 }
 
 /** Hands a report to the listener over SMTP from the null reverse path (MAIL FROM:<>), as real reports come. */
@@ -207,7 +217,8 @@ test('the same DSN delivered twice records one entry and one webhook event', asy
 
 test('an ARF report records complained for Original-Rcpt-To, suppresses it and queues email.complained', async () => {
   const [calm, angry] = [address('calm'), address('angry')];
-  const { id, verp } = await sentMessage([calm, angry]);
+  const { id } = await sentMessage([calm, angry]);
+  const verp = returnPathOf(id, angry);
   const feedback = ['Feedback-Type: abuse', 'User-Agent: ExampleFBL/1.0', 'Version: 1', `Original-Rcpt-To: ${angry}`];
 
   assert.match(await deliverReport(verp, arf(verp, feedback, `${calm}, ${angry}`)), /^250 /);
@@ -227,12 +238,51 @@ test('an ARF report records complained for Original-Rcpt-To, suppresses it and q
   );
 });
 
-test('a complaint without Original-Rcpt-To goes to the recipient the original names, or the only one', async () => {
+test("a report to one recipient's return path marks that recipient only, whoever it names", async () => {
+  const [victim, sender] = [address('victim'), address('sender')];
+  const { id } = await sentMessage([victim, sender]);
+  // The sender received a copy and knows its return path: they can speak for themselves, not for the victim.
+  const own = returnPathOf(id, sender);
+  const feedback = ['Feedback-Type: abuse', 'Version: 1', `Original-Rcpt-To: ${victim}`];
+  assert.match(await deliverReport(own, dsn(own, [failed(victim)], `To: ${victim}`)), /^250 /);
+  assert.match(await deliverReport(own, arf(own, feedback, victim)), /^250 /);
+  assert.deepEqual(
+    (await reportEntries(id)).map((e) => [e.type, e.recipient]),
+    [
+      ['bounced', sender],
+      ['complained', sender],
+    ],
+  );
+  assert.deepEqual(await recipientStatus(id), { [victim]: 'delivered', [sender]: 'bounced' });
+  assert.equal(await suppression(victim), undefined);
+  assert.equal(await suppression(sender), 'hard_bounce');
+
+  // A return path signed for an address that is not a recipient of this message records nothing.
+  const stranger = returnPathOf(id, address('stranger'));
+  assert.match(await deliverReport(stranger, dsn(stranger, [failed(victim)])), /^250 /);
+  assert.equal((await reportEntries(id)).length, 2);
+});
+
+test('a DSN to the old message-only return path is still read, by the recipient it names', async () => {
+  const [gone, fine] = [address('oldgone'), address('oldfine')];
+  const { id } = await sentMessage([gone, fine]);
+  const old = oldFormReturnPath(id);
+  assert.match(await deliverReport(old, dsn(old, [failed(gone.toUpperCase())])), /^250 /);
+  assert.deepEqual(
+    (await reportEntries(id)).map((e) => [e.type, e.recipient]),
+    [['bounced', gone]],
+  );
+  assert.equal(await suppression(gone), 'hard_bounce');
+  assert.equal(await suppression(fine), undefined);
+});
+
+test('to the old return path, a complaint without Original-Rcpt-To goes to the recipient the original names, or the only one', async () => {
   const feedback = ['Feedback-Type: abuse', 'User-Agent: ExampleFBL/1.0', 'Version: 1'];
 
   // The embedded original names one of the two recipients.
   const [one, two] = [address('one'), address('two')];
   const pair = await sentMessage([one, two]);
+  pair.verp = oldFormReturnPath(pair.id);
   await deliverReport(pair.verp, arf(pair.verp, feedback, two.toUpperCase()));
   assert.deepEqual(
     (await reportEntries(pair.id)).map((e) => e.recipient),
@@ -242,6 +292,7 @@ test('a complaint without Original-Rcpt-To goes to the recipient the original na
   // Redacted original, single recipient: it can only be them.
   const only = address('only');
   const single = await sentMessage([only]);
+  single.verp = oldFormReturnPath(single.id);
   await deliverReport(single.verp, arf(single.verp, feedback, 'redacted@isp.example.net'));
   assert.deepEqual(
     (await reportEntries(single.id)).map((e) => e.recipient),
@@ -251,6 +302,7 @@ test('a complaint without Original-Rcpt-To goes to the recipient the original na
   // Both recipients named, none singled out: nobody is blamed.
   const [a, b] = [address('a'), address('b')];
   const both = await sentMessage([a, b]);
+  both.verp = oldFormReturnPath(both.id);
   assert.match(await deliverReport(both.verp, arf(both.verp, feedback, `${a}, ${b}`)), /^250 /);
   assert.deepEqual(await reportEntries(both.id), []);
   assert.equal(await suppression(a), undefined);
@@ -322,7 +374,7 @@ test('RCPT TO anything but a signed return path is refused with 550, and nothing
 });
 
 test('a report to the return path of a message that no longer exists is accepted and records nothing', async () => {
-  const verp = returnPathAddress(t.app.signer, randomUUID(), RETURN_PATH_DOMAIN);
+  const verp = returnPathOf(randomUUID(), 'nobody@example.com');
   assert.match(await deliverReport(verp, dsn(verp, [failed('nobody@example.com')])), /^250 /);
   assert.equal(await suppression('nobody@example.com'), undefined);
 });

@@ -1,5 +1,5 @@
 import { publicBaseUrl, type Config } from '../platform/config.ts';
-import type { Database } from '../platform/db/database.ts';
+import { retryWhileUnreachable, type Database } from '../platform/db/database.ts';
 import type { Signer } from '../platform/signing.ts';
 import type { Job, JobHandler, JobResult } from '../queue/worker.ts';
 import type { Transport } from './transport.ts';
@@ -9,8 +9,9 @@ import { simulateTestAddresses } from './simulate-test-addresses.ts';
 import { outgoingMessage } from './outgoing-message.ts';
 import { personalizeCopies } from './personalize-copy.ts';
 import { sendCopy } from './send-copy.ts';
-import { attemptNumbers, earliest, recordOutcomes } from './record-outcome.ts';
+import { attemptNumbers, earliest, recordOutcomes, recordOutcomesAgain } from './record-outcome.ts';
 import { finishOrRetry } from './finish-or-retry.ts';
+import type { ReturnPath } from './return-path.ts';
 
 // One 'deliver-email' job delivers one message to every recipient that has no outcome yet, in steps,
 // each in its own file: take the message, gate the recipients, simulate the test addresses (recorded
@@ -24,7 +25,9 @@ const COPIES_IN_FLIGHT = 4;
 export function deliverEmailHandler(db: Database, config: Config, transport: Transport, signer: Signer): JobHandler {
   const links = { signer, baseUrl: publicBaseUrl(config) };
   const retrySchedule = config.deliveryRetrySchedule;
-  const returnPath = config.returnPathDomain ? { signer, domain: config.returnPathDomain } : undefined;
+  const returnPath: ReturnPath | undefined = config.returnPathDomain
+    ? { signer, domain: config.returnPathDomain }
+    : undefined;
 
   return async (job: Job): Promise<JobResult> => {
     const taken = await takeMessage(db, String(job.payload.email_id));
@@ -36,17 +39,22 @@ export function deliverEmailHandler(db: Database, config: Config, transport: Tra
     const recipients = await simulateTestAddresses(db, email, gated);
     if (recipients.length === 0) return finishOrRetry(db, email.id, undefined);
 
-    const message = await outgoingMessage(db, email, recipients, returnPath);
-    const copies = personalizeCopies(message, email, links);
+    const message = await outgoingMessage(db, email, recipients);
+    const copies = personalizeCopies(message, email, links, returnPath);
     const attempts = attemptNumbers(recipients);
 
     // Each copy's outcomes commit as soon as it is sent: a crash sends again only the copies not recorded.
+    // A copy sent while the database is away is recorded once it is back (within the job's lease), not
+    // sent again.
     let deferredUntil: Date | undefined;
     for (let i = 0; i < copies.length; i += COPIES_IN_FLIGHT) {
       await Promise.all(
         copies.slice(i, i + COPIES_IN_FLIGHT).map(async (copy) => {
           const results = await sendCopy(transport, copy);
-          const retryAt = await recordOutcomes(db, email, results, attempts, retrySchedule);
+          const retryAt = await retryWhileUnreachable(
+            (again) => (again ? recordOutcomesAgain : recordOutcomes)(db, email, results, attempts, retrySchedule),
+            job.leaseEndsAt,
+          );
           deferredUntil = earliest(deferredUntil, retryAt);
         }),
       );

@@ -1,34 +1,28 @@
 import type { Queryable } from '../platform/db/database.ts';
-import type { Signer } from '../platform/signing.ts';
 import type { OutgoingMessage } from './transport.ts';
-import { returnPathAddress } from './return-path.ts';
 import type { EmailToSend, PendingRecipient } from './take-message.ts';
 
 // Step 4, the message as it leaves: the stored message with its attachments, the SMTP envelope (MAIL
 // FROM and the recipients to send to) and the sending domain's DKIM key. One message for everyone; the
-// next step makes a copy per recipient when the message carries something personal.
-
-/** With a return-path domain, bounces come back to each message's own VERP address (return-path.ts). */
-export interface ReturnPath {
-  signer: Signer;
-  domain: string;
-}
+// next step makes a copy per recipient when the message carries something personal or each recipient
+// gets a return path of their own.
 
 export async function outgoingMessage(
   db: Queryable,
   email: EmailToSend,
   recipients: PendingRecipient[],
-  returnPath: ReturnPath | undefined,
 ): Promise<OutgoingMessage> {
-  const attachments = await db.query<{
-    filename: string;
-    content_type: string;
-    content_id: string | null;
-    content: Uint8Array;
-  }>(
-    'SELECT filename, content_type, content_id, content FROM email_attachments WHERE email_id = $1 ORDER BY position',
-    [email.id],
-  );
+  const attachments = !email.has_attachments
+    ? { rows: [] }
+    : await db.query<{
+        filename: string;
+        content_type: string;
+        content_id: string | null;
+        content: Uint8Array;
+      }>(
+        'SELECT filename, content_type, content_id, content FROM email_attachments WHERE email_id = $1 ORDER BY position',
+        [email.id],
+      );
   const fromAddress = /<([^<>]+)>$/.exec(email.from)?.[1] ?? email.from;
   return {
     emailId: email.id,
@@ -47,8 +41,9 @@ export async function outgoingMessage(
       contentId: a.content_id ?? undefined,
       content: Buffer.from(a.content),
     })),
+    // The From address, unless the next step gives each copy its own return path.
     envelope: {
-      from: returnPath ? returnPathAddress(returnPath.signer, email.id, returnPath.domain) : fromAddress,
+      from: fromAddress,
       to: recipients.map((r) => r.address),
     },
     dkim: {

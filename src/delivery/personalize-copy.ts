@@ -3,10 +3,13 @@ import { unsubscribeUrl } from '../contacts/unsubscribe-link.ts';
 import { addTracking } from '../tracking/tracking-links.ts';
 import type { OutgoingMessage } from './transport.ts';
 import type { EmailToSend } from './take-message.ts';
+import { returnPathAddress, type ReturnPath } from './return-path.ts';
 
 // Step 5, personalize each copy. A message that carries something per recipient (tracked links and an
 // open pixel, a topic's one-click unsubscribe link) goes out as one copy per recipient, each with that
-// recipient's own; any other goes out as it is, in one SMTP transaction for all its recipients.
+// recipient's own. With a return-path domain every copy also leaves from a return path naming its
+// recipient (return-path.ts), so copies go in separate SMTP transactions even when their content is
+// the same. Any other message goes out as it is, in one SMTP transaction for all its recipients.
 
 /** What signs a recipient's links, and where they point. */
 export interface Links {
@@ -15,9 +18,21 @@ export interface Links {
 }
 
 /** The copies to send: one per recipient of the envelope, or the message itself. */
-export function personalizeCopies(message: OutgoingMessage, email: EmailToSend, links: Links): OutgoingMessage[] {
-  if (!personalized(email)) return [message];
-  return message.envelope.to.map((recipient) => copyFor(message, email, recipient, links));
+export function personalizeCopies(
+  message: OutgoingMessage,
+  email: EmailToSend,
+  links: Links,
+  returnPath: ReturnPath | undefined,
+): OutgoingMessage[] {
+  const personal = personalized(email);
+  if (!personal && returnPath === undefined) return [message];
+  return message.envelope.to.map((recipient) => {
+    const copy = personal
+      ? copyFor(message, email, recipient, links)
+      : { ...message, envelope: { ...message.envelope, to: [recipient] } };
+    if (returnPath === undefined) return copy;
+    return { ...copy, envelope: { ...copy.envelope, from: returnPathAddress(returnPath, email.id, recipient) } };
+  });
 }
 
 /** Whether each recipient gets a copy of their own: tracking needs an HTML body, a topic needs its link. */

@@ -47,6 +47,39 @@ export async function recordOutcomes(
   return retryAt;
 }
 
+/**
+ * recordOutcomes once more, after a try whose COMMIT was cut off (it may have gone through): results
+ * already stored (the recipient has its outcome, or this attempt counted) are not stored again, so no
+ * timeline entry or webhook event is recorded twice. A deferral already stored still says when to retry.
+ */
+export async function recordOutcomesAgain(
+  db: Database,
+  email: EmailToSend,
+  results: RecipientResult[],
+  attempts: Map<string, number>,
+  retrySchedule: number[],
+): Promise<Date | undefined> {
+  const { rows } = await db.query<{ address: string; status: string; attempts: number }>(
+    'SELECT address, status, attempts FROM email_recipients WHERE email_id = $1 AND address = ANY($2::text[])',
+    [email.id, results.map((result) => result.address)],
+  );
+  const stored = new Map(
+    rows
+      .filter((row) => row.status !== 'pending' || row.attempts >= (attempts.get(row.address) ?? 1))
+      .map((row) => [row.address, row.status]),
+  );
+  let retryAt: Date | undefined;
+  for (const [address, status] of stored) {
+    const delay = retrySchedule[(attempts.get(address) ?? 1) - 1];
+    if (status === 'pending' && delay !== undefined) retryAt = earliest(retryAt, new Date(Date.now() + delay * 1000));
+  }
+  const rest = results.filter((result) => !stored.has(result.address));
+  return earliest(
+    retryAt,
+    rest.length > 0 ? await recordOutcomes(db, email, rest, attempts, retrySchedule) : undefined,
+  );
+}
+
 /** Counts committed outcomes in the metrics (and a delivery's time since acceptance). */
 export function countOutcomes(
   email: EmailToSend,

@@ -31,6 +31,8 @@ export interface EmailToSend {
   domain_name: string | null;
   dkim_selector: string | null;
   dkim_private_key: string | null;
+  /** Whether it has attachments to read (most messages have none: no query for them then). */
+  has_attachments: boolean;
 }
 
 /** A recipient without an outcome yet. */
@@ -59,7 +61,8 @@ export async function takeMessage(
               e.html, e.text, e.headers, e.topic_id, e.message_id,
               coalesce(d.open_tracking, o.open_tracking) AS open_tracking,
               coalesce(d.click_tracking, o.click_tracking) AS click_tracking,
-              d.name AS domain_name, d.dkim_selector, d.dkim_private_key
+              d.name AS domain_name, d.dkim_selector, d.dkim_private_key,
+              EXISTS (SELECT 1 FROM email_attachments a WHERE a.email_id = e.id) AS has_attachments
          FROM emails e JOIN organizations o ON o.id = e.organization_id LEFT JOIN domains d ON d.id = e.domain_id
         WHERE e.id = $1 FOR UPDATE OF e`,
       [emailId],

@@ -5,13 +5,14 @@ import type { Database } from '../platform/db/database.ts';
 import type { Signer } from '../platform/signing.ts';
 import { REPORT_PARSER_OPTIONS, readDeliveryReports } from './delivery-reports.ts';
 import { recordReports } from './record-report.ts';
-import { emailIdOfReturnPath } from '../delivery/return-path.ts';
+import { readReturnPath, type ReturnPathTarget } from '../delivery/return-path.ts';
 import { collectMessage, listenSmtp, SmtpReply, type Listening } from '../platform/smtp-listener.ts';
 
 // The inbound SMTP listener: the MX of the return-path domain. It takes the bounce reports (RFC 3464)
-// and feedback-loop complaints (RFC 5965) that come back to a message's VERP return path, and nothing
+// and feedback-loop complaints (RFC 5965) that come back to a copy's VERP return path, and nothing
 // else: a recipient that is not a return-path address Mailroom signed is refused, so it is no relay
-// and reports cannot be forged for messages by guessing their ids. A message is answered 250 only
+// and reports cannot be forged for messages by guessing their ids. A report counts only for the
+// recipient its return path names. A message is answered 250 only
 // once what it reports is committed, so if anything fails before that the sending server keeps it and
 // tries again (451 for a database error). Anything that is not a report (auto-replies, spam) is
 // accepted and dropped, so that it does not bounce back and forth.
@@ -54,7 +55,7 @@ export async function startInboundServer(options: InboundServerOptions): Promise
     closeTimeout: CLOSE_GRACE_MS,
 
     onRcptTo(address, _session, callback) {
-      if (emailIdOfReturnPath(signer, address.address) !== null) return callback();
+      if (readReturnPath(signer, address.address) !== null) return callback();
       callback(new SmtpReply(550, '5.1.1 No such recipient here: this server takes delivery reports only'));
     },
 
@@ -72,9 +73,13 @@ export async function startInboundServer(options: InboundServerOptions): Promise
 
   async function receive(stream: SMTPServerDataStream, session: SMTPServerSession): Promise<void> {
     const raw = await collectMessage(stream, MAX_MESSAGE_BYTES);
-    const emailIds = [
-      ...new Set(session.envelope.rcptTo.map((rcpt) => emailIdOfReturnPath(signer, rcpt.address))),
-    ].filter((id) => id !== null);
+    // One target per distinct return path (a report sent to the same address twice counts once).
+    const targets = new Map<string, ReturnPathTarget>();
+    for (const rcpt of session.envelope.rcptTo) {
+      const target = readReturnPath(signer, rcpt.address);
+      if (target) targets.set(`${target.emailId}/${target.recipientDigest}`, target);
+    }
+    const emailIds = [...new Set([...targets.values()].map((target) => target.emailId))];
     const from = session.envelope.mailFrom === false ? '' : session.envelope.mailFrom.address;
 
     let mail: ParsedMail;
@@ -91,7 +96,9 @@ export async function startInboundServer(options: InboundServerOptions): Promise
     }
     let recorded = 0;
     try {
-      for (const emailId of emailIds) recorded += await recordReports(db, emailId, reports, originalRecipients);
+      for (const target of targets.values()) {
+        recorded += await recordReports(db, signer, target, reports, originalRecipients);
+      }
     } catch (error) {
       log.error({ emailIds, err: error }, 'could not record a delivery report; the sender was told to retry');
       throw error;

@@ -5,14 +5,21 @@ import { recordTimelineEntry } from '../emails/timeline.ts';
 import type { RecipientStatus } from '../emails/statuses.ts';
 import { isBadMailbox } from '../delivery/smtp-outcome.ts';
 import { suppressAddress } from '../suppressions/suppressions.ts';
+import type { Signer } from '../platform/signing.ts';
+import { recipientDigest, type ReturnPathTarget } from '../delivery/return-path.ts';
 import type { BounceReport, ComplaintReport, DeliveryReport } from './delivery-reports.ts';
 
-// Records the reports that came back to one message's return path: a bounce marks the recipient
-// bounced, a complaint records complained, each with its timeline entry and webhook event, and the
-// address goes on the organization's suppression list where the report says it should. All of one
-// message's reports commit together, so an SMTP client told 250 knows they are stored, and one that
-// was told 451 can send them again: bounced and complained are kept once per recipient, so a report
-// delivered twice records nothing the second time.
+// Records the reports that came back to one return path: a bounce marks the recipient bounced, a
+// complaint records complained, each with its timeline entry and webhook event, and the address goes
+// on the organization's suppression list where the report says it should. All the reports of one
+// return path commit together, so an SMTP client told 250 knows they are stored, and one that was told
+// 451 can send them again: bounced and complained are kept once per recipient, so a report delivered
+// twice records nothing the second time.
+//
+// Who a report is about: the recipient the return path names, whatever the report says (a report can
+// only come back to the return path of the copy it answers, so it may name a forwarding address, but
+// never affects a co-recipient). A return path in the old, message-only form names no recipient: then
+// the report's own fields decide, as they did when those messages were sent.
 
 interface RecipientRow {
   address: string;
@@ -21,10 +28,12 @@ interface RecipientRow {
 /** How many timeline entries were recorded (repeats and reports about no recipient of the message are not). */
 export async function recordReports(
   db: Database,
-  emailId: string,
+  signer: Signer,
+  target: ReturnPathTarget,
   reports: DeliveryReport[],
   originalRecipients: string[],
 ): Promise<number> {
+  const { emailId } = target;
   const counted: Array<{ address: string; outcome: 'bounced' | 'complained' }> = [];
   const recorded = await db.transaction(async (tx) => {
     const email = await tx.query<{ organization_id: string }>('SELECT organization_id FROM emails WHERE id = $1', [
@@ -36,18 +45,26 @@ export async function recordReports(
       emailId,
     ]);
     const recipients = new Recipients(rows.map((row) => row.address));
+    const named =
+      target.recipientDigest === null
+        ? undefined
+        : recipients.all.find((address) => recipientDigest(signer, address) === target.recipientDigest);
+    if (target.recipientDigest !== null && named === undefined) return 0; // not a recipient of this message
+    const about = (report: DeliveryReport) =>
+      named !== undefined && report.kind === 'bounce' && recipients.find(report.recipient) === named ? 0 : 1;
 
     const message = { emailId, organizationId };
     let count = 0;
-    for (const report of reports) {
+    // A report naming the return path's recipient first: a bounce is recorded once, from the best block.
+    for (const report of named === undefined ? reports : reports.toSorted((a, b) => about(a) - about(b))) {
       if (report.kind === 'bounce') {
-        const recipient = recipients.find(report.recipient) ?? recipients.find(report.originalRecipient);
+        const recipient = named ?? recipients.find(report.recipient) ?? recipients.find(report.originalRecipient);
         if (recipient !== undefined && (await recordBounce(tx, message, recipient, report))) {
           count++;
           counted.push({ address: recipient, outcome: 'bounced' });
         }
       } else {
-        const recipient = complainant(recipients, report, originalRecipients);
+        const recipient = named ?? complainant(recipients, report, originalRecipients);
         if (recipient !== undefined && (await recordComplaint(tx, message, recipient, report))) {
           count++;
           counted.push({ address: recipient, outcome: 'complained' });
@@ -149,6 +166,10 @@ class Recipients {
 
   get size(): number {
     return this.byKey.size;
+  }
+
+  get all(): string[] {
+    return [...this.byKey.values()];
   }
 
   get only(): string | undefined {

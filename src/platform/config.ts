@@ -89,6 +89,12 @@ const SETTING_TABLE = {
     'PostgreSQL connections per process (PGlite has one).',
     integer(1, 1000),
   ),
+  dbConnectTimeoutMs: setting(
+    'MAILROOM_DB_CONNECT_TIMEOUT_MS',
+    '5000',
+    'How long a statement waits for a PostgreSQL connection (opening one, or a free one of the pool) before it fails. While the database is unreachable, API requests that need it are answered 503 `service_unavailable` within this time instead of hanging.',
+    integer(100, 600_000),
+  ),
   sessionTtlHours: setting(
     'MAILROOM_SESSION_TTL_HOURS',
     '168',
@@ -152,7 +158,7 @@ const SETTING_TABLE = {
   returnPathDomain: setting(
     'MAILROOM_RETURN_PATH_DOMAIN',
     undefined,
-    'Domain of the per-message return path (VERP, `bounce-<id>-<tag>@<domain>`) that bounce reports come back to; its MX must reach the inbound listener. Unset: the return path is the From address and later bounces are not seen.',
+    'Domain of the per-recipient return path (VERP, `bounce-<message>-<recipient>-<signature>@<domain>`) that bounce reports come back to; its MX must reach the inbound listener. Unset: the return path is the From address and later bounces are not seen.',
     optionalDomainName,
   ),
   inboundPort: setting(
@@ -218,7 +224,7 @@ const SETTING_TABLE = {
   jobLeaseSeconds: setting(
     'MAILROOM_JOB_LEASE_SECONDS',
     '300',
-    'How long a worker holds a job it claimed. If the worker dies, the job is picked up again once this has passed; it must exceed the longest delivery attempt.',
+    'How long a worker holds a job it claimed. If the worker dies, the job is picked up again once this has passed; it must exceed the longest delivery attempt (a message to many recipients goes out as a copy each, 4 at a time, so allow about recipients / 4 × MAILROOM_SMTP_TIMEOUT_MS against a slow server).',
     integer(1, 86_400),
   ),
   mxAllowCidrs: setting(

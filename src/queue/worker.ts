@@ -1,5 +1,5 @@
 import type { Logger } from '../platform/logger.ts';
-import type { Database } from '../platform/db/database.ts';
+import { retryWhileUnreachable, type Database } from '../platform/db/database.ts';
 import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
 
 // A worker claims due jobs with FOR UPDATE SKIP LOCKED (so several workers, in several processes, never
@@ -13,6 +13,8 @@ export interface Job {
   /** How many times the job has been claimed, this claim included. */
   attempts: number;
   leaseId: string;
+  /** When the claim ends (epoch ms, by this process's clock): after it, another worker may take the job. */
+  leaseEndsAt: number;
 }
 
 /** What a handler decides: the job is finished, or should run again at `retryAt`. */
@@ -73,20 +75,31 @@ export async function startWorker(
     }
   };
 
+  // Finishing or rescheduling a job is retried while the database is unreachable, up to the end of the
+  // lease: otherwise a job handled during an outage would stay claimed, untouched, until its lease ran out.
+  const settle = (write: () => Promise<void>, job: Job) => retryWhileUnreachable(write, job.leaseEndsAt);
+
   const run = async (job: Job) => {
     running += 1;
+    let result: JobResult;
     try {
-      const result = await handlers[job.queue]!(job);
-      if ('done' in result) await finish(db, job);
-      else {
-        await retry(db, job, result.retryAt, result.reason);
-        wakeAt(result.retryAt);
-      }
+      result = await handlers[job.queue]!(job);
     } catch (error) {
       // The handler failed (the database went away, a bug): try again later, backing off to 5 minutes.
       options.log.error({ err: error, jobId: job.id, queue: job.queue }, 'job failed');
       const delay = Math.min(300, 2 ** Math.min(job.attempts, 9));
-      await retry(db, job, new Date(Date.now() + delay * 1000), String(error)).catch(() => {});
+      result = { retryAt: new Date(Date.now() + delay * 1000), reason: String(error) };
+    }
+    try {
+      if ('done' in result) await settle(() => finish(db, job), job);
+      else {
+        const { retryAt, reason } = result;
+        await settle(() => retry(db, job, retryAt, reason), job);
+        wakeAt(retryAt);
+      }
+    } catch (error) {
+      // Still unreachable at the end of the lease: the job comes back as a dead worker's would.
+      options.log.error({ err: error, jobId: job.id, queue: job.queue }, 'could not settle job');
     } finally {
       running -= 1;
       if (running === 0) idle?.();
@@ -126,6 +139,8 @@ async function claim(
   leaseSeconds: number,
   groupLimit: number | undefined,
 ): Promise<Job[]> {
+  // Taken before the claim, so the lease as reckoned here never outlasts the one in the database.
+  const leaseEndsAt = Date.now() + leaseSeconds * 1000;
   const { rows } = await db.query<{
     id: number;
     queue: QueueName;
@@ -176,6 +191,7 @@ async function claim(
     payload: row.payload,
     attempts: row.attempts,
     leaseId: row.lease_id,
+    leaseEndsAt,
   }));
 }
 

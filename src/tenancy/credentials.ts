@@ -30,7 +30,15 @@ export async function resolveBearer(db: Queryable, authorization: string | undef
   }
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
   const principal = await resolveToken(db, match?.[1] ?? '');
-  if (!match || !principal) throw new ServiceError('invalid_api_key', 'API key is invalid');
+  if (!match || !principal) {
+    // One code for an unknown, revoked or expired credential (a client signs in again on any of them);
+    // the message says which kind of token was refused, which the caller knows anyway.
+    const session = match?.[1]!.startsWith(SESSION_PREFIX);
+    throw new ServiceError(
+      'invalid_api_key',
+      session ? 'Session token is invalid or has expired: sign in again (POST /auth/login)' : 'API key is invalid',
+    );
+  }
   return principal;
 }
 

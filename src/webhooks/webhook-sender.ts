@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { webhookAttempts, webhookDeliveryLag } from '../platform/metrics.ts';
 import type { Dispatcher } from 'undici';
-import type { Database } from '../platform/db/database.ts';
+import { retryWhileUnreachable, type Database } from '../platform/db/database.ts';
 import type { Job, JobResult } from '../queue/worker.ts';
 import { postJson } from './safe-dispatcher.ts';
 import { signatureHeader, standardSignatureHeader } from './signature.ts';
@@ -73,24 +73,27 @@ export function webhookHandler(db: Database, dispatcher: Dispatcher) {
     const succeeded = answered && result.status >= 200 && result.status < 300;
     const retry = !succeeded && attempt < MAX_ATTEMPTS && (!answered || isRetryable(result.status));
     const status = succeeded ? 'succeeded' : retry ? 'pending' : 'failed';
-    // The attempt and the delivery's new state, in one statement.
-    await db.query(
-      `WITH logged AS (
+    // The attempt and the delivery's new state, in one statement (the same twice over, so it is retried
+    // while the database is away: an answered attempt is recorded, not made again).
+    const record = () =>
+      db.query(
+        `WITH logged AS (
          INSERT INTO webhook_attempts (delivery_id, attempt, request_id, status_code, duration_ms, response, error)
          VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING
        )
        UPDATE webhook_deliveries SET attempts = $2, status = $8, updated_at = now() WHERE id = $1`,
-      [
-        delivery.id,
-        attempt,
-        requestId,
-        answered ? result.status : null,
-        Math.round(result.durationMs),
-        answered ? result.body : null,
-        answered ? null : `${result.reason}: ${result.message}`,
-        status,
-      ],
-    );
+        [
+          delivery.id,
+          attempt,
+          requestId,
+          answered ? result.status : null,
+          Math.round(result.durationMs),
+          answered ? result.body : null,
+          answered ? null : `${result.reason}: ${result.message}`,
+          status,
+        ],
+      );
+    await retryWhileUnreachable(record, job.leaseEndsAt);
     webhookAttempts.inc({ result: succeeded ? 'succeeded' : retry ? 'retrying' : 'failed' });
     if (succeeded) webhookDeliveryLag.observe((Date.now() - Date.parse(delivery.payload.created_at)) / 1000);
     if (!retry) return { done: true };

@@ -86,3 +86,60 @@ export function isUniqueViolation(error: unknown): boolean {
 export function isForeignKeyViolation(error: unknown): boolean {
   return sqlState(error) === FOREIGN_KEY_VIOLATION;
 }
+
+// SQLSTATEs of a server that is going away or not there yet: 57P01 admin_shutdown (a fast or immediate
+// stop), 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up or shutting down), and class 08
+// (connection exceptions).
+const CONNECTION_LOST_STATES = /^(57P0[123]|08\d{3})$/;
+// Node's codes for a connection that could not be made or was cut.
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
+// node-postgres and its pool say so in words only: a connection that ended, or could not be had in time.
+const CONNECTION_LOST_MESSAGES =
+  /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed and is not queryable)/;
+
+/**
+ * Whether an error says the database could not be reached or the connection was lost: the statement
+ * did not run, or (a lost COMMIT) it is unknown whether it did. Such an error is the database's outage,
+ * not the request's fault; the same request may succeed once the database is back.
+ */
+export function isConnectionLost(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, message, errors } = error as { code?: unknown; message?: unknown; errors?: unknown };
+  if (typeof code === 'string' && (CONNECTION_LOST_STATES.test(code) || NETWORK_CODES.has(code))) return true;
+  if (typeof message === 'string' && CONNECTION_LOST_MESSAGES.test(message)) return true;
+  // A host name with several addresses, each refused, gives an AggregateError of them.
+  return Array.isArray(errors) && errors.length > 0 && errors.every(isConnectionLost);
+}
+
+/**
+ * Whether a statement gave up waiting: lock_not_available (lock_timeout) or query_canceled
+ * (statement_timeout). The database is busy, not broken; the same request may succeed a moment later.
+ */
+export function waitedTooLong(error: unknown): boolean {
+  const code = sqlState(error);
+  return code === '55P03' || code === '57014';
+}
+
+/**
+ * Runs fn, and runs it again every `everyMs` while it fails because the database is unreachable, as long
+ * as a try started now would end before `deadline` (epoch ms): the last try starts `reserveMs` before it,
+ * room for a connection attempt (MAILROOM_DB_CONNECT_TIMEOUT_MS, 5 s by default) and the statements (a job's lease: past it another worker may take the
+ * job, so a try still running then could record what the other worker is redoing). For work that must be written down once done (a message sent, a job
+ * finished): waiting out a short outage beats doing the work again. `again` tells fn that an earlier
+ * try may have committed after all (its COMMIT was cut off).
+ */
+export async function retryWhileUnreachable<T>(
+  fn: (again: boolean) => Promise<T>,
+  deadline: number,
+  everyMs = 500,
+  reserveMs = 6_000,
+): Promise<T> {
+  for (let again = false; ; again = true) {
+    try {
+      return await fn(again);
+    } catch (error) {
+      if (!isConnectionLost(error) || Date.now() + everyMs + reserveMs > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, everyMs));
+    }
+  }
+}

@@ -5,6 +5,9 @@ import { openPGliteDirectory } from './pglite.ts';
 
 /** The database the configuration names: PostgreSQL when DATABASE_URL is set, else PGlite on disk. */
 export function openDatabase(config: Config): Promise<Database> {
-  if (config.databaseUrl) return Promise.resolve(openPostgres(config.databaseUrl, config.dbPoolSize));
+  if (config.databaseUrl)
+    return Promise.resolve(
+      openPostgres(config.databaseUrl, config.dbPoolSize, { connectTimeoutMs: config.dbConnectTimeoutMs }),
+    );
   return openPGliteDirectory(config.dataDir);
 }

@@ -20,8 +20,15 @@ function statementName(text: string): string {
   return name;
 }
 
-export function openPostgres(connectionString: string, poolSize: number): Database {
-  const pool = new pg.Pool({ connectionString, max: poolSize, types });
+export interface PostgresOptions {
+  /** How long to wait for a connection (a new one, or a free one of the pool) before failing. */
+  connectTimeoutMs?: number;
+}
+
+export function openPostgres(connectionString: string, poolSize: number, options: PostgresOptions = {}): Database {
+  const connectTimeoutMs = options.connectTimeoutMs ?? 5000;
+  // While the server is away, a statement fails after at most connectTimeoutMs instead of waiting for it.
+  const pool = new pg.Pool({ connectionString, max: poolSize, types, connectionTimeoutMillis: connectTimeoutMs });
   // An idle client that loses its connection emits here; without a listener the process would crash.
   pool.on('error', () => {});
 
@@ -44,6 +51,12 @@ export function openPostgres(connectionString: string, poolSize: number): Databa
     },
     async transaction(fn) {
       const client = await pool.connect();
+      // A checked-out client whose connection drops emits 'error' (the pool only listens on idle ones):
+      // unheard, it would crash the process. The statement in flight fails on its own, and a client
+      // that errored is not returned to the pool.
+      let lost: Error | undefined;
+      const onLost = (error: Error) => void (lost = error);
+      client.on('error', onLost);
       const channels = new Set<string>();
       try {
         await client.query('BEGIN');
@@ -65,27 +78,56 @@ export function openPostgres(connectionString: string, poolSize: number): Databa
         await client.query('ROLLBACK').catch(() => {});
         throw error;
       } finally {
-        client.release();
+        client.off('error', onLost);
+        client.release(lost);
       }
     },
     async listen(channel, onNotify) {
       // A connection of its own, outside the pool: LISTEN holds it for as long as the listener lives.
-      // When it drops, it is reopened after a second; the caller's polling covers the gap.
+      // When it drops, it is reopened every second until that succeeds (the server may be down for a
+      // while); the caller's polling covers the gap, and a wake-up after reconnecting catches up.
       let client: pg.Client | undefined;
       let stopped = false;
       const connect = async () => {
-        if (stopped) return;
-        const next = new pg.Client({ connectionString });
+        const next = new pg.Client({ connectionString, connectionTimeoutMillis: connectTimeoutMs });
         next.on('notification', () => onNotify());
-        next.on('error', () => {
+        let dropped = false;
+        const reconnect = () => {
+          if (dropped) return;
+          dropped = true;
+          if (client === next) client = undefined;
           next.end().catch(() => {});
-          if (!stopped) setTimeout(() => void connect().catch(() => {}), 1000).unref();
-        });
-        await next.connect();
-        await next.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+          if (!stopped) setTimeout(() => void retry(), 1000).unref();
+        };
+        next.on('error', reconnect);
+        try {
+          await next.connect();
+          await next.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+        } catch (error) {
+          reconnect();
+          throw error;
+        }
+        if (stopped) {
+          await next.end().catch(() => {});
+          return;
+        }
         client = next;
       };
-      await connect();
+      const retry = async () => {
+        if (stopped) return;
+        try {
+          await connect();
+          onNotify(); // notifications sent while the connection was down are lost: look for work now
+        } catch {
+          // connect() scheduled the next try
+        }
+      };
+      try {
+        await connect();
+      } catch (error) {
+        stopped = true; // the caller gets no listener to stop: no retries behind its back
+        throw error;
+      }
       return async () => {
         stopped = true;
         await client?.end().catch(() => {});

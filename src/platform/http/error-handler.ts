@@ -2,6 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ServiceError } from '../errors.ts';
+import { isConnectionLost, waitedTooLong } from '../db/database.ts';
 import { errorBody, HTTP_STATUS } from './error-envelope.ts';
 
 // Fastify's own 4xx errors (body parsing, content type, size) rewritten into the one envelope.
@@ -27,6 +28,18 @@ export function handleError(error: FastifyError | ServiceError | Error, request:
     else if (statusCode !== undefined && statusCode >= 400 && statusCode < 500) {
       // Fastify's remaining client errors (malformed JSON, prototype poisoning …): their messages are safe.
       serviceError = new ServiceError('validation_error', error.message);
+    } else if (isConnectionLost(error)) {
+      // The database is down or restarting: the request may succeed later. A send whose COMMIT was cut
+      // off may have been stored; retried with the same Idempotency-Key it gets its stored result.
+      request.log.warn({ err: error, reqId: request.id }, 'database unavailable');
+      serviceError = new ServiceError(
+        'service_unavailable',
+        'The database is unavailable; retry later (a send with the same Idempotency-Key)',
+      );
+    } else if (waitedTooLong(error)) {
+      // A lock held elsewhere or a statement past its time limit (the accept path sets both): busy, not broken.
+      request.log.warn({ err: error, reqId: request.id }, 'database busy');
+      serviceError = new ServiceError('service_unavailable', 'The database is busy; retry later');
     } else {
       // Anything else is our fault: log it with the request id, show none of it.
       request.log.error({ err: error, reqId: request.id }, 'unhandled error');

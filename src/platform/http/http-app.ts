@@ -27,6 +27,19 @@ export interface HttpAppOptions {
   readinessChecks?: ReadinessCheck[];
 }
 
+/**
+ * Credentials never reach the log. Fastify's request serializer logs no header, so these paths only
+ * matter if a request or its headers are ever logged whole (`{ req }`, `{ headers }`); a session or API
+ * key travels only in the Authorization header, never in a URL.
+ */
+const REDACTED = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'headers.authorization',
+  'headers.cookie',
+  'request.headers.authorization',
+];
+
 /** A Fastify instance with the framework in place and no domain route yet. It does not listen. */
 export async function createHttpApp({
   db,
@@ -36,7 +49,7 @@ export async function createHttpApp({
   readinessChecks = [],
 }: HttpAppOptions): Promise<App> {
   const app = Fastify({
-    logger: logger ? { level: config.logLevel } : false,
+    logger: logger ? { level: config.logLevel, redact: { paths: REDACTED, censor: '[redacted]' } } : false,
     bodyLimit: config.bodyLimitBytes,
     genReqId: () => randomUUID(),
     requestIdHeader: false,
