@@ -1,8 +1,10 @@
-// Child process of bench/accept.ts and bench/tracking.ts: Mailroom's API on a fresh PostgreSQL database,
-// and bare Fastify routes that answer the same shapes without a database (POST /emails, a GIF, a 302),
-// on two ports. For tracking, 20 messages of 50 recipients each are stored, and the signed pixel and link
-// paths of every recipient handed over. Prints one JSON line { mailroom, bare, token, from, opens, clicks }
-// when both listen; exits on SIGTERM.
+// Child process of bench/accept.ts, bench/accept-at-scale.ts and bench/tracking.ts: Mailroom's API on a
+// fresh PostgreSQL database, and bare Fastify routes that answer the same shapes without a database
+// (POST /emails, a GIF, a 302), on two ports. For tracking, 20 messages of 50 recipients each are stored,
+// and the signed pixel and link paths of every recipient handed over. Prints one JSON line { mailroom, bare,
+// token, from, opens, clicks, database, organization, domain } when both listen (the last three for
+// accept-at-scale, which fills the organization with stored messages); exits on SIGTERM or SIGINT, dropping
+// the database.
 import { randomUUID } from 'node:crypto';
 import Fastify from 'fastify';
 import { loadConfig } from '../src/platform/config.ts';
@@ -48,15 +50,21 @@ bare.get('/t/c/:token', async (_request, reply) => reply.redirect('https://shop.
 const bareAddress = await bare.listen({ port: 0, host: '127.0.0.1' });
 
 process.stdout.write(
-  `${JSON.stringify({ mailroom, bare: bareAddress, token: org.sendingKey, from, opens, clicks })}\n`,
+  `${JSON.stringify({ mailroom, bare: bareAddress, token: org.sendingKey, from, opens, clicks, database: created.url, organization: org.id, domain: org.domain })}\n`,
 );
 
-process.once('SIGTERM', async () => {
-  await app.close();
-  await bare.close();
-  const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM emails');
-  process.stderr.write(`messages stored during the run: ${rows[0]!.n}\n`);
-  await db.close();
-  await created.drop();
-  process.exit(0);
-});
+// SIGTERM from the benchmark, or SIGINT when Ctrl-C reaches the whole process group: the database is
+// dropped either way, once.
+let stopping: Promise<void> | undefined;
+const stop = () =>
+  (stopping ??= (async () => {
+    await app.close();
+    await bare.close();
+    const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM emails');
+    process.stderr.write(`messages stored during the run: ${rows[0]!.n}\n`);
+    await db.close();
+    await created.drop();
+    process.exit(0);
+  })());
+process.on('SIGTERM', () => void stop());
+process.on('SIGINT', () => void stop());

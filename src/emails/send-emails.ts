@@ -64,7 +64,8 @@ export async function sendEmails(
     outcome = await send(db, config, organizationId, request, idempotency);
   } catch (error) {
     if (!(error instanceof ServiceError)) {
-      if (idempotency) await releaseIdempotencyKey(db, idempotency);
+      // Freed for a retry; when the database is down it cannot be, and the claim runs out its lease.
+      if (idempotency) await releaseIdempotencyKey(db, idempotency).catch(() => {});
       throw error;
     }
     outcome = { result: { refused: error.detail() }, replayed: false };

@@ -49,15 +49,75 @@ export async function peekRateLimit(db: Queryable, organizationId: string): Prom
 // statement runs (not across a client round trip). A crash can at worst forget a few tokens taken.
 const NOT_DURABLE = `SELECT set_config('synchronous_commit', 'off', true)`;
 
+export interface RateTake {
+  granted: number;
+  state: RateLimitState;
+}
+
+interface TakeWaiting {
+  wanted: number;
+  resolve(take: RateTake): void;
+  reject(error: unknown): void;
+}
+
+/** Per database handle and organization: the takes waiting while one statement is in flight. */
+const waitingTakes = new WeakMap<Queryable, Map<string, TakeWaiting[]>>();
+
 /**
- * Takes up to `wanted` tokens from the organization's bucket in one statement (refill, then take) and
- * returns how many were granted. The capacity and rate are the organization's rate_limit.
+ * Takes up to `wanted` tokens from the organization's bucket and returns how many were granted. The
+ * bucket's row is every send's hot spot, so takes are coalesced: while one statement for an organization
+ * is in flight, the takes that come in wait, and the next statement takes all they want at once and
+ * shares what it got in the order they came (each gets what it wants while any is left), as taking them
+ * one by one would have.
  */
-export async function takeRateTokens(
+export function takeRateTokens(db: Queryable, organizationId: string, wanted: number): Promise<RateTake> {
+  let byOrganization = waitingTakes.get(db);
+  if (!byOrganization) {
+    byOrganization = new Map();
+    waitingTakes.set(db, byOrganization);
+  }
+  const queue = byOrganization.get(organizationId);
+  return new Promise((resolve, reject) => {
+    if (queue) {
+      queue.push({ wanted, resolve, reject });
+      return;
+    }
+    const started: TakeWaiting[] = [{ wanted, resolve, reject }];
+    byOrganization.set(organizationId, []);
+    void takeInTurns(db, byOrganization, organizationId, started);
+  });
+}
+
+async function takeInTurns(
   db: Queryable,
+  byOrganization: Map<string, TakeWaiting[]>,
   organizationId: string,
-  wanted: number,
-): Promise<{ granted: number; state: RateLimitState }> {
+  first: TakeWaiting[],
+): Promise<void> {
+  for (let takes = first; takes.length > 0;) {
+    try {
+      const { granted, state } = await takeTokensNow(
+        db,
+        organizationId,
+        takes.reduce((sum, take) => sum + take.wanted, 0),
+      );
+      let left = granted;
+      for (const take of takes) {
+        const share = Math.min(take.wanted, left);
+        left -= share;
+        take.resolve({ granted: share, state });
+      }
+    } catch (error) {
+      for (const take of takes) take.reject(error);
+    }
+    takes = byOrganization.get(organizationId) ?? [];
+    if (takes.length === 0) byOrganization.delete(organizationId);
+    else byOrganization.set(organizationId, []);
+  }
+}
+
+/** One statement: refill the bucket, then take up to `wanted` (capacity and rate: the organization's rate_limit). */
+async function takeTokensNow(db: Queryable, organizationId: string, wanted: number): Promise<RateTake> {
   // The refill is computed from the row being updated (b.*), not from a snapshot read earlier: when two
   // takes race, the second waits for the row lock and then sees the first one's result.
   const { rows } = await db.query<{ tokens: number; last_granted: number; rate_limit: number }>(
@@ -87,16 +147,22 @@ export async function refundRateTokens(db: Queryable, organizationId: string, co
   );
 }
 
+/** This month's quota as reserved in a transaction: requests take from it in order, then one charge. */
+export interface QuotaAllowance {
+  /**
+   * How many of these messages, in order, fit what is left (a prefix: once the quota runs out the rest
+   * are refused); with `allOrNothing`, all of them or none. What fits is taken from the allowance.
+   */
+  fit(recipientCounts: number[], allOrNothing: boolean): number;
+  /** Charges everything taken, in the caller's transaction (a usage row stays locked to its end). */
+  charge(): Promise<void>;
+}
+
 /**
- * Says how many of the messages, in order, fit this month's quota (a prefix: once the quota runs out
- * the rest are refused); `charge(n)` then charges the first n, in the caller's transaction.
+ * Reserves this month's quota for up to `wanted` recipients in the caller's transaction: far from the
+ * limit without locking, near it by locking every usage row and counting exactly.
  */
-export async function reserveQuota(
-  tx: Queryable,
-  organizationId: string,
-  recipientCounts: number[],
-): Promise<{ fitted: number; charge(messages: number): Promise<void> }> {
-  const wanted = recipientCounts.reduce((sum, n) => sum + n, 0);
+export async function reserveQuota(tx: Queryable, organizationId: string, wanted: number): Promise<QuotaAllowance> {
   const seen = await tx.query<{ used: number; shards: number; monthly_quota: number }>(
     `SELECT coalesce(sum(u.recipients), 0)::int AS used, count(u.shard)::int AS shards, o.monthly_quota
        FROM organizations o
@@ -124,21 +190,26 @@ export async function reserveQuota(
     used = exact.rows.reduce((sum, row) => sum + row.recipients, 0);
     shard = 0;
   }
-  let fitted = 0;
-  for (const count of recipientCounts) {
-    if (used + count > monthlyQuota) break;
-    used += count;
-    fitted += 1;
-  }
+  let taken = 0;
   return {
-    fitted,
-    async charge(messages) {
-      const recipients = recipientCounts.slice(0, messages).reduce((sum, n) => sum + n, 0);
-      if (recipients === 0) return;
+    fit(recipientCounts, allOrNothing) {
+      let fitted = 0;
+      let recipients = 0;
+      for (const count of recipientCounts) {
+        if (used + taken + recipients + count > monthlyQuota) break;
+        recipients += count;
+        fitted += 1;
+      }
+      if (allOrNothing && fitted < recipientCounts.length) return 0;
+      taken += recipients;
+      return fitted;
+    },
+    async charge() {
+      if (taken === 0) return;
       await tx.query(
         `UPDATE monthly_usage SET recipients = recipients + $3
           WHERE organization_id = $1 AND month = ${MONTH} AND shard = $2`,
-        [organizationId, shard, recipients],
+        [organizationId, shard, taken],
       );
     },
   };
@@ -155,4 +226,43 @@ function rateState(limit: number, tokens: number): RateLimitState {
     remaining: Math.max(0, Math.floor(tokens)),
     resetSeconds: Math.max(0, Math.ceil((limit - tokens) / limit)),
   };
+}
+
+export interface SendingLimits {
+  /** Messages per second (the token bucket's rate and capacity). */
+  rateLimit: number;
+  monthlyLimit: number;
+  /** Recipients charged this month, as reserveQuota counts them. */
+  used: number;
+  /** The first day of this month (UTC), as YYYY-MM-DD. */
+  month: string;
+  /** The database's clock when it was read. */
+  now: Date;
+}
+
+/** The organization's limits and what this month has charged (no lock: a reading, not a reservation). */
+export async function readSendingLimits(db: Queryable, organizationId: string): Promise<SendingLimits | undefined> {
+  const { rows } = await db.query<{
+    rate_limit: number;
+    monthly_quota: number;
+    used: number;
+    month: string;
+    now: Date;
+  }>(
+    `SELECT o.rate_limit, o.monthly_quota, ${MONTH}::text AS month, now() AS now,
+            (SELECT coalesce(sum(u.recipients), 0)::int FROM monthly_usage u
+              WHERE u.organization_id = o.id AND u.month = ${MONTH}) AS used
+       FROM organizations o WHERE o.id = $1`,
+    [organizationId],
+  );
+  const row = rows[0];
+  return (
+    row && {
+      rateLimit: row.rate_limit,
+      monthlyLimit: row.monthly_quota,
+      used: row.used,
+      month: row.month,
+      now: row.now,
+    }
+  );
 }

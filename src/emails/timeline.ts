@@ -29,6 +29,13 @@ export interface TimelineEntry {
   once?: boolean;
 }
 
+/** The outcomes GET /overview counts per hour (email_event_counts, kept by recordTimelineEntry). */
+export const COUNTED_KINDS = ['delivered', 'bounced', 'complained', 'failed', 'opened', 'clicked'] as const;
+export type CountedKind = (typeof COUNTED_KINDS)[number];
+const COUNTED: ReadonlySet<TimelineKind> = new Set(COUNTED_KINDS);
+/** Rows per organization, hour and kind: concurrent deliveries of one organization lock different rows. */
+export const EVENT_COUNT_SHARDS = 8;
+
 /**
  * The webhook event type of a timeline entry: email.<kind>, but email.scheduled for a scheduled
  * acceptance and email.suppressed for a suppressed recipient's failure.
@@ -40,9 +47,10 @@ export function webhookEventType(entry: Pick<TimelineEntry, 'kind' | 'data'>): E
 }
 
 /**
- * Records one happening in a message's timeline, and fans it out to the organization's webhook endpoints
- * in the same statement. Call it inside the transaction that makes the change it records, so all of it
- * commits together. Returns the event id (the webhook's evt_<id>), or null when a `once` entry was a repeat.
+ * Records one happening in a message's timeline, counts it in its hour when it is an outcome the
+ * overview shows, and fans it out to the organization's webhook endpoints, all in one statement. Call it
+ * inside the transaction that makes the change it records, so all of it commits together. Returns the
+ * event id (the webhook's evt_<id>), or null when a `once` entry was a repeat.
  */
 export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): Promise<string | null> {
   const id = randomUUID();
@@ -53,7 +61,7 @@ export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): 
        VALUES ($1, $2, $3, $4, $5, $6::jsonb)
        ${entry.once ? 'ON CONFLICT DO NOTHING' : ''}
        RETURNING id, created_at
-     ),
+     ),${COUNTED.has(entry.kind) ? COUNT_CTE : ''}
      email AS (
        SELECT jsonb_build_object('email_id', id, 'from', "from", 'to', "to", 'subject', subject, 'tags', tags) AS data
          FROM emails WHERE id = $2
@@ -71,4 +79,55 @@ export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): 
     ],
   );
   return rows.length > 0 ? id : null;
+}
+
+// Counts only what the timeline took: a `once` repeat returns no row from `event`, so adds nothing.
+const COUNT_CTE = `
+     counted AS (
+       INSERT INTO email_event_counts AS c (organization_id, hour, type, shard, count)
+       SELECT $3, date_trunc('hour', event.created_at, 'UTC'), $4, floor(random() * ${EVENT_COUNT_SHARDS})::smallint, 1
+         FROM event
+       ON CONFLICT (organization_id, hour, type, shard) DO UPDATE SET count = c.count + 1
+     ),`;
+
+/**
+ * Records many entries in one statement, each fanned out to its organization's webhook endpoints, as
+ * recordTimelineEntry does one at a time (for the accept path, which stores many messages per commit).
+ * Only for kinds the overview does not count and that are not `once`: each entry is simply added.
+ */
+export async function recordTimelineEntries(tx: Queryable, entries: TimelineEntry[]): Promise<void> {
+  if (entries.length === 0) return;
+  for (const entry of entries) {
+    if (COUNTED.has(entry.kind) || entry.once) throw new Error(`recordTimelineEntries cannot record ${entry.kind}`);
+  }
+  const rows = entries.map((entry) => ({
+    id: randomUUID(),
+    email_id: entry.emailId,
+    organization_id: entry.organizationId,
+    type: entry.kind,
+    recipient: entry.recipient ?? null,
+    data: entry.data ?? null,
+    event_type: webhookEventType(entry),
+    webhook_data: { ...(entry.recipient ? { recipient: entry.recipient } : {}), ...entry.data },
+  }));
+  // The same webhook payload as recordTimelineEntry: the message's fields, then the entry's own.
+  await tx.query(
+    `WITH input AS (
+       SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(id uuid, email_id uuid, organization_id uuid, type text,
+         recipient text, data jsonb, event_type text, webhook_data jsonb)
+     ),
+     recorded AS (
+       INSERT INTO email_events (id, email_id, organization_id, type, recipient, data)
+       SELECT id, email_id, organization_id, type, recipient, nullif(data, 'null'::jsonb) FROM input
+       RETURNING id, created_at
+     ),
+     event AS (
+       SELECT recorded.id, recorded.created_at, input.organization_id, input.event_type,
+              jsonb_build_object('email_id', e.id, 'from', e."from", 'to', e."to", 'subject', e.subject, 'tags', e.tags)
+                || input.webhook_data AS data
+         FROM recorded JOIN input ON input.id = recorded.id JOIN emails e ON e.id = input.email_id
+     )${fanOutCtes({ org: 'event.organization_id', type: 'event.event_type', data: 'event.data' })}
+     SELECT 1`,
+    [JSON.stringify(rows)],
+  );
 }

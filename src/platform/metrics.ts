@@ -32,6 +32,13 @@ export const messagesAccepted = new Counter({
   registers: [registry],
 });
 
+export const acceptGroupSize = new Histogram({
+  name: 'mailroom_accept_group_requests',
+  help: 'Send requests written by one group commit (committed groups only)',
+  buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500],
+  registers: [registry],
+});
+
 /** What became of a recipient, as counted: each is one recipient of one message. */
 export type RecipientOutcome = 'delivered' | 'deferred' | 'bounced' | 'failed' | 'complained' | 'suppressed';
 

@@ -38,6 +38,23 @@ export async function enqueueJob(tx: Queryable, job: NewJob): Promise<void> {
   );
 }
 
+/** Adds many jobs in one statement, inside the transaction whose change they act on. */
+export async function enqueueJobs(tx: Queryable, jobs: NewJob[]): Promise<void> {
+  if (jobs.length === 0) return;
+  const rows = jobs.map((job) => ({
+    queue: job.queue,
+    payload: job.payload,
+    group_key: job.groupKey ?? null,
+    run_at: job.runAt?.toISOString() ?? null,
+  }));
+  await tx.query(
+    `${WAKE} INSERT INTO jobs (queue, payload, group_key, run_at)
+     SELECT r.queue, r.payload, r.group_key, coalesce(r.run_at, now())
+       FROM jsonb_to_recordset($1::jsonb) AS r(queue text, payload jsonb, group_key text, run_at timestamptz)`,
+    [JSON.stringify(rows)],
+  );
+}
+
 /**
  * SQL for a data-modifying CTE body that adds one job per row of the earlier CTE `from`, for
  * statements that create what the jobs act on in the same statement (webhook fan-out). `payload` and
