@@ -1,4 +1,5 @@
-import { isConnectionLost, waitedTooLong, type Database, type Queryable } from '../platform/db/database.ts';
+import type { Database, Queryable } from '../platform/db/database.ts';
+import { batcherPerDatabase } from '../platform/db/batcher.ts';
 import { acceptGroupSize } from '../platform/metrics.ts';
 import { rememberResult, type IdempotencyKey } from '../platform/idempotency.ts';
 import type { PreparedMessage } from './prepare-message.ts';
@@ -75,80 +76,15 @@ export async function writeAcceptances(tx: Queryable, acceptances: Acceptance[])
   return accepted;
 }
 
-interface Waiting {
-  acceptance: Acceptance;
-  resolve(accepted: number): void;
-  reject(error: unknown): void;
-}
-
-/** One writer per database handle: it commits one group at a time and gathers the next meanwhile. */
-class GroupCommitter {
-  private readonly waiting: Waiting[] = [];
-  private writing = false;
-  private readonly db: Database;
-
-  constructor(db: Database) {
-    this.db = db;
-  }
-
-  commit(acceptance: Acceptance): Promise<number> {
-    return new Promise((resolve, reject) => {
-      this.waiting.push({ acceptance, resolve, reject });
-      // Started after the requests ready in this turn of the event loop have come in too.
-      if (!this.writing) {
-        this.writing = true;
-        setImmediate(() => void this.writeGroups());
-      }
-    });
-  }
-
-  private async writeGroups(): Promise<void> {
-    try {
-      while (this.waiting.length > 0) await this.writeGroup(this.nextGroup());
-    } finally {
-      this.writing = false;
-    }
-  }
-
-  private nextGroup(): Waiting[] {
-    let messages = 0;
-    let bytes = 0;
-    let count = 0;
-    while (count < this.waiting.length) {
-      const next = this.waiting[count]!.acceptance.messages;
-      const size = next.reduce((sum, m) => sum + contentBytes(m), 0);
-      if (count > 0 && (messages + next.length > MAX_GROUP_MESSAGES || bytes + size > MAX_GROUP_BYTES)) break;
-      messages += next.length;
-      bytes += size;
-      count += 1;
-    }
-    return this.waiting.splice(0, count);
-  }
-
-  private async writeGroup(group: Waiting[]): Promise<void> {
-    try {
-      const accepted = await this.db.transaction((tx) =>
-        writeAcceptances(
-          tx,
-          group.map((w) => w.acceptance),
-        ),
-      );
-      acceptGroupSize.observe(group.length);
-      group.forEach((w, i) => w.resolve(accepted[i]!));
-    } catch (error) {
-      if (group.length === 1 || !worthWritingAlone(error)) {
-        for (const w of group) w.reject(error);
-        return;
-      }
-      for (const w of group) await this.writeGroup([w]);
-    }
-  }
-}
-
-/** Whether the requests of a failed group may be written again one by one (see the top of this file). */
-function worthWritingAlone(error: unknown): boolean {
-  return !isConnectionLost(error) && !waitedTooLong(error);
-}
+// One writer per database handle: it commits one group at a time and gathers the next meanwhile.
+const groupCommitter = batcherPerDatabase<Acceptance, number>({
+  run: writeAcceptances,
+  size: (acceptance) => acceptance.messages.length,
+  maxSize: MAX_GROUP_MESSAGES,
+  bytes: (acceptance) => acceptance.messages.reduce((sum, m) => sum + contentBytes(m), 0),
+  maxBytes: MAX_GROUP_BYTES,
+  done: (requests) => acceptGroupSize.observe(requests),
+});
 
 /** About how many bytes a message adds to a group's statements. */
 function contentBytes(m: PreparedMessage): number {
@@ -156,14 +92,7 @@ function contentBytes(m: PreparedMessage): number {
   return (m.html?.length ?? 0) + (m.text?.length ?? 0) + attachments + 1024;
 }
 
-const committers = new WeakMap<Database, GroupCommitter>();
-
 /** Writes one request's acceptance in the next group commit of this database handle. */
 export function commitAcceptance(db: Database, acceptance: Acceptance): Promise<number> {
-  let committer = committers.get(db);
-  if (!committer) {
-    committer = new GroupCommitter(db);
-    committers.set(db, committer);
-  }
-  return committer.commit(acceptance);
+  return groupCommitter(db).add(acceptance);
 }
