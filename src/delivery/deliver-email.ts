@@ -46,19 +46,23 @@ export function deliverEmailHandler(db: Database, config: Config, transport: Tra
     // Each copy's outcomes commit as soon as it is sent: a crash sends again only the copies not recorded.
     // A copy sent while the database is away is recorded once it is back (within the job's lease), not
     // sent again.
+    // A message sent as one copy (the common case) is marked `sent` in the transaction that records it.
+    let markedSent = copies.length === 1;
     let deferredUntil: Date | undefined;
     for (let i = 0; i < copies.length; i += COPIES_IN_FLIGHT) {
       await Promise.all(
         copies.slice(i, i + COPIES_IN_FLIGHT).map(async (copy) => {
           const results = await sendCopy(transport, copy);
-          const retryAt = await retryWhileUnreachable(
-            (again) => (again ? recordOutcomesAgain : recordOutcomes)(db, email, results, attempts, retrySchedule),
-            job.leaseEndsAt,
-          );
+          const retryAt = await retryWhileUnreachable((again) => {
+            if (!again) return recordOutcomes(db, email, results, attempts, retrySchedule, copies.length === 1);
+            markedSent = false;
+            return recordOutcomesAgain(db, email, results, attempts, retrySchedule);
+          }, job.leaseEndsAt);
           deferredUntil = earliest(deferredUntil, retryAt);
         }),
       );
     }
+    if (markedSent && !deferredUntil) return { done: true };
     return finishOrRetry(db, email.id, deferredUntil);
   };
 }

@@ -1,7 +1,9 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { cappedText } from '../platform/text.ts';
 import { acceptedToDelivered, countOutcome, type RecipientOutcome } from '../platform/metrics.ts';
-import { recordTimelineEntry } from '../emails/timeline.ts';
+import { EventCounts, recordTimelineEntry } from '../emails/timeline.ts';
+import { batcherPerDatabase } from '../platform/db/batcher.ts';
+import { markSent } from './finish-or-retry.ts';
 import type { RecipientFailureReason, RecipientStatus } from '../emails/statuses.ts';
 import { suppressAddress } from '../suppressions/suppressions.ts';
 import type { RecipientResult } from './transport.ts';
@@ -9,7 +11,8 @@ import { isBadMailbox } from './smtp-outcome.ts';
 import type { EmailToSend, PendingRecipient } from './take-message.ts';
 
 // Step 7, record each outcome. The outcomes of one copy commit in one transaction as soon as that copy
-// is sent, so a worker that dies later sends again only the copies whose outcomes were not stored.
+// is sent (copies of other jobs sent meanwhile share it), so a worker that dies later sends again only
+// the copies whose outcomes were not stored.
 // - delivered: the recipient is delivered;
 // - bounced: the recipient is bounced, and a bad mailbox goes on the suppression list;
 // - deferred: the recipient stays pending, to be tried again after the next delay of the retry
@@ -21,9 +24,55 @@ export function attemptNumbers(recipients: PendingRecipient[]): Map<string, numb
   return new Map(recipients.map((r) => [r.address, r.attempts + 1]));
 }
 
+/** One copy's results, to be stored. */
+interface CopyResults {
+  email: EmailToSend;
+  results: RecipientResult[];
+  attempts: Map<string, number>;
+  retrySchedule: number[];
+  /** The copy is the message's only one: once its recipients have outcomes the message is `sent`. */
+  last: boolean;
+}
+
+interface Recorded {
+  retryAt: Date | undefined;
+  counted: Array<{ address: string; outcome: RecipientOutcome }>;
+}
+
+/** Recipient results stored in one transaction at most. */
+const MAX_RESULTS_AT_ONCE = 500;
+
+// Copies sent while a transaction of outcomes is in flight are recorded together in the next one.
+const outcomeWriter = batcherPerDatabase<CopyResults, Recorded>({
+  run: writeOutcomes,
+  size: (copy) => copy.results.length,
+  maxSize: MAX_RESULTS_AT_ONCE,
+});
+
+async function writeOutcomes(tx: Queryable, copies: CopyResults[]): Promise<Recorded[]> {
+  const counts = new EventCounts();
+  const recorded: Recorded[] = [];
+  for (const { email, results, attempts, retrySchedule } of copies) {
+    let retryAt: Date | undefined;
+    const counted: Recorded['counted'] = [];
+    for (const result of results) {
+      const attempt = attempts.get(result.address) ?? 1;
+      const outcome = await recordOutcome(tx, email, result, attempt, retrySchedule, { suppress: true, counts });
+      counted.push({ address: result.address, outcome: outcome.outcome });
+      retryAt = earliest(retryAt, outcome.retryAt);
+    }
+    recorded.push({ retryAt, counted });
+  }
+  await counts.write(tx);
+  const finished = copies.filter((copy, i) => copy.last && !recorded[i]!.retryAt).map((copy) => copy.email.id);
+  if (finished.length > 0) await markSent(tx, finished);
+  return recorded;
+}
+
 /**
- * Stores the outcomes of one copy, in one transaction. Returns when to try again for the earliest of
- * its deferred recipients that have retries left.
+ * Stores the outcomes of one copy, in one transaction (shared with other copies sent meanwhile). Returns
+ * when to try again for the earliest of its deferred recipients that have retries left. With `last` (the
+ * message's only copy) a message left with no pending recipient is marked `sent` in that transaction.
  */
 export async function recordOutcomes(
   db: Database,
@@ -31,18 +80,9 @@ export async function recordOutcomes(
   results: RecipientResult[],
   attempts: Map<string, number>,
   retrySchedule: number[],
+  last = false,
 ): Promise<Date | undefined> {
-  const counted: Array<{ address: string; outcome: RecipientOutcome }> = [];
-  const retryAt = await db.transaction(async (tx) => {
-    let retryAt: Date | undefined;
-    for (const result of results) {
-      const attempt = attempts.get(result.address) ?? 1;
-      const recorded = await recordOutcome(tx, email, result, attempt, retrySchedule);
-      counted.push({ address: result.address, outcome: recorded.outcome });
-      retryAt = earliest(retryAt, recorded.retryAt);
-    }
-    return retryAt;
-  });
+  const { retryAt, counted } = await outcomeWriter(db).add({ email, results, attempts, retrySchedule, last });
   countOutcomes(email, counted);
   return retryAt;
 }
@@ -96,9 +136,13 @@ export function earliest(a: Date | undefined, b: Date | undefined): Date | undef
   return b && (!a || b < a) ? b : a;
 }
 
-/** How an outcome is recorded: `suppress: false` keeps a bad mailbox off the suppression list. */
+/**
+ * How an outcome is recorded: `suppress: false` keeps a bad mailbox off the suppression list; `counts`
+ * gathers the overview's counts for the transaction to write once (see EventCounts).
+ */
 export interface RecordOptions {
   suppress: boolean;
+  counts?: EventCounts;
 }
 
 /**
@@ -124,18 +168,22 @@ export async function recordOutcome(
 
   if (result.outcome === 'delivered') {
     await update('delivered', null);
-    await recordTimelineEntry(tx, { ...entry, kind: 'delivered', data: smtp });
+    await recordTimelineEntry(tx, { ...entry, kind: 'delivered', data: smtp }, options.counts);
     return { outcome: 'delivered' };
   }
   if (result.outcome === 'bounced') {
     await update('bounced', null);
     // once: a bounce report (inbound/) may have recorded this recipient's bounce first.
-    await recordTimelineEntry(tx, {
-      ...entry,
-      once: true,
-      kind: 'bounced',
-      data: { bounce: { type: 'hard', smtp_code: result.smtpCode ?? null, diagnostic: smtp.response } },
-    });
+    await recordTimelineEntry(
+      tx,
+      {
+        ...entry,
+        once: true,
+        kind: 'bounced',
+        data: { bounce: { type: 'hard', smtp_code: result.smtpCode ?? null, diagnostic: smtp.response } },
+      },
+      options.counts,
+    );
     // A bad mailbox is not tried again: later messages to this address fail as suppressed.
     if (options.suppress && isBadMailbox(result))
       await suppressAddress(tx, email.organization_id, result.address, 'hard_bounce');
@@ -145,7 +193,11 @@ export async function recordOutcome(
   const delay = schedule[attempts - 1];
   if (delay === undefined) {
     await update('failed', 'retries_exhausted');
-    await recordTimelineEntry(tx, { ...entry, kind: 'failed', data: { reason: 'retries_exhausted', ...smtp } });
+    await recordTimelineEntry(
+      tx,
+      { ...entry, kind: 'failed', data: { reason: 'retries_exhausted', ...smtp } },
+      options.counts,
+    );
     return { outcome: 'failed' };
   }
   await tx.query(

@@ -1,4 +1,5 @@
-import type { Database } from '../platform/db/database.ts';
+import type { Database, Queryable } from '../platform/db/database.ts';
+import { batcherPerDatabase } from '../platform/db/batcher.ts';
 import type { EmailStatus } from '../emails/statuses.ts';
 
 // Step 1, take the message: move it to `sending` and read the recipients that still have no outcome.
@@ -7,6 +8,7 @@ import type { EmailStatus } from '../emails/statuses.ts';
 // whichever commits first wins, so a message is either cancelled or sent, never both. A message already
 // `sending` is one whose job came back (a deferral, or a worker that died mid-send): it is taken again
 // as it is, and only its pending recipients are read, so no one who has an outcome is sent to twice.
+// A message in the same take as others is decided the same way: each has its own lock and answer.
 
 /** The message as the worker needs it: what it sends, and the organization's and domain's settings. */
 export interface EmailToSend {
@@ -47,41 +49,71 @@ export interface PendingRecipient {
 /** The statuses of a message a worker takes. */
 const TAKEN: readonly EmailStatus[] = ['queued', 'scheduled', 'sending'];
 
+/** What taking a message gives: the message and its pending recipients, 'finished', or a later Date. */
+export type Taken = { email: EmailToSend; recipients: PendingRecipient[] } | 'finished' | Date;
+
+/** Messages taken in one transaction at most. */
+const MAX_TAKEN_AT_ONCE = 100;
+
+// Jobs that start while a take is in flight are taken together in the next transaction: a burst of
+// messages costs a few statements per batch instead of a transaction per message.
+const taker = batcherPerDatabase<string, Taken>({ run: takeMessages, maxSize: MAX_TAKEN_AT_ONCE });
+
 /**
  * Moves the message to `sending` and returns it with its pending recipients; 'finished' when there is
  * nothing to do (cancelled, done, deleted); a Date when it is scheduled later than this job ran.
  */
-export async function takeMessage(
-  db: Database,
-  emailId: string,
-): Promise<{ email: EmailToSend; recipients: PendingRecipient[] } | 'finished' | Date> {
-  return db.transaction(async (tx) => {
-    const { rows } = await tx.query<EmailToSend>(
-      `SELECT e.id, e.organization_id, e.status, e.scheduled_at, e.created_at, e."from", e."to", e.cc, e.reply_to, e.subject,
-              e.html, e.text, e.headers, e.topic_id, e.message_id,
-              coalesce(d.open_tracking, o.open_tracking) AS open_tracking,
-              coalesce(d.click_tracking, o.click_tracking) AS click_tracking,
-              d.name AS domain_name, d.dkim_selector, d.dkim_private_key,
-              EXISTS (SELECT 1 FROM email_attachments a WHERE a.email_id = e.id) AS has_attachments
-         FROM emails e JOIN organizations o ON o.id = e.organization_id LEFT JOIN domains d ON d.id = e.domain_id
-        WHERE e.id = $1 FOR UPDATE OF e`,
-      [emailId],
-    );
-    const email = rows[0];
-    if (!email || !TAKEN.includes(email.status)) return 'finished';
-    if (email.status !== 'sending') {
-      if (email.scheduled_at && email.scheduled_at.getTime() > Date.now()) return email.scheduled_at;
-      await tx.query(`UPDATE emails SET status = 'sending', sent_at = coalesce(sent_at, now()) WHERE id = $1`, [
-        emailId,
-      ]);
+export function takeMessage(db: Database, emailId: string): Promise<Taken> {
+  return taker(db).add(emailId);
+}
+
+/** takeMessage for several messages in one transaction (the caller's); one answer per id, in order. */
+export async function takeMessages(tx: Queryable, emailIds: string[]): Promise<Taken[]> {
+  // Locked in id order, so two transactions that take overlapping sets cannot deadlock.
+  const { rows } = await tx.query<EmailToSend>(
+    `SELECT e.id, e.organization_id, e.status, e.scheduled_at, e.created_at, e."from", e."to", e.cc, e.reply_to, e.subject,
+            e.html, e.text, e.headers, e.topic_id, e.message_id,
+            coalesce(d.open_tracking, o.open_tracking) AS open_tracking,
+            coalesce(d.click_tracking, o.click_tracking) AS click_tracking,
+            d.name AS domain_name, d.dkim_selector, d.dkim_private_key,
+            EXISTS (SELECT 1 FROM email_attachments a WHERE a.email_id = e.id) AS has_attachments
+       FROM emails e JOIN organizations o ON o.id = e.organization_id LEFT JOIN domains d ON d.id = e.domain_id
+      WHERE e.id = ANY($1::uuid[]) ORDER BY e.id FOR UPDATE OF e`,
+    [[...new Set(emailIds)]],
+  );
+  const found = new Map(rows.map((email) => [email.id, email]));
+  const answers = new Map<string, Taken>();
+  const toMove: string[] = [];
+  const taken: EmailToSend[] = [];
+  for (const id of found.keys()) {
+    const email = found.get(id)!;
+    if (!TAKEN.includes(email.status)) answers.set(id, 'finished');
+    else if (email.status !== 'sending' && email.scheduled_at && email.scheduled_at.getTime() > Date.now())
+      answers.set(id, email.scheduled_at);
+    else {
+      if (email.status !== 'sending') toMove.push(id);
+      taken.push(email);
     }
-    const recipients = await tx.query<PendingRecipient>(
-      `SELECT r.address, r.attempts,
-              EXISTS (SELECT 1 FROM suppressions s
-                       WHERE s.organization_id = $2 AND s.address = lower(r.address)) AS suppressed
-         FROM email_recipients r WHERE r.email_id = $1 AND r.status = 'pending' ORDER BY r.address`,
-      [emailId, email.organization_id],
+  }
+  if (toMove.length > 0) {
+    await tx.query(
+      `UPDATE emails SET status = 'sending', sent_at = coalesce(sent_at, now()) WHERE id = ANY($1::uuid[])`,
+      [toMove],
     );
-    return { email, recipients: recipients.rows };
-  });
+  }
+  if (taken.length > 0) {
+    const { rows: pending } = await tx.query<PendingRecipient & { email_id: string }>(
+      `SELECT r.email_id, r.address, r.attempts,
+              EXISTS (SELECT 1 FROM suppressions s
+                       WHERE s.organization_id = e.organization_id AND s.address = lower(r.address)) AS suppressed
+         FROM email_recipients r JOIN emails e ON e.id = r.email_id
+        WHERE r.email_id = ANY($1::uuid[]) AND r.status = 'pending' ORDER BY r.email_id, r.address`,
+      [taken.map((email) => email.id)],
+    );
+    const byEmail = new Map<string, PendingRecipient[]>(taken.map((email) => [email.id, []]));
+    for (const { email_id, address, attempts, suppressed } of pending)
+      byEmail.get(email_id)!.push({ address, attempts, suppressed });
+    for (const email of taken) answers.set(email.id, { email, recipients: byEmail.get(email.id)! });
+  }
+  return emailIds.map((id) => answers.get(id) ?? 'finished');
 }

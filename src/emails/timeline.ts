@@ -52,7 +52,11 @@ export function webhookEventType(entry: Pick<TimelineEntry, 'kind' | 'data'>): E
  * inside the transaction that makes the change it records, so all of it commits together. Returns the
  * event id (the webhook's evt_<id>), or null when a `once` entry was a repeat.
  */
-export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): Promise<string | null> {
+export async function recordTimelineEntry(
+  tx: Queryable,
+  entry: TimelineEntry,
+  counts?: EventCounts,
+): Promise<string | null> {
   const id = randomUUID();
   const webhookData = { ...(entry.recipient ? { recipient: entry.recipient } : {}), ...entry.data };
   const { rows } = await tx.query(
@@ -61,7 +65,7 @@ export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): 
        VALUES ($1, $2, $3, $4, $5, $6::jsonb)
        ${entry.once ? 'ON CONFLICT DO NOTHING' : ''}
        RETURNING id, created_at
-     ),${COUNTED.has(entry.kind) ? COUNT_CTE : ''}
+     ),${COUNTED.has(entry.kind) && !counts ? COUNT_CTE : ''}
      email AS (
        SELECT jsonb_build_object('email_id', id, 'from', "from", 'to', "to", 'subject', subject, 'tags', tags) AS data
          FROM emails WHERE id = $2
@@ -78,7 +82,45 @@ export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): 
       JSON.stringify(webhookData),
     ],
   );
-  return rows.length > 0 ? id : null;
+  if (rows.length === 0) return null;
+  if (counts && COUNTED.has(entry.kind)) counts.add(entry.organizationId, entry.kind as CountedKind);
+  return id;
+}
+
+/**
+ * Overview counts gathered over a transaction that records many entries (a batch of delivery outcomes)
+ * and written once before its commit, by `write`. Written one row per organization and kind, in that
+ * order: two such transactions lock count rows in the same order, so they cannot deadlock, as they could
+ * if each entry counted itself in whatever order it came.
+ */
+export class EventCounts {
+  private readonly counts = new Map<string, number>();
+
+  add(organizationId: string, kind: CountedKind): void {
+    const key = `${organizationId} ${kind}`;
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+  }
+
+  async write(tx: Queryable): Promise<void> {
+    if (this.counts.size === 0) return;
+    const rows = [...this.counts]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([key, count]) => {
+        const [organization_id, type] = key.split(' ');
+        return { organization_id, type, count };
+      });
+    this.counts.clear();
+    await tx.query(
+      `INSERT INTO email_event_counts AS c (organization_id, hour, type, shard, count)
+       SELECT organization_id, date_trunc('hour', now(), 'UTC'), type,
+              floor(random() * ${EVENT_COUNT_SHARDS})::smallint, count
+         FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (organization_id uuid, type text, count integer))
+              WITH ORDINALITY AS r(organization_id, type, count, n)
+        ORDER BY n
+       ON CONFLICT (organization_id, hour, type, shard) DO UPDATE SET count = c.count + excluded.count`,
+      [JSON.stringify(rows)],
+    );
+  }
 }
 
 // Counts only what the timeline took: a `once` repeat returns no row from `event`, so adds nothing.

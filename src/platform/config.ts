@@ -217,7 +217,7 @@ const SETTING_TABLE = {
   ),
   workerConcurrency: setting(
     'MAILROOM_WORKER_CONCURRENCY',
-    '10',
+    '50',
     'Messages one worker process delivers at the same time.',
     integer(1, 1000),
   ),

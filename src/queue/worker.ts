@@ -1,5 +1,6 @@
 import type { Logger } from '../platform/logger.ts';
 import { retryWhileUnreachable, type Database } from '../platform/db/database.ts';
+import { batcherPerDatabase } from '../platform/db/batcher.ts';
 import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
 
 // A worker claims due jobs with FOR UPDATE SKIP LOCKED (so several workers, in several processes, never
@@ -195,8 +196,25 @@ async function claim(
   }));
 }
 
-async function finish(db: Database, job: Job): Promise<void> {
-  await db.query('DELETE FROM jobs WHERE id = $1 AND lease_id = $2', [job.id, job.leaseId]);
+/** Jobs deleted by one statement at most. */
+const MAX_FINISHED_AT_ONCE = 1000;
+
+// Jobs that finish while a delete is in flight are deleted together by the next one.
+const finisher = batcherPerDatabase<Job, void>({
+  transaction: false,
+  maxSize: MAX_FINISHED_AT_ONCE,
+  async run(db, jobs) {
+    await db.query('DELETE FROM jobs WHERE (id, lease_id) IN (SELECT * FROM unnest($1::bigint[], $2::uuid[]))', [
+      jobs.map((job) => job.id),
+      jobs.map((job) => job.leaseId),
+    ]);
+    return jobs.map(() => undefined);
+  },
+});
+
+/** Deletes a finished job, unless its lease ended and another worker holds it now. */
+function finish(db: Database, job: Job): Promise<void> {
+  return finisher(db).add(job);
 }
 
 async function retry(db: Database, job: Job, at: Date, reason: string): Promise<void> {
