@@ -27,6 +27,8 @@ export function createSmtpRelayTransport(
   }
   const pool = nodemailer.createTransport({
     pool: true,
+    // Connections stay open for as long as they work (nodemailer's default closes one after 100 messages).
+    maxMessages: Infinity,
     url: config.smtpUrl,
     name: config.heloName,
     connectionTimeout: config.smtpTimeoutMs,
