@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { webhookAttempts, webhookDeliveryLag } from '../platform/metrics.ts';
 import type { Dispatcher } from 'undici';
 import { retryWhileUnreachable, type Database } from '../platform/db/database.ts';
+import { batcherPerDatabase } from '../platform/db/batcher.ts';
+import { isUuid } from '../platform/ids.ts';
 import type { Job, JobResult } from '../queue/worker.ts';
 import { postJson } from './safe-dispatcher.ts';
 import { signatureHeader, standardSignatureHeader } from './signature.ts';
@@ -35,16 +37,67 @@ interface DeliveryRow {
 
 export const isRetryable = (status: number) => status >= 500 || status === 408 || status === 429;
 
-export function webhookHandler(db: Database, dispatcher: Dispatcher) {
-  return async (job: Job): Promise<JobResult> => {
+/** Deliveries read by one statement, and attempts recorded by one, at most. */
+const MAX_AT_ONCE = 500;
+
+// Attempts that start (or end) while a read (or a write) is in flight share the next statement: a burst
+// of events costs a statement per batch, not per attempt.
+const deliveryReader = batcherPerDatabase<string, DeliveryRow | undefined>({
+  transaction: false,
+  maxSize: MAX_AT_ONCE,
+  async run(db, ids) {
     const { rows } = await db.query<DeliveryRow>(
       `SELECT d.id, d.event_id, d.status, d.attempts, d.payload, e.url, e.signing_secret, e.previous_secret, e.enabled,
               coalesce(e.previous_secret_expires_at > now(), false) AS previous_live
          FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-        WHERE d.id = $1`,
-      [String(job.payload.delivery_id)],
+        WHERE d.id = ANY($1::uuid[])`,
+      [ids.filter(isUuid)],
     );
-    const delivery = rows[0];
+    const byId = new Map(rows.map((row) => [row.id, row]));
+    return ids.map((id) => byId.get(id));
+  },
+});
+
+/** One attempt, as webhook_attempts keeps it, and the delivery's status after it. */
+interface AttemptMade {
+  delivery_id: string;
+  attempt: number;
+  request_id: string;
+  status_code: number | null;
+  duration_ms: number;
+  response: string | null;
+  error: string | null;
+  status: 'succeeded' | 'pending' | 'failed';
+}
+
+const attemptRecorder = batcherPerDatabase<AttemptMade, void>({
+  transaction: false,
+  maxSize: MAX_AT_ONCE,
+  async run(db, attempts) {
+    await db.query(
+      `WITH made AS (
+         SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(delivery_id uuid, attempt integer, request_id uuid,
+           status_code integer, duration_ms integer, response text, error text, status text)
+       ),
+       logged AS (
+         INSERT INTO webhook_attempts (delivery_id, attempt, request_id, status_code, duration_ms, response, error)
+         SELECT delivery_id, attempt, request_id, status_code, duration_ms, response, error FROM made
+         ON CONFLICT DO NOTHING
+       )
+       UPDATE webhook_deliveries d SET attempts = made.attempt, status = made.status, updated_at = now()
+         FROM made WHERE d.id = made.delivery_id`,
+      [JSON.stringify(attempts)],
+    );
+    return attempts.map(() => undefined);
+  },
+});
+
+/** A receiver's text as the database can store it: a NUL character cannot be, so it is replaced. */
+const storable = (text: string) => text.replaceAll('\u0000', '\uFFFD');
+
+export function webhookHandler(db: Database, dispatcher: Dispatcher) {
+  return async (job: Job): Promise<JobResult> => {
+    const delivery = await deliveryReader(db).add(String(job.payload.delivery_id));
     // Deleted with its endpoint, already settled, or its endpoint disabled since: nothing to send.
     if (!delivery || delivery.status !== 'pending' || !delivery.enabled) return { done: true };
 
@@ -75,24 +128,17 @@ export function webhookHandler(db: Database, dispatcher: Dispatcher) {
     const status = succeeded ? 'succeeded' : retry ? 'pending' : 'failed';
     // The attempt and the delivery's new state, in one statement (the same twice over, so it is retried
     // while the database is away: an answered attempt is recorded, not made again).
-    const record = () =>
-      db.query(
-        `WITH logged AS (
-         INSERT INTO webhook_attempts (delivery_id, attempt, request_id, status_code, duration_ms, response, error)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING
-       )
-       UPDATE webhook_deliveries SET attempts = $2, status = $8, updated_at = now() WHERE id = $1`,
-        [
-          delivery.id,
-          attempt,
-          requestId,
-          answered ? result.status : null,
-          Math.round(result.durationMs),
-          answered ? result.body : null,
-          answered ? null : `${result.reason}: ${result.message}`,
-          status,
-        ],
-      );
+    const attemptMade: AttemptMade = {
+      delivery_id: delivery.id,
+      attempt,
+      request_id: requestId,
+      status_code: answered ? result.status : null,
+      duration_ms: Math.round(result.durationMs),
+      response: answered ? storable(result.body) : null,
+      error: answered ? null : storable(`${result.reason}: ${result.message}`),
+      status,
+    };
+    const record = () => attemptRecorder(db).add(attemptMade);
     await retryWhileUnreachable(record, job.leaseEndsAt);
     webhookAttempts.inc({ result: succeeded ? 'succeeded' : retry ? 'retrying' : 'failed' });
     if (succeeded) webhookDeliveryLag.observe((Date.now() - Date.parse(delivery.payload.created_at)) / 1000);
