@@ -27,6 +27,7 @@ import { unsubscribeRoutes } from './contacts/unsubscribe-routes.ts';
 import { trackingRoutes } from './tracking/tracking-routes.ts';
 import { suppressionRoutes } from './suppressions/suppression-routes.ts';
 import { dashboardRoutes } from './dashboard/dashboard-routes.ts';
+import { cacheLookups } from './platform/db/lookup-cache.ts';
 
 export type { App } from './platform/http/app-types.ts';
 
@@ -66,6 +67,10 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
   ]) {
     await app.register(routes);
   }
+  // API keys and sending domains are answered from memory while the app runs, and forgotten on every
+  // change, in any process (src/platform/db/lookup-cache.ts). If listening cannot start, nothing is cached.
+  const stopCaching = await cacheLookups(db).catch(() => undefined);
+  if (stopCaching) app.addHook('onClose', stopCaching);
   return app;
 }
 

@@ -8,6 +8,7 @@ import { normalizeDomainName } from '../platform/domain-name.ts';
 import { withEvent } from '../webhooks/fan-out.ts';
 import type { EventType } from '../webhooks/event-types.ts';
 import { recordsToPublish, type RecordKind, type RecordStatus, type RecordStatuses } from './domain-records.ts';
+import { forgetLookups, lookupCache } from '../platform/db/lookup-cache.ts';
 
 // A domain is verified (allowed to send) once its DKIM key is found in DNS, or when the operator
 // attests it (trustDomain). It then stays verified: a later check that cannot find the records only
@@ -150,6 +151,7 @@ export async function deleteDomain(db: Queryable, organizationId: string, id: st
         [id, organizationId],
       )
     : { rowCount: 0 };
+  forgetLookups(db);
   if (rowCount === 0) throw notFound('Domain');
 }
 
@@ -182,6 +184,7 @@ export async function updateDomain(
     ),
     [id, organizationId, setOpen, changes.open_tracking ?? null, setClick, changes.click_tracking ?? null],
   );
+  forgetLookups(db);
   if (!rows[0]) throw notFound('Domain');
   return toView(rows[0]);
 }
@@ -200,6 +203,7 @@ export async function trustDomain(db: Queryable, organizationId: string, id: str
       [domain.id, organizationId],
     ),
   );
+  forgetLookups(db);
   if (rows.length === 0) throw verifiedElsewhere(domain.name);
   return toView(rows[0]!);
 }
@@ -232,6 +236,7 @@ export async function verifyDomain(
       [domain.id, organizationId, JSON.stringify(statuses), dkimFound],
     ),
   );
+  forgetLookups(db);
   const updated = rows[0];
   if (!updated) throw notFound('Domain'); // deleted while DNS was being asked
   if (dkimFound && updated.status !== 'verified') throw verifiedElsewhere(domain.name);
@@ -261,13 +266,22 @@ export async function findSendingDomain(
 ): Promise<SendingDomain | undefined> {
   const domainName = normalizedOrUndefined(name);
   if (domainName === undefined) return undefined;
+  // Cached once found (platform/db/lookup-cache.ts: forgotten in every process when a domain changes).
+  const cache = sendingDomainsOf(db);
+  const key = `${organizationId} ${domainName}`;
+  const cached = cache.get(key);
+  if (cached) return cached;
+  const ticket = cache.ticket();
   const { rows } = await db.query<SendingDomain>(
     `SELECT id, name, dkim_selector AS "dkimSelector", dkim_private_key AS "dkimPrivateKey" FROM domains
       WHERE organization_id = $1 AND name = $2 AND status = 'verified'`,
     [organizationId, domainName],
   );
+  if (rows[0]) cache.remember(key, rows[0], ticket);
   return rows[0];
 }
+
+const sendingDomainsOf = (db: Queryable) => lookupCache<SendingDomain>(db, 'sending-domains');
 
 /** A domain.* webhook event for the changed row (its data: id, name, status). */
 const domainEvent = (org: string, type: EventType) => ({

@@ -3,6 +3,7 @@ import { notFound } from '../platform/errors.ts';
 import { hashToken, newToken } from '../platform/tokens.ts';
 import { API_KEY_PREFIX } from './credentials.ts';
 import { isUuid } from '../platform/ids.ts';
+import { forgetLookups } from '../platform/db/lookup-cache.ts';
 import type { ApiKeyPermission } from './principal.ts';
 
 export interface ApiKey {
@@ -34,7 +35,10 @@ export async function listApiKeys(db: Queryable, organizationId: string): Promis
   return rows;
 }
 
-/** Revokes a key at once, for every process: authentication reads the table on each request. */
+/**
+ * Revokes a key at once, for every process: this one forgets its cached keys now, the others when the
+ * change's notification reaches them (platform/db/lookup-cache.ts).
+ */
 export async function revokeApiKey(db: Queryable, organizationId: string, id: string): Promise<void> {
   const { rowCount } = isUuid(id)
     ? await db.query(
@@ -42,5 +46,6 @@ export async function revokeApiKey(db: Queryable, organizationId: string, id: st
         [id, organizationId],
       )
     : { rowCount: 0 };
+  forgetLookups(db);
   if (rowCount === 0) throw notFound('API key');
 }

@@ -1,6 +1,7 @@
 import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { hashToken } from '../platform/tokens.ts';
+import { lookupCache } from '../platform/db/lookup-cache.ts';
 import type { Access } from '../platform/access.ts';
 import type { ApiKeyPermission, Principal } from './principal.ts';
 
@@ -57,14 +58,31 @@ export async function isApiKeyLive(db: Queryable, apiKeyId: string): Promise<boo
   return rowCount > 0;
 }
 
+// API keys found are cached (platform/db/lookup-cache.ts: forgotten in every process when a key is
+// revoked); sessions are not, they are dashboard traffic. A token not found is looked up every time, so
+// a made-up token still costs one query, as the comment on RESOLVE_SQL wants.
+const apiKeysOf = (db: Queryable) => lookupCache<Principal>(db, 'api-keys');
+
 async function resolveToken(db: Queryable, token: string): Promise<Principal | null> {
-  const { rows } = await db.query<CredentialRow>(RESOLVE_SQL, [hashToken(token)]);
+  const hash = hashToken(token);
+  const cache = apiKeysOf(db);
+  const cached = cache.get(hash);
+  if (cached) return cached;
+  const ticket = cache.ticket();
+  const { rows } = await db.query<CredentialRow>(RESOLVE_SQL, [hash]);
   const row = rows[0];
   if (!row) return null;
   if (row.kind === 'session') {
     return { kind: 'session', organizationId: row.organization_id, sessionId: row.id, userId: row.user_id! };
   }
-  return { kind: 'api_key', organizationId: row.organization_id, apiKeyId: row.id, permission: row.permission! };
+  const principal: Principal = {
+    kind: 'api_key',
+    organizationId: row.organization_id,
+    apiKeyId: row.id,
+    permission: row.permission!,
+  };
+  cache.remember(hash, principal, ticket);
+  return principal;
 }
 
 /** Throws the 401 the spec asks for when a principal may not use a route of the given access. */

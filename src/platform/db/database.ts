@@ -64,8 +64,10 @@ export interface Database extends Queryable {
   /**
    * Calls onNotify for each NOTIFY on the channel (from any process sharing the database) until the
    * returned function is called. Notifications can be lost (a dropped connection): listeners also poll.
+   * When the listening connection drops, onLost is called; once it is back, onNotify is called (the
+   * notifications sent meanwhile are lost).
    */
-  listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>;
+  listen(channel: string, onNotify: () => void, onLost?: () => void): Promise<() => Promise<void>>;
   /** The connection pool's use (PostgreSQL); undefined where there is no pool (PGlite). */
   poolStats?(): { total: number; idle: number; waiting: number } | undefined;
   close(): Promise<void>;

@@ -82,7 +82,7 @@ export function openPostgres(connectionString: string, poolSize: number, options
         client.release(lost);
       }
     },
-    async listen(channel, onNotify) {
+    async listen(channel, onNotify, onLost) {
       // A connection of its own, outside the pool: LISTEN holds it for as long as the listener lives.
       // When it drops, it is reopened every second until that succeeds (the server may be down for a
       // while); the caller's polling covers the gap, and a wake-up after reconnecting catches up.
@@ -95,7 +95,10 @@ export function openPostgres(connectionString: string, poolSize: number, options
         const reconnect = () => {
           if (dropped) return;
           dropped = true;
-          if (client === next) client = undefined;
+          if (client === next) {
+            client = undefined;
+            if (!stopped) onLost?.();
+          }
           next.end().catch(() => {});
           if (!stopped) setTimeout(() => void retry(), 1000).unref();
         };

@@ -1,0 +1,116 @@
+import type { Database, Queryable } from './database.ts';
+
+// Look-ups that every request makes and that seldom change (which organization and permission an API
+// key has, which key an organization's sending domain signs with) are answered from memory. A cached
+// answer must never outlive the row it came from, in any process:
+//
+// - The tables behind them notify LOOKUPS_CHANNEL from a trigger on every UPDATE or DELETE (migration
+//   0013), so the notification is sent by the commit that makes the change, whatever code made it.
+// - Every process listens on that channel and forgets everything it cached when a notification arrives.
+// - A process whose listening connection is down caches nothing: it could miss a notification. When the
+//   connection is back it forgets everything and starts again.
+// - The process that makes a change also forgets at once (forgetLookups), not only when its own
+//   notification comes back.
+// - A look-up that was in flight when the cache was emptied is not cached: it may have read the row
+//   before the change (a generation number tells).
+//
+// Only found rows are cached: a key or domain that does not exist (yet) is looked up every time, so a
+// new one works at once and made-up tokens cannot fill the memory.
+
+export const LOOKUPS_CHANNEL = 'mailroom_lookups';
+
+/** Entries one cache holds at most; past it the oldest goes. */
+const MAX_ENTRIES = 10_000;
+
+export class LookupCache<V> {
+  private readonly entries = new Map<string, V>();
+  private generation = 0;
+  private live = false;
+
+  /** The cached value, or undefined. */
+  get(key: string): V | undefined {
+    return this.live ? this.entries.get(key) : undefined;
+  }
+
+  /** A ticket to take before looking up: `remember` with it caches nothing if the cache was emptied since. */
+  ticket(): number {
+    return this.generation;
+  }
+
+  remember(key: string, value: V, ticket: number): void {
+    if (!this.live || ticket !== this.generation) return;
+    if (this.entries.size >= MAX_ENTRIES) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(key, value);
+  }
+
+  forget(): void {
+    this.entries.clear();
+    this.generation += 1;
+  }
+
+  /** Whether answers may be cached now (the listening connection is up). */
+  setLive(live: boolean): void {
+    this.forget();
+    this.live = live;
+  }
+}
+
+interface Lookups {
+  caches: Map<string, LookupCache<unknown>>;
+  live: boolean;
+}
+
+// Keyed by handle; a transaction passed in stands for no handle that listens, so nothing is cached for it.
+const byDatabase = new WeakMap<Queryable, Lookups>();
+
+function lookupsOf(db: Queryable): Lookups {
+  let lookups = byDatabase.get(db);
+  if (!lookups) {
+    lookups = { caches: new Map(), live: false };
+    byDatabase.set(db, lookups);
+  }
+  return lookups;
+}
+
+/**
+ * The cache `name` of this database handle. It caches nothing until cacheLookups has started listening
+ * for changes on the handle.
+ */
+export function lookupCache<V>(db: Queryable, name: string): LookupCache<V> {
+  const lookups = lookupsOf(db);
+  let cache = lookups.caches.get(name);
+  if (!cache) {
+    cache = new LookupCache();
+    cache.setLive(lookups.live);
+    lookups.caches.set(name, cache);
+  }
+  return cache as LookupCache<V>;
+}
+
+/** Empties every cache of this handle now (after a change this process made). */
+export function forgetLookups(db: Queryable): void {
+  for (const cache of lookupsOf(db).caches.values()) cache.forget();
+}
+
+/**
+ * Starts caching look-ups on this handle: listens for changes, and caches only while listening. The
+ * returned function stops listening and caching. Without it (or when listening cannot start) every
+ * look-up goes to the database, which is always right, only slower.
+ */
+export async function cacheLookups(db: Database): Promise<() => Promise<void>> {
+  const lookups = lookupsOf(db);
+  const setLive = (live: boolean) => {
+    lookups.live = live;
+    for (const cache of lookups.caches.values()) cache.setLive(live);
+  };
+  const stop = await db.listen(
+    LOOKUPS_CHANNEL,
+    () => setLive(true), // a change (forget all), or the connection back after a drop
+    () => setLive(false),
+  );
+  setLive(true);
+  return async () => {
+    setLive(false);
+    await stop();
+  };
+}
