@@ -235,6 +235,8 @@ async function raceMailroom(teardown: Teardown, sink: Sink) {
         MAILROOM_TRANSPORT: 'smtp',
         MAILROOM_SMTP_URL: `smtp://127.0.0.1:${sink.port}`,
         MAILROOM_WORKER_CONCURRENCY: String(CONCURRENCY),
+        // A CPU profile of the server, for where the time goes: PROFILE_DIR=/tmp/prof.
+        ...(process.env.PROFILE_DIR ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.PROFILE_DIR}` } : {}),
       }),
     (started) => stopChild(started.child),
   );
