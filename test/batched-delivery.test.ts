@@ -3,6 +3,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Batcher } from '../src/platform/db/batcher.ts';
+import { workerBatchSize } from '../src/platform/metrics.ts';
 import { startTestDelivery, startRelayTestBed, type RelayTestBed, type TestDelivery } from './helpers/delivery.ts';
 import { openTestDatabase, type TestDatabase } from './helpers/database.ts';
 import { message, sendBatch, setLimits } from './helpers/emails.ts';
@@ -155,4 +156,12 @@ test('a burst through two workers: every recipient gets one copy, every outcome 
     );
     return rows[0]!.n === 0;
   });
+
+  // The burst was written in batches: some batch of each kind held more than one item.
+  const values = (await workerBatchSize.get()).values;
+  for (const batch of ['take-messages', 'record-outcomes', 'finish-jobs']) {
+    const find = (name: string) => values.find((v) => v.metricName === name && v.labels.batch === batch)?.value ?? 0;
+    const [batches, items] = [find('mailroom_worker_batch_items_count'), find('mailroom_worker_batch_items_sum')];
+    assert.ok(items >= 300 && batches < items, `${batch}: ${items} items in ${batches} batches`);
+  }
 });

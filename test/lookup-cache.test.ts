@@ -7,7 +7,7 @@ import { loadConfig } from '../src/platform/config.ts';
 import { buildApp, type App } from '../src/app.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import type { Database } from '../src/platform/db/database.ts';
-import { LookupCache, lookupCache } from '../src/platform/db/lookup-cache.ts';
+import { LookupCache, MAX_AGE_MS, lookupCache } from '../src/platform/db/lookup-cache.ts';
 import { hashToken } from '../src/platform/tokens.ts';
 import { bearer, createTestOrganization, type TestOrganization } from './helpers/app.ts';
 import { onPostgres, openTestDatabase, type TestDatabase } from './helpers/database.ts';
@@ -106,6 +106,17 @@ test('a look-up in flight when the cache is emptied is not cached; nothing is ca
   assert.equal(cache.get('a'), undefined);
   cache.remember('b', 'B', cache.ticket());
   assert.equal(cache.get('b'), undefined);
+});
+
+test('an answer is used for MAX_AGE_MS at most, even without a notification (one lost on a silently dropped connection)', (t) => {
+  t.mock.timers.enable({ apis: ['Date'], now: 1_000_000 });
+  const cache = new LookupCache<string>();
+  cache.setLive(true);
+  cache.remember('a', 'A', cache.ticket());
+  t.mock.timers.tick(MAX_AGE_MS - 1);
+  assert.equal(cache.get('a'), 'A');
+  t.mock.timers.tick(2);
+  assert.equal(cache.get('a'), undefined);
 });
 
 // Two processes need a shared server: PGlite is one process's database.

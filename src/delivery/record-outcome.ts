@@ -1,11 +1,11 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { cappedText } from '../platform/text.ts';
-import { acceptedToDelivered, countOutcome, type RecipientOutcome } from '../platform/metrics.ts';
+import { acceptedToDelivered, countOutcome, workerBatchSize, type RecipientOutcome } from '../platform/metrics.ts';
 import { EventCounts, recordTimelineEntry } from '../emails/timeline.ts';
 import { batcherPerDatabase } from '../platform/db/batcher.ts';
 import { markSent } from './finish-or-retry.ts';
 import type { RecipientFailureReason, RecipientStatus } from '../emails/statuses.ts';
-import { suppressAddress } from '../suppressions/suppressions.ts';
+import { suppressAddress, suppressAddresses } from '../suppressions/suppressions.ts';
 import type { RecipientResult } from './transport.ts';
 import { isBadMailbox } from './smtp-outcome.ts';
 import type { EmailToSend, PendingRecipient } from './take-message.ts';
@@ -47,23 +47,31 @@ const outcomeWriter = batcherPerDatabase<CopyResults, Recorded>({
   run: writeOutcomes,
   size: (copy) => copy.results.length,
   maxSize: MAX_RESULTS_AT_ONCE,
+  done: (items) => workerBatchSize.observe({ batch: 'record-outcomes' }, items),
 });
 
 async function writeOutcomes(tx: Queryable, copies: CopyResults[]): Promise<Recorded[]> {
+  // Counts and suppressions are written once at the end, each in a fixed order (see EventCounts).
   const counts = new EventCounts();
+  const suppressions: BouncedAddress[] = [];
   const recorded: Recorded[] = [];
   for (const { email, results, attempts, retrySchedule } of copies) {
     let retryAt: Date | undefined;
     const counted: Recorded['counted'] = [];
     for (const result of results) {
       const attempt = attempts.get(result.address) ?? 1;
-      const outcome = await recordOutcome(tx, email, result, attempt, retrySchedule, { suppress: true, counts });
+      const outcome = await recordOutcome(tx, email, result, attempt, retrySchedule, {
+        suppress: true,
+        counts,
+        suppressions,
+      });
       counted.push({ address: result.address, outcome: outcome.outcome });
       retryAt = earliest(retryAt, outcome.retryAt);
     }
     recorded.push({ retryAt, counted });
   }
   await counts.write(tx);
+  await suppressAddresses(tx, suppressions);
   const finished = copies.filter((copy, i) => copy.last && !recorded[i]!.retryAt).map((copy) => copy.email.id);
   if (finished.length > 0) await markSent(tx, finished);
   return recorded;
@@ -138,12 +146,17 @@ export function earliest(a: Date | undefined, b: Date | undefined): Date | undef
 
 /**
  * How an outcome is recorded: `suppress: false` keeps a bad mailbox off the suppression list; `counts`
- * gathers the overview's counts for the transaction to write once (see EventCounts).
+ * gathers the overview's counts for the transaction to write once (see EventCounts), `suppressions` the
+ * addresses to suppress likewise.
  */
 export interface RecordOptions {
   suppress: boolean;
   counts?: EventCounts;
+  /** Where a bad mailbox to suppress is added, for the transaction to write at its end. */
+  suppressions?: BouncedAddress[];
 }
+
+type BouncedAddress = Parameters<typeof suppressAddresses>[1][number];
 
 /**
  * Stores one recipient's result and its timeline entry. Returns what it counts as, and when to try the
@@ -185,8 +198,15 @@ export async function recordOutcome(
       options.counts,
     );
     // A bad mailbox is not tried again: later messages to this address fail as suppressed.
-    if (options.suppress && isBadMailbox(result))
-      await suppressAddress(tx, email.organization_id, result.address, 'hard_bounce');
+    if (options.suppress && isBadMailbox(result)) {
+      const bounced = {
+        organizationId: email.organization_id,
+        address: result.address,
+        reason: 'hard_bounce',
+      } as const;
+      if (options.suppressions) options.suppressions.push(bounced);
+      else await suppressAddress(tx, bounced.organizationId, bounced.address, bounced.reason);
+    }
     return { outcome: 'bounced' };
   }
   // Deferred: try again after the next delay of the schedule, or give up.

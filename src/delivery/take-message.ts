@@ -1,5 +1,6 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { batcherPerDatabase } from '../platform/db/batcher.ts';
+import { workerBatchSize } from '../platform/metrics.ts';
 import type { EmailStatus } from '../emails/statuses.ts';
 
 // Step 1, take the message: move it to `sending` and read the recipients that still have no outcome.
@@ -57,7 +58,11 @@ const MAX_TAKEN_AT_ONCE = 100;
 
 // Jobs that start while a take is in flight are taken together in the next transaction: a burst of
 // messages costs a few statements per batch instead of a transaction per message.
-const taker = batcherPerDatabase<string, Taken>({ run: takeMessages, maxSize: MAX_TAKEN_AT_ONCE });
+const taker = batcherPerDatabase<string, Taken>({
+  run: takeMessages,
+  maxSize: MAX_TAKEN_AT_ONCE,
+  done: (items) => workerBatchSize.observe({ batch: 'take-messages' }, items),
+});
 
 /**
  * Moves the message to `sending` and returns it with its pending recipients; 'finished' when there is

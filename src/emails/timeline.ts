@@ -70,7 +70,7 @@ export async function recordTimelineEntry(
        SELECT jsonb_build_object('email_id', id, 'from', "from", 'to', "to", 'subject', subject, 'tags', tags) AS data
          FROM emails WHERE id = $2
      )${fanOutCtes({ org: '$3::uuid', type: '$7::text', data: '((SELECT data FROM email) || $8::jsonb)' })}
-     SELECT 1 FROM event`,
+     SELECT created_at FROM event`,
     [
       id,
       entry.emailId,
@@ -83,21 +83,25 @@ export async function recordTimelineEntry(
     ],
   );
   if (rows.length === 0) return null;
-  if (counts && COUNTED.has(entry.kind)) counts.add(entry.organizationId, entry.kind as CountedKind);
+  if (counts && COUNTED.has(entry.kind)) {
+    counts.add(entry.organizationId, entry.kind as CountedKind, (rows[0] as { created_at: Date }).created_at);
+  }
   return id;
 }
 
 /**
  * Overview counts gathered over a transaction that records many entries (a batch of delivery outcomes)
- * and written once before its commit, by `write`. Written one row per organization and kind, in that
+ * and written once before its commit, by `write`: one row per organization, kind and hour, in that
  * order: two such transactions lock count rows in the same order, so they cannot deadlock, as they could
  * if each entry counted itself in whatever order it came.
  */
 export class EventCounts {
   private readonly counts = new Map<string, number>();
 
-  add(organizationId: string, kind: CountedKind): void {
-    const key = `${organizationId} ${kind}`;
+  /** Counts one entry of `kind` in the hour its timeline entry was written. */
+  add(organizationId: string, kind: CountedKind, at: Date): void {
+    const hour = new Date(Math.floor(at.getTime() / 3_600_000) * 3_600_000).toISOString();
+    const key = `${organizationId} ${kind} ${hour}`;
     this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
   }
 
@@ -106,16 +110,15 @@ export class EventCounts {
     const rows = [...this.counts]
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
       .map(([key, count]) => {
-        const [organization_id, type] = key.split(' ');
-        return { organization_id, type, count };
+        const [organization_id, type, hour] = key.split(' ');
+        return { organization_id, type, hour, count };
       });
     this.counts.clear();
     await tx.query(
       `INSERT INTO email_event_counts AS c (organization_id, hour, type, shard, count)
-       SELECT organization_id, date_trunc('hour', now(), 'UTC'), type,
-              floor(random() * ${EVENT_COUNT_SHARDS})::smallint, count
-         FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (organization_id uuid, type text, count integer))
-              WITH ORDINALITY AS r(organization_id, type, count, n)
+       SELECT organization_id, hour, type, floor(random() * ${EVENT_COUNT_SHARDS})::smallint, count
+         FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (organization_id uuid, type text, hour timestamptz, count integer))
+              WITH ORDINALITY AS r(organization_id, type, hour, count, n)
         ORDER BY n
        ON CONFLICT (organization_id, hour, type, shard) DO UPDATE SET count = c.count + excluded.count`,
       [JSON.stringify(rows)],

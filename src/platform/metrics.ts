@@ -39,6 +39,15 @@ export const acceptGroupSize = new Histogram({
   registers: [registry],
 });
 
+/** Items done by one batch of the workers' bookkeeping (platform/db/batcher.ts), by what was batched. */
+export const workerBatchSize = new Histogram({
+  name: 'mailroom_worker_batch_items',
+  help: 'Items written (or read) by one batch of a worker: messages taken, copies recorded, jobs finished, webhook deliveries read and attempts recorded',
+  labelNames: ['batch'] as const,
+  buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500],
+  registers: [registry],
+});
+
 /** What became of a recipient, as counted: each is one recipient of one message. */
 export type RecipientOutcome = 'delivered' | 'deferred' | 'bounced' | 'failed' | 'complained' | 'suppressed';
 

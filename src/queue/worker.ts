@@ -1,6 +1,7 @@
 import type { Logger } from '../platform/logger.ts';
 import { retryWhileUnreachable, type Database } from '../platform/db/database.ts';
 import { batcherPerDatabase } from '../platform/db/batcher.ts';
+import { workerBatchSize } from '../platform/metrics.ts';
 import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
 
 // A worker claims due jobs with FOR UPDATE SKIP LOCKED (so several workers, in several processes, never
@@ -203,6 +204,7 @@ const MAX_FINISHED_AT_ONCE = 1000;
 const finisher = batcherPerDatabase<Job, void>({
   transaction: false,
   maxSize: MAX_FINISHED_AT_ONCE,
+  done: (items) => workerBatchSize.observe({ batch: 'finish-jobs' }, items),
   async run(db, jobs) {
     await db.query('DELETE FROM jobs WHERE (id, lease_id) IN (SELECT * FROM unnest($1::bigint[], $2::uuid[]))', [
       jobs.map((job) => job.id),

@@ -58,6 +58,34 @@ export async function suppressAddress(
   );
 }
 
+/**
+ * suppressAddress for many addresses in one statement, in a fixed order (organization, then address):
+ * two transactions that suppress overlapping sets wait for each other in the same order, so they
+ * cannot deadlock.
+ */
+export async function suppressAddresses(
+  tx: Queryable,
+  entries: Array<{ organizationId: string; address: string; reason: Exclude<SuppressionReason, 'manual'> }>,
+): Promise<void> {
+  if (entries.length === 0) return;
+  const rows = entries
+    .map((entry) => ({
+      organization_id: entry.organizationId,
+      address: addressKey(entry.address),
+      reason: entry.reason,
+    }))
+    .sort((a, b) => compare(a.organization_id, b.organization_id) || compare(a.address, b.address));
+  await tx.query(
+    `INSERT INTO suppressions (organization_id, address, reason)
+     SELECT organization_id, address, reason
+       FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (organization_id uuid, address text, reason text))
+            WITH ORDINALITY AS r(organization_id, address, reason, n)
+      ORDER BY n
+     ON CONFLICT DO NOTHING`,
+    [JSON.stringify(rows)],
+  );
+}
+
 /** Adds an address by hand; an address already listed keeps its reason. `created` says which happened. */
 export async function addSuppression(
   db: Queryable,
@@ -131,3 +159,5 @@ function pathKey(email: string): string {
     throw notFound(`Suppression for ${email}`);
   }
 }
+
+const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

@@ -16,8 +16,8 @@ interface CredentialRow {
   user_id: string | null;
 }
 
-// One indexed query whatever the token looks like, so a made-up token costs what a real one does and
-// the answer time says nothing about which tokens exist.
+// One indexed query whatever the token looks like, so a made-up token costs what a real one not yet
+// cached does and the answer time says nothing about which tokens exist.
 const RESOLVE_SQL = `
   SELECT 'api_key' AS kind, id, organization_id, permission, NULL::uuid AS user_id
     FROM api_keys WHERE token_hash = $1 AND revoked_at IS NULL

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { webhookAttempts, webhookDeliveryLag } from '../platform/metrics.ts';
+import { webhookAttempts, webhookDeliveryLag, workerBatchSize } from '../platform/metrics.ts';
 import type { Dispatcher } from 'undici';
 import { retryWhileUnreachable, type Database } from '../platform/db/database.ts';
 import { batcherPerDatabase } from '../platform/db/batcher.ts';
@@ -45,6 +45,7 @@ const MAX_AT_ONCE = 500;
 const deliveryReader = batcherPerDatabase<string, DeliveryRow | undefined>({
   transaction: false,
   maxSize: MAX_AT_ONCE,
+  done: (items) => workerBatchSize.observe({ batch: 'read-webhook-deliveries' }, items),
   async run(db, ids) {
     const { rows } = await db.query<DeliveryRow>(
       `SELECT d.id, d.event_id, d.status, d.attempts, d.payload, e.url, e.signing_secret, e.previous_secret, e.enabled,
@@ -73,6 +74,7 @@ interface AttemptMade {
 const attemptRecorder = batcherPerDatabase<AttemptMade, void>({
   transaction: false,
   maxSize: MAX_AT_ONCE,
+  done: (items) => workerBatchSize.observe({ batch: 'record-webhook-attempts' }, items),
   async run(db, attempts) {
     await db.query(
       `WITH made AS (

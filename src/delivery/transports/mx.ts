@@ -6,13 +6,13 @@ import { composeMessage } from '../compose.ts';
 import { isTlsFailure, resultsFromSendError, resultsFromSendInfo, type SmtpSendInfo } from '../smtp-outcome.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from '../transport.ts';
 import { createMxResolver, findMailRoute, type MailHost } from './mx-lookup.ts';
-import { DomainSlots } from './domain-slots.ts';
+import { ConnectionSlots, NoFreeSlot, deferredForNoSlot } from './connection-slots.ts';
 
 // Direct delivery: recipients are grouped by domain, and each domain gets one SMTP transaction with
 // all of its recipients. Its mail hosts are tried in preference order while they fail before the
 // transaction begins (no connection, timeout, refusing greeting or EHLO); once one has answered MAIL
 // FROM, its answer stands. Domains are delivered to concurrently, each by at most CONNECTIONS_PER_DOMAIN
-// connections at once (domain-slots.ts).
+// connections at once (connection-slots.ts).
 //
 // TLS is opportunistic, as between MTAs on the Internet without MTA-STS or DANE: STARTTLS is used
 // whenever the server offers it, certificates are not checked (MX certificates are often self-signed
@@ -26,7 +26,7 @@ const MAX_ADDRESSES_PER_DOMAIN = 6;
 
 export function createMxTransport(config: MxConfig): Transport {
   const resolver = createMxResolver(config);
-  const slots = new DomainSlots();
+  const slots = new ConnectionSlots();
 
   async function deliverToDomain(domain: string, recipients: string[], from: string, raw: Buffer) {
     const route = await findMailRoute(resolver, domain);
@@ -72,7 +72,11 @@ export function createMxTransport(config: MxConfig): Transport {
         [...byDomain].map(([domain, recipients]) =>
           slots
             .run(domain, () => deliverToDomain(domain, recipients, message.envelope.from, raw))
-            .catch((error: unknown) => resultsFromSendError(recipients, error)),
+            .catch((error: unknown) =>
+              error instanceof NoFreeSlot
+                ? deferredForNoSlot(recipients, error)
+                : resultsFromSendError(recipients, error),
+            ),
         ),
       );
       // Answer in the order the addresses were given.

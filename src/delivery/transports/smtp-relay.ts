@@ -4,6 +4,7 @@ import { ConfigError, type Config } from '../../platform/config.ts';
 import { composeMessage } from '../compose.ts';
 import { resultsFromSendError, resultsFromSendInfo } from '../smtp-outcome.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from '../transport.ts';
+import { ConnectionSlots, NoFreeSlot, deferredForNoSlot } from './connection-slots.ts';
 
 // Delivery through one relay (MAILROOM_SMTP_URL): a pool of connections kept open between messages,
 // one SMTP transaction per message carrying all of its recipients. STARTTLS is used when the relay
@@ -18,6 +19,9 @@ export interface SmtpRelayOptions {
   tls?: ConnectionOptions;
 }
 
+/** Connections to the relay at once, per process; each carries up to 100 messages before it is renewed. */
+const RELAY_CONNECTIONS = 5;
+
 export function createSmtpRelayTransport(
   config: Pick<Config, 'smtpUrl' | 'heloName' | 'smtpTimeoutMs'>,
   options: SmtpRelayOptions = {},
@@ -27,8 +31,7 @@ export function createSmtpRelayTransport(
   }
   const pool = nodemailer.createTransport({
     pool: true,
-    // Connections stay open for as long as they work (nodemailer's default closes one after 100 messages).
-    maxMessages: Infinity,
+    maxConnections: RELAY_CONNECTIONS,
     url: config.smtpUrl,
     name: config.heloName,
     connectionTimeout: config.smtpTimeoutMs,
@@ -36,6 +39,7 @@ export function createSmtpRelayTransport(
     socketTimeout: config.smtpTimeoutMs,
     tls: options.tls,
   });
+  const slots = new ConnectionSlots(RELAY_CONNECTIONS);
   return {
     name: 'smtp',
     async send(message: OutgoingMessage): Promise<RecipientResult[]> {
@@ -43,9 +47,13 @@ export function createSmtpRelayTransport(
       if (recipients.length === 0) return [];
       const raw = await composeMessage(message);
       try {
-        const info = await pool.sendMail({ envelope: { from: message.envelope.from, to: recipients }, raw });
+        // Queued here rather than in the pool, so a message waits a bounded time for a connection.
+        const info = await slots.run('the relay', () =>
+          pool.sendMail({ envelope: { from: message.envelope.from, to: recipients }, raw }),
+        );
         return resultsFromSendInfo(recipients, info);
       } catch (error) {
+        if (error instanceof NoFreeSlot) return deferredForNoSlot(recipients, error);
         return resultsFromSendError(recipients, error);
       }
     },

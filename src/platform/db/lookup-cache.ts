@@ -14,6 +14,9 @@ import type { Database, Queryable } from './database.ts';
 // - A look-up that was in flight when the cache was emptied is not cached: it may have read the row
 //   before the change (a generation number tells).
 //
+// - No answer is used for longer than MAX_AGE_MS, a backstop for a notification lost without the
+//   connection saying so (a network path that drops an idle connection silently).
+//
 // Only found rows are cached: a key or domain that does not exist (yet) is looked up every time, so a
 // new one works at once and made-up tokens cannot fill the memory.
 
@@ -21,15 +24,22 @@ export const LOOKUPS_CHANNEL = 'mailroom_lookups';
 
 /** Entries one cache holds at most; past it the oldest goes. */
 const MAX_ENTRIES = 10_000;
+/** How long an answer is used at most, notification or not. */
+export const MAX_AGE_MS = 5_000;
 
 export class LookupCache<V> {
-  private readonly entries = new Map<string, V>();
+  private readonly entries = new Map<string, { value: V; until: number }>();
   private generation = 0;
   private live = false;
 
   /** The cached value, or undefined. */
   get(key: string): V | undefined {
-    return this.live ? this.entries.get(key) : undefined;
+    if (!this.live) return undefined;
+    const entry = this.entries.get(key);
+    if (!entry) return undefined;
+    if (entry.until > Date.now()) return entry.value;
+    this.entries.delete(key);
+    return undefined;
   }
 
   /** A ticket to take before looking up: `remember` with it caches nothing if the cache was emptied since. */
@@ -40,7 +50,7 @@ export class LookupCache<V> {
   remember(key: string, value: V, ticket: number): void {
     if (!this.live || ticket !== this.generation) return;
     if (this.entries.size >= MAX_ENTRIES) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(key, value);
+    this.entries.set(key, { value, until: Date.now() + MAX_AGE_MS });
   }
 
   forget(): void {
@@ -111,6 +121,6 @@ export async function cacheLookups(db: Database): Promise<() => Promise<void>> {
   setLive(true);
   return async () => {
     setLive(false);
-    await stop();
+    await stop().catch(() => {}); // the database may be closed already
   };
 }

@@ -89,7 +89,8 @@ export function openPostgres(connectionString: string, poolSize: number, options
       let client: pg.Client | undefined;
       let stopped = false;
       const connect = async () => {
-        const next = new pg.Client({ connectionString, connectionTimeoutMillis: connectTimeoutMs });
+        // TCP keep-alive: a connection dropped silently on the way (a NAT, a load balancer) is noticed.
+        const next = new pg.Client({ connectionString, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true });
         next.on('notification', () => onNotify());
         let dropped = false;
         const reconnect = () => {

@@ -1,11 +1,11 @@
-// The mx transport's limit on connections to one recipient domain at once.
+// The transports' limit on connections to one destination at once, and on how long a message waits for one.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CONNECTIONS_PER_DOMAIN, DomainSlots } from '../src/delivery/transports/domain-slots.ts';
+import { CONNECTIONS_PER_DOMAIN, ConnectionSlots, NoFreeSlot } from '../src/delivery/transports/connection-slots.ts';
 
 test('a burst to one domain holds at most the limit at once; another domain is not held up by it', async () => {
-  const slots = new DomainSlots();
+  const slots = new ConnectionSlots();
   const running = new Map<string, number>();
   const most = new Map<string, number>();
   const order: string[] = [];
@@ -36,7 +36,7 @@ test('a burst to one domain holds at most the limit at once; another domain is n
 });
 
 test('a task that fails frees its slot', async () => {
-  const slots = new DomainSlots(1);
+  const slots = new ConnectionSlots(1);
   await assert.rejects(
     slots.run('a.example', async () => {
       throw new Error('no route');
@@ -44,4 +44,23 @@ test('a task that fails frees its slot', async () => {
     /no route/,
   );
   assert.equal(await slots.run('a.example', async () => 'next'), 'next');
+});
+
+test('a message that finds no free connection in time is not sent: NoFreeSlot, and the queue moves on', async () => {
+  const slots = new ConnectionSlots(1, 50);
+  let release!: () => void;
+  const holding = slots.run('busy.example', () => new Promise<string>((resolve) => (release = () => resolve('first'))));
+  let ran = false;
+  const error = await slots
+    .run('busy.example', async () => {
+      ran = true;
+    })
+    .catch((e: unknown) => e);
+  assert.ok(error instanceof NoFreeSlot);
+  assert.match((error as Error).message, /^4\.4\.5 .*busy\.example/);
+  assert.equal(ran, false);
+  release();
+  assert.equal(await holding, 'first');
+  // The slot is free again, and the timed-out waiter took nothing with it.
+  assert.equal(await slots.run('busy.example', async () => 'next'), 'next');
 });
