@@ -318,6 +318,44 @@ test('a slow endpoint does not hold up another', async () => {
   }
 });
 
+test('two webhook workers and a backlog for one endpoint: never more requests in flight than its limit, each event once', async () => {
+  // Both workers take the endpoint's jobs (a finished job's slot is handed to the next due one): the
+  // limit holds across them, and every event is sent once.
+  const second = await startWebhookDelivery(t.db, t.config, log);
+  let inFlight = 0;
+  let most = 0;
+  const ids: string[] = [];
+  const server = createServer((req, res) => {
+    inFlight += 1;
+    most = Math.max(most, inFlight);
+    let raw = '';
+    req.on('data', (chunk) => (raw += chunk));
+    req.on('end', () =>
+      setTimeout(() => {
+        ids.push((JSON.parse(raw) as { id: string }).id);
+        inFlight -= 1;
+        res.end('ok');
+      }, 20),
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const endpoint = await register(`http://127.0.0.1:${(server.address() as { port: number }).port}/hook`, [
+    'email.accepted',
+  ]);
+  try {
+    for (let i = 0; i < 30; i++) await sendOne();
+    await waitFor(() => ids.length >= 30, 15_000);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(ids.length, 30);
+    assert.equal(new Set(ids).size, 30);
+    assert.equal(most, 2, `requests in flight at once: ${most}`);
+  } finally {
+    await second.close();
+    await remove(endpoint.id);
+    await new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve())));
+  }
+});
+
 test('domain and template changes are events too, fanned out like the email ones', async () => {
   const hook = await receiver();
   const endpoint = await register(hook.url, [

@@ -14,6 +14,8 @@ export interface Job {
   payload: Record<string, unknown>;
   /** How many times the job has been claimed, this claim included. */
   attempts: number;
+  /** The group it belongs to (a webhook endpoint), if any. */
+  groupKey: string | null;
   leaseId: string;
   /** When the claim ends (epoch ms, by this process's clock): after it, another worker may take the job. */
   leaseEndsAt: number;
@@ -79,7 +81,7 @@ export async function startWorker(
 
   // Finishing or rescheduling a job is retried while the database is unreachable, up to the end of the
   // lease: otherwise a job handled during an outage would stay claimed, untouched, until its lease ran out.
-  const settle = (write: () => Promise<void>, job: Job) => retryWhileUnreachable(write, job.leaseEndsAt);
+  const settle = <T>(write: () => Promise<T>, job: Job) => retryWhileUnreachable(write, job.leaseEndsAt);
 
   const run = async (job: Job) => {
     running += 1;
@@ -92,8 +94,12 @@ export async function startWorker(
       const delay = Math.min(300, 2 ** Math.min(job.attempts, 9));
       result = { retryAt: new Date(Date.now() + delay * 1000), reason: String(error) };
     }
+    let next: Job | undefined;
     try {
-      if ('done' in result) await settle(() => finish(db, job), job);
+      if ('done' in result && job.groupKey !== null && options.groupLimit !== undefined && !stopping) {
+        // The job's slot in its group goes straight to the group's next due job, in one statement.
+        next = await settle(() => finishAndTakeNext(db, job, options.leaseSeconds), job);
+      } else if ('done' in result) await settle(() => finish(db, job), job);
       else {
         const { retryAt, reason } = result;
         await settle(() => retry(db, job, retryAt, reason), job);
@@ -103,6 +109,7 @@ export async function startWorker(
       // Still unreachable at the end of the lease: the job comes back as a dead worker's would.
       options.log.error({ err: error, jobId: job.id, queue: job.queue }, 'could not settle job');
     } finally {
+      if (next) void run(next); // counted as running before this job stops counting
       running -= 1;
       if (running === 0) idle?.();
       void claimAndRun();
@@ -130,7 +137,7 @@ export async function startWorker(
   };
 }
 
-const CLAIMED = 'RETURNING id, queue, payload, attempts, lease_id';
+const CLAIMED = 'RETURNING id, queue, payload, attempts, lease_id, group_key';
 const CLAIMABLE = 'queue = ANY($1::text[]) AND run_at <= now() AND (locked_until IS NULL OR locked_until < now())';
 const LEASE = 'locked_until = now() + make_interval(secs => $3), attempts = attempts + 1, lease_id = gen_random_uuid()';
 
@@ -143,13 +150,7 @@ async function claim(
 ): Promise<Job[]> {
   // Taken before the claim, so the lease as reckoned here never outlasts the one in the database.
   const leaseEndsAt = Date.now() + leaseSeconds * 1000;
-  const { rows } = await db.query<{
-    id: number;
-    queue: QueueName;
-    payload: Record<string, unknown>;
-    attempts: number;
-    lease_id: string;
-  }>(
+  const { rows } = await db.query<ClaimedRow>(
     groupLimit === undefined
       ? // The oldest due jobs, straight from the (queue, run_at) index; jobs another worker is claiming
         // right now are skipped, not waited for.
@@ -187,14 +188,49 @@ async function claim(
           ${CLAIMED}`,
     groupLimit === undefined ? [queues, limit, leaseSeconds] : [queues, limit, leaseSeconds, groupLimit],
   );
-  return rows.map((row) => ({
-    id: Number(row.id),
-    queue: row.queue,
-    payload: row.payload,
-    attempts: row.attempts,
-    leaseId: row.lease_id,
-    leaseEndsAt,
-  }));
+  return rows.map((row) => jobOf(row, leaseEndsAt));
+}
+
+interface ClaimedRow {
+  id: number;
+  queue: QueueName;
+  payload: Record<string, unknown>;
+  attempts: number;
+  lease_id: string;
+  group_key: string | null;
+}
+
+const jobOf = (row: ClaimedRow, leaseEndsAt: number): Job => ({
+  id: Number(row.id),
+  queue: row.queue,
+  payload: row.payload,
+  attempts: row.attempts,
+  groupKey: row.group_key,
+  leaseId: row.lease_id,
+  leaseEndsAt,
+});
+
+/**
+ * Deletes a finished job of a group and, in the same statement, claims the group's oldest due job: the
+ * group's count of running jobs never changes, so its limit holds exactly, and a busy group (an endpoint
+ * with a backlog) is fed without a claim over every group per job. Only when the finished job's lease
+ * was still this worker's: otherwise its slot is not this worker's to hand on.
+ */
+async function finishAndTakeNext(db: Database, job: Job, leaseSeconds: number): Promise<Job | undefined> {
+  const leaseEndsAt = Date.now() + leaseSeconds * 1000;
+  const { rows } = await db.query<ClaimedRow>(
+    `WITH finished AS (
+       DELETE FROM jobs WHERE id = $4 AND lease_id = $5 RETURNING id
+     )
+     UPDATE jobs SET ${LEASE}
+      WHERE EXISTS (SELECT 1 FROM finished)
+        AND id = (SELECT id FROM jobs
+                   WHERE group_key = $2 AND ${CLAIMABLE} AND id <> $4
+                   ORDER BY run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+      ${CLAIMED}`,
+    [[job.queue], job.groupKey, leaseSeconds, job.id, job.leaseId],
+  );
+  return rows[0] ? jobOf(rows[0], leaseEndsAt) : undefined;
 }
 
 /** Jobs deleted by one statement at most. */
