@@ -21,7 +21,9 @@ before(async () => {
   Object.assign(env, {
     MAILROOM_TRANSPORT: 'smtp',
     MAILROOM_SMTP_URL: sink.url,
-    MAILROOM_JOB_LEASE_SECONDS: '2', // a dead worker's jobs come back after 2 s
+    // A dead worker's jobs come back after 5 s (long enough that a slow CI machine finishing a send does
+    // not see its own lease run out and the job taken a second time).
+    MAILROOM_JOB_LEASE_SECONDS: '5',
     MAILROOM_WORKER_CONCURRENCY: '4',
     MAILROOM_SMTP_TIMEOUT_MS: '3000',
   });
