@@ -5,7 +5,7 @@ import { EventCounts, recordTimelineEntry } from '../emails/timeline.ts';
 import { batcherPerDatabase } from '../platform/db/batcher.ts';
 import { markSent } from './finish-or-retry.ts';
 import type { RecipientFailureReason, RecipientStatus } from '../emails/statuses.ts';
-import { suppressAddress, suppressAddresses } from '../suppressions/suppressions.ts';
+import { suppressAddresses } from '../suppressions/suppressions.ts';
 import type { RecipientResult } from './transport.ts';
 import { isBadMailbox } from './smtp-outcome.ts';
 import type { EmailToSend, PendingRecipient } from './take-message.ts';
@@ -60,11 +60,7 @@ async function writeOutcomes(tx: Queryable, copies: CopyResults[]): Promise<Reco
     const counted: Recorded['counted'] = [];
     for (const result of results) {
       const attempt = attempts.get(result.address) ?? 1;
-      const outcome = await recordOutcome(tx, email, result, attempt, retrySchedule, {
-        suppress: true,
-        counts,
-        suppressions,
-      });
+      const outcome = await recordOutcome(tx, email, result, attempt, retrySchedule, { counts, suppressions });
       counted.push({ address: result.address, outcome: outcome.outcome });
       retryAt = earliest(retryAt, outcome.retryAt);
     }
@@ -145,14 +141,12 @@ export function earliest(a: Date | undefined, b: Date | undefined): Date | undef
 }
 
 /**
- * How an outcome is recorded: `suppress: false` keeps a bad mailbox off the suppression list; `counts`
- * gathers the overview's counts for the transaction to write once (see EventCounts), `suppressions` the
- * addresses to suppress likewise.
+ * What the transaction writes once at its end (see EventCounts): `counts` gathers the overview's counts
+ * (without it each entry counts itself); `suppressions` gathers the bad mailboxes to suppress (without
+ * it, none is: the test addresses' simulated bounces).
  */
 export interface RecordOptions {
-  suppress: boolean;
   counts?: EventCounts;
-  /** Where a bad mailbox to suppress is added, for the transaction to write at its end. */
   suppressions?: BouncedAddress[];
 }
 
@@ -168,7 +162,7 @@ export async function recordOutcome(
   result: RecipientResult,
   attempts: number,
   schedule: number[],
-  options: RecordOptions = { suppress: true },
+  options: RecordOptions = {},
 ): Promise<{ outcome: RecipientOutcome; retryAt?: Date }> {
   const smtp = { smtp_code: result.smtpCode ?? null, response: cappedText(result.response, 1000) };
   const entry = { emailId: email.id, organizationId: email.organization_id, recipient: result.address };
@@ -198,14 +192,12 @@ export async function recordOutcome(
       options.counts,
     );
     // A bad mailbox is not tried again: later messages to this address fail as suppressed.
-    if (options.suppress && isBadMailbox(result)) {
-      const bounced = {
+    if (isBadMailbox(result)) {
+      options.suppressions?.push({
         organizationId: email.organization_id,
         address: result.address,
         reason: 'hard_bounce',
-      } as const;
-      if (options.suppressions) options.suppressions.push(bounced);
-      else await suppressAddress(tx, bounced.organizationId, bounced.address, bounced.reason);
+      });
     }
     return { outcome: 'bounced' };
   }

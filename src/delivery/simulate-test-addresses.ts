@@ -50,7 +50,7 @@ export async function simulateTestAddresses(
     for (const { address } of tests) {
       const outcome = testOutcome(address);
       const result = { address, ...(outcome === 'delivered' || outcome === 'complained' ? DELIVERED : BOUNCED) };
-      const recorded = await recordOutcome(tx, email, result, attempts.get(address) ?? 1, [], { suppress: false });
+      const recorded = await recordOutcome(tx, email, result, attempts.get(address) ?? 1, []);
       counted.push({ address, outcome: recorded.outcome });
       if (outcome === 'complained') counted.push({ address, outcome: 'complained' });
       if (outcome === 'complained') {
