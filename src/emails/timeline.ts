@@ -46,6 +46,12 @@ export function webhookEventType(entry: Pick<TimelineEntry, 'kind' | 'data'>): E
   return `email.${entry.kind}`;
 }
 
+/** An entry's own part of its webhook payload (after the message's fields): the recipient, then its data. */
+const webhookDataOf = (entry: TimelineEntry) => ({
+  ...(entry.recipient ? { recipient: entry.recipient } : {}),
+  ...entry.data,
+});
+
 /**
  * Records one happening in a message's timeline, counts it in its hour when it is an outcome the
  * overview shows, and fans it out to the organization's webhook endpoints, all in one statement. Call it
@@ -58,7 +64,6 @@ export async function recordTimelineEntry(
   counts?: EventCounts,
 ): Promise<string | null> {
   const id = randomUUID();
-  const webhookData = { ...(entry.recipient ? { recipient: entry.recipient } : {}), ...entry.data };
   const { rows } = await tx.query(
     `WITH event AS (
        INSERT INTO email_events (id, email_id, organization_id, type, recipient, data)
@@ -79,7 +84,7 @@ export async function recordTimelineEntry(
       entry.recipient ?? null,
       entry.data ? JSON.stringify(entry.data) : null,
       webhookEventType(entry),
-      JSON.stringify(webhookData),
+      JSON.stringify(webhookDataOf(entry)),
     ],
   );
   if (rows.length === 0) return null;
@@ -153,7 +158,7 @@ export async function recordTimelineEntries(tx: Queryable, entries: TimelineEntr
     recipient: entry.recipient ?? null,
     data: entry.data ?? null,
     event_type: webhookEventType(entry),
-    webhook_data: { ...(entry.recipient ? { recipient: entry.recipient } : {}), ...entry.data },
+    webhook_data: webhookDataOf(entry),
   }));
   // The same webhook payload as recordTimelineEntry: the message's fields, then the entry's own.
   await tx.query(
