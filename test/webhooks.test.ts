@@ -356,6 +356,34 @@ test('two webhook workers and a backlog for one endpoint: never more requests in
   }
 });
 
+test('an answer with characters the database cannot store is recorded with them replaced, once', async () => {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.end('ok\u0000done'));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const endpoint = await register(`http://127.0.0.1:${(server.address() as { port: number }).port}/hook`, [
+    'email.accepted',
+  ]);
+  try {
+    await sendOne();
+    const attempts = async () =>
+      (
+        await t.db.query<{ response: string; status: string }>(
+          `SELECT a.response, d.status FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+            WHERE d.endpoint_id = $1`,
+          [endpoint.id],
+        )
+      ).rows;
+    await waitFor(async () => (await attempts()).length > 0);
+    await new Promise((resolve) => setTimeout(resolve, 1500)); // a retry would have come by now
+    assert.deepEqual(await attempts(), [{ response: 'ok\uFFFDdone', status: 'succeeded' }]);
+  } finally {
+    await remove(endpoint.id);
+    await new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve())));
+  }
+});
+
 test('domain and template changes are events too, fanned out like the email ones', async () => {
   const hook = await receiver();
   const endpoint = await register(hook.url, [

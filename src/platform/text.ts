@@ -33,6 +33,11 @@ export function cappedText(text: string, max: number): string {
 // eslint-disable-next-line no-control-regex -- U+0000 is exactly what is looked for
 const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
+/** The text with each character PostgreSQL cannot store replaced by U+FFFD (for text from outside kept as it came). */
+export function storableText(text: string): string {
+  return text.replace(new RegExp(UNSTORABLE.source, 'g'), '\uFFFD');
+}
+
 /**
  * The dotted path (`tags.0.name`) of the first string, or object key, at any depth of `value` that holds
  * a character that cannot be stored; undefined when there is none. `path` names `value` itself.

@@ -7,6 +7,7 @@ import { isUuid } from '../platform/ids.ts';
 import type { Job, JobResult } from '../queue/worker.ts';
 import { postJson } from './safe-dispatcher.ts';
 import { signatureHeader, standardSignatureHeader } from './signature.ts';
+import { storableText } from '../platform/text.ts';
 
 // One 'deliver-webhook' job: one attempt at one delivery. Exactly the spec's schedule: five attempts in
 // all, the first at once and the next 1, 2, 4 and 8 s after the one before; only 5xx, 408, 429, time-outs
@@ -94,9 +95,6 @@ const attemptRecorder = batcherPerDatabase<AttemptMade, void>({
   },
 });
 
-/** A receiver's text as the database can store it: a NUL character cannot be, so it is replaced. */
-const storable = (text: string) => text.replaceAll('\u0000', '\uFFFD');
-
 export function webhookHandler(db: Database, dispatcher: Dispatcher) {
   return async (job: Job): Promise<JobResult> => {
     const delivery = await deliveryReader(db).add(String(job.payload.delivery_id));
@@ -136,8 +134,8 @@ export function webhookHandler(db: Database, dispatcher: Dispatcher) {
       request_id: requestId,
       status_code: answered ? result.status : null,
       duration_ms: Math.round(result.durationMs),
-      response: answered ? storable(result.body) : null,
-      error: answered ? null : storable(`${result.reason}: ${result.message}`),
+      response: answered ? storableText(result.body) : null,
+      error: answered ? null : storableText(`${result.reason}: ${result.message}`),
       status,
     };
     const record = () => attemptRecorder(db).add(attemptMade);
