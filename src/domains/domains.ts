@@ -267,18 +267,14 @@ export async function findSendingDomain(
   const domainName = normalizedOrUndefined(name);
   if (domainName === undefined) return undefined;
   // Cached once found (platform/db/lookup-cache.ts: forgotten in every process when a domain changes).
-  const cache = sendingDomainsOf(db);
-  const key = `${organizationId} ${domainName}`;
-  const cached = cache.get(key);
-  if (cached) return cached;
-  const ticket = cache.ticket();
-  const { rows } = await db.query<SendingDomain>(
-    `SELECT id, name, dkim_selector AS "dkimSelector", dkim_private_key AS "dkimPrivateKey" FROM domains
-      WHERE organization_id = $1 AND name = $2 AND status = 'verified'`,
-    [organizationId, domainName],
-  );
-  if (rows[0]) cache.remember(key, rows[0], ticket);
-  return rows[0];
+  return sendingDomainsOf(db).through(`${organizationId} ${domainName}`, async () => {
+    const { rows } = await db.query<SendingDomain>(
+      `SELECT id, name, dkim_selector AS "dkimSelector", dkim_private_key AS "dkimPrivateKey" FROM domains
+        WHERE organization_id = $1 AND name = $2 AND status = 'verified'`,
+      [organizationId, domainName],
+    );
+    return rows[0];
+  });
 }
 
 const sendingDomainsOf = (db: Queryable) => lookupCache<SendingDomain>(db, 'sending-domains');

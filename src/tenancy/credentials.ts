@@ -65,24 +65,21 @@ const apiKeysOf = (db: Queryable) => lookupCache<Principal>(db, 'api-keys');
 
 async function resolveToken(db: Queryable, token: string): Promise<Principal | null> {
   const hash = hashToken(token);
-  const cache = apiKeysOf(db);
-  const cached = cache.get(hash);
-  if (cached) return cached;
-  const ticket = cache.ticket();
-  const { rows } = await db.query<CredentialRow>(RESOLVE_SQL, [hash]);
-  const row = rows[0];
-  if (!row) return null;
+  return apiKeysOf(db).through(
+    hash,
+    async () => {
+      const { rows } = await db.query<CredentialRow>(RESOLVE_SQL, [hash]);
+      return rows[0] ? principalOf(rows[0]) : null;
+    },
+    (principal) => principal?.kind === 'api_key',
+  );
+}
+
+function principalOf(row: CredentialRow): Principal {
   if (row.kind === 'session') {
     return { kind: 'session', organizationId: row.organization_id, sessionId: row.id, userId: row.user_id! };
   }
-  const principal: Principal = {
-    kind: 'api_key',
-    organizationId: row.organization_id,
-    apiKeyId: row.id,
-    permission: row.permission!,
-  };
-  cache.remember(hash, principal, ticket);
-  return principal;
+  return { kind: 'api_key', organizationId: row.organization_id, apiKeyId: row.id, permission: row.permission! };
 }
 
 /** Throws the 401 the spec asks for when a principal may not use a route of the given access. */

@@ -53,6 +53,23 @@ export class LookupCache<V> {
     this.entries.set(key, { value, until: Date.now() + MAX_AGE_MS });
   }
 
+  /**
+   * The cached answer for `key`, else what `load` finds, remembered when `keep` says it may be (a row
+   * found, of a kind that is cached) and no change came in while it was being looked up.
+   */
+  async through<R extends V | null | undefined>(
+    key: string,
+    load: () => Promise<R>,
+    keep: (answer: R) => boolean = (answer) => answer !== undefined && answer !== null,
+  ): Promise<R> {
+    const cached = this.get(key);
+    if (cached !== undefined) return cached as R;
+    const ticket = this.ticket();
+    const answer = await load();
+    if (keep(answer)) this.remember(key, answer as V, ticket);
+    return answer;
+  }
+
   forget(): void {
     this.entries.clear();
     this.generation += 1;
