@@ -1,4 +1,5 @@
-import type { Queryable } from '../platform/db/database.ts';
+import type { Database, Queryable } from '../platform/db/database.ts';
+import { Batcher } from '../platform/db/batcher.ts';
 
 // Two limits per organization, both kept in the database so that every API process enforces the same:
 // - a token bucket counted in messages: capacity rate_limit, refilled at rate_limit per second (the
@@ -54,15 +55,6 @@ export interface RateTake {
   state: RateLimitState;
 }
 
-interface TakeWaiting {
-  wanted: number;
-  resolve(take: RateTake): void;
-  reject(error: unknown): void;
-}
-
-/** Per database handle and organization: the takes waiting while one statement is in flight. */
-const waitingTakes = new WeakMap<Queryable, Map<string, TakeWaiting[]>>();
-
 /**
  * Takes up to `wanted` tokens from the organization's bucket and returns how many were granted. The
  * bucket's row is every send's hot spot, so takes are coalesced: while one statement for an organization
@@ -70,51 +62,38 @@ const waitingTakes = new WeakMap<Queryable, Map<string, TakeWaiting[]>>();
  * shares what it got in the order they came (each gets what it wants while any is left), as taking them
  * one by one would have.
  */
-export function takeRateTokens(db: Queryable, organizationId: string, wanted: number): Promise<RateTake> {
-  let byOrganization = waitingTakes.get(db);
+export function takeRateTokens(db: Database, organizationId: string, wanted: number): Promise<RateTake> {
+  let byOrganization = takers.get(db);
   if (!byOrganization) {
     byOrganization = new Map();
-    waitingTakes.set(db, byOrganization);
+    takers.set(db, byOrganization);
   }
-  const queue = byOrganization.get(organizationId);
-  return new Promise((resolve, reject) => {
-    if (queue) {
-      queue.push({ wanted, resolve, reject });
-      return;
-    }
-    const started: TakeWaiting[] = [{ wanted, resolve, reject }];
-    byOrganization.set(organizationId, []);
-    void takeInTurns(db, byOrganization, organizationId, started);
-  });
+  let taker = byOrganization.get(organizationId);
+  if (!taker) {
+    taker = new Batcher(db, {
+      transaction: false,
+      maxSize: 1000,
+      run: async (queryable, wants: number[]) => {
+        const { granted, state } = await takeTokensNow(
+          queryable,
+          organizationId,
+          wants.reduce((sum, n) => sum + n, 0),
+        );
+        let left = granted;
+        return wants.map((n) => {
+          const share = Math.min(n, left);
+          left -= share;
+          return { granted: share, state };
+        });
+      },
+    });
+    byOrganization.set(organizationId, taker);
+  }
+  return taker.add(wanted);
 }
 
-async function takeInTurns(
-  db: Queryable,
-  byOrganization: Map<string, TakeWaiting[]>,
-  organizationId: string,
-  first: TakeWaiting[],
-): Promise<void> {
-  for (let takes = first; takes.length > 0;) {
-    try {
-      const { granted, state } = await takeTokensNow(
-        db,
-        organizationId,
-        takes.reduce((sum, take) => sum + take.wanted, 0),
-      );
-      let left = granted;
-      for (const take of takes) {
-        const share = Math.min(take.wanted, left);
-        left -= share;
-        take.resolve({ granted: share, state });
-      }
-    } catch (error) {
-      for (const take of takes) take.reject(error);
-    }
-    takes = byOrganization.get(organizationId) ?? [];
-    if (takes.length === 0) byOrganization.delete(organizationId);
-    else byOrganization.set(organizationId, []);
-  }
-}
+/** Per database handle and organization, the batcher its takes wait in (platform/db/batcher.ts). */
+const takers = new WeakMap<Database, Map<string, Batcher<number, RateTake>>>();
 
 /** One statement: refill the bucket, then take up to `wanted` (capacity and rate: the organization's rate_limit). */
 async function takeTokensNow(db: Queryable, organizationId: string, wanted: number): Promise<RateTake> {
