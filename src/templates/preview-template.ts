@@ -1,7 +1,7 @@
 import { ServiceError } from '../platform/errors.ts';
 import { missingVariable, renderSources, type RenderedTemplate, type TemplatePart } from './render-template.ts';
-import { checkSource } from './template-syntax.ts';
-import { describe, isOfType, isVariableKey } from './template-variables.ts';
+import { checkedSources } from './template-syntax.ts';
+import { describe, invalidVariableKey, isOfType, isVariableKey } from './template-variables.ts';
 
 // POST /templates/render: sources and values in, the rendered parts out, nothing stored. The sources get
 // the checks a saved template gets and are rendered by the same code as a send (renderSources). With no
@@ -18,26 +18,13 @@ export interface TemplatePreviewInput {
 const PARTS: TemplatePart[] = ['subject', 'html', 'text'];
 
 export function renderTemplatePreview(input: TemplatePreviewInput): RenderedTemplate {
-  const sources = { subject: input.subject || null, html: input.html || null, text: input.text || null };
-  if (sources.subject !== null && /[\r\n]/.test(sources.subject)) {
-    throw new ServiceError('validation_error', 'subject must not contain line breaks', 'subject');
-  }
-  for (const part of PARTS) {
-    const source = sources[part];
-    if (source !== null) checkSource(part, source);
-  }
+  const sources = checkedSources(input, { requireBody: false });
 
   // No prototype: the sources see the given variables and nothing else.
   const data: Record<string, unknown> = Object.create(null);
   for (const [key, value] of Object.entries(input.variables ?? {})) {
     const field = `variables.${key}`;
-    if (!isVariableKey(key)) {
-      throw new ServiceError(
-        'validation_error',
-        `Invalid variable key ${JSON.stringify(key)}: use letters, digits and underscores, not starting with a digit`,
-        field,
-      );
-    }
+    if (!isVariableKey(key)) throw invalidVariableKey(key, field);
     if (!isOfType(value, 'string') && !isOfType(value, 'number')) {
       throw new ServiceError(
         'validation_error',

@@ -19,6 +19,36 @@ const MAX_EXPRESSIONS = 1000;
 export const handlebars = Handlebars.create();
 handlebars.registerHelper('log', () => undefined);
 
+/** A template's sources, empty ones as null. */
+export interface TemplateSources {
+  subject: string | null;
+  html: string | null;
+  text: string | null;
+}
+
+/**
+ * The checks every source gets, saved or only rendered: a subject on one line, html or text present when
+ * `requireBody` (a saved template), each source within the Handlebars this environment allows. Returns
+ * the sources with empty ones as null.
+ */
+export function checkedSources(
+  input: { subject?: string | null; html?: string | null; text?: string | null },
+  { requireBody }: { requireBody: boolean },
+): TemplateSources {
+  const sources = { subject: input.subject || null, html: input.html || null, text: input.text || null };
+  if (sources.subject !== null && /[\r\n]/.test(sources.subject)) {
+    throw new ServiceError('validation_error', 'subject must not contain line breaks', 'subject');
+  }
+  if (requireBody && sources.html === null && sources.text === null) {
+    throw new ServiceError('missing_required_field', 'Missing required field: html or text', 'html');
+  }
+  for (const part of ['subject', 'html', 'text'] as const) {
+    const source = sources[part];
+    if (source !== null) checkSource(part, source);
+  }
+  return sources;
+}
+
 /** Parses one source and refuses what could only fail when rendered: partials, decorators, unknown helpers. */
 export function checkSource(field: 'subject' | 'html' | 'text', source: string): void {
   if (source.split('{{').length - 1 > MAX_EXPRESSIONS) {

@@ -27,18 +27,21 @@ export function isVariableKey(key: string): boolean {
   return VARIABLE_KEY.test(key) && key !== '__proto__';
 }
 
+/** The error for a key that may not name a variable, at `field`. */
+export function invalidVariableKey(key: string, field: string): ServiceError {
+  return new ServiceError(
+    'validation_error',
+    `Invalid variable key ${JSON.stringify(key)}: use letters, digits and underscores, not starting with a digit`,
+    field,
+  );
+}
+
 /** Well-formed, unique keys and fallbacks of the declared type; returns the variables as stored. */
 export function checkedVariables(variables: TemplateVariableInput[]): TemplateVariable[] {
   const seen = new Set<string>();
   return variables.map(({ key, type, fallback_value }, index) => {
     const field = `variables.${index}`;
-    if (!isVariableKey(key)) {
-      throw new ServiceError(
-        'validation_error',
-        `Invalid variable key ${JSON.stringify(key)}: use letters, digits and underscores, not starting with a digit`,
-        `${field}.key`,
-      );
-    }
+    if (!isVariableKey(key)) throw invalidVariableKey(key, `${field}.key`);
     if (seen.has(key)) throw new ServiceError('validation_error', `Duplicate variable key: ${key}`, `${field}.key`);
     seen.add(key);
     if (fallback_value === undefined || fallback_value === null) return { key, type };

@@ -1,9 +1,9 @@
 import { withEvent } from '../webhooks/fan-out.ts';
 import type { EventType } from '../webhooks/event-types.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
-import { ServiceError, notFound } from '../platform/errors.ts';
+import { notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
-import { checkSource } from './template-syntax.ts';
+import { checkedSources } from './template-syntax.ts';
 import {
   checkedVariables,
   type TemplateVariable,
@@ -168,22 +168,7 @@ interface TemplateFields {
  * parse, html or text present, well-formed variables. Returns the fields as stored.
  */
 function checkedFields(input: TemplateFields): Omit<TemplateFields, 'variables'> & { variables: TemplateVariable[] } {
-  const subject = input.subject || null;
-  const html = input.html || null;
-  const text = input.text || null;
-  if (subject !== null && /[\r\n]/.test(subject)) {
-    throw new ServiceError('validation_error', 'subject must not contain line breaks', 'subject');
-  }
-  if (html === null && text === null) {
-    throw new ServiceError('missing_required_field', 'Missing required field: html or text', 'html');
-  }
-  for (const [field, source] of [
-    ['subject', subject],
-    ['html', html],
-    ['text', text],
-  ] as const) {
-    if (source !== null) checkSource(field, source);
-  }
+  const { subject, html, text } = checkedSources(input, { requireBody: true });
   return { name: input.name, subject, html, text, variables: checkedVariables(input.variables) };
 }
 
