@@ -1,3 +1,4 @@
+import { createPrivateKey, type KeyObject } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import DKIM from 'nodemailer/lib/dkim';
@@ -35,8 +36,32 @@ export async function composeMessage(message: OutgoingMessage): Promise<Buffer> 
   });
   const unsigned = await composer.compile().build();
   const { domain, selector, privateKey } = message.dkim;
-  const signer = new DKIM({ domainName: domain, keySelector: selector, privateKey, headerFieldNames: SIGNED_HEADERS });
+  const signer = new DKIM({
+    domainName: domain,
+    keySelector: selector,
+    privateKey: signingKey(privateKey),
+    headerFieldNames: SIGNED_HEADERS,
+  });
   return collect(signer.sign(unsigned));
+}
+
+// A domain's private key parsed once, not for every message: reading the PEM cost four times what the
+// RSA signature itself does.
+const KEYS_KEPT = 1000;
+const parsedKeys = new Map<string, KeyObject>();
+
+function signingKey(pem: string): KeyObject | string {
+  let key = parsedKeys.get(pem);
+  if (!key) {
+    try {
+      key = createPrivateKey(pem);
+    } catch {
+      return pem; // not a key: left to the signer, as before it was parsed here
+    }
+    if (parsedKeys.size >= KEYS_KEPT) parsedKeys.clear();
+    parsedKeys.set(pem, key);
+  }
+  return key;
 }
 
 // Nodemailer's default list (RFC 6376 §5.4.1) plus List-Unsubscribe-Post, which RFC 8058 §4 requires
