@@ -2,8 +2,6 @@
 // by polling, and a claim whose lease ran out is taken over.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openPostgres } from '../src/platform/db/postgres.ts';
-import type { Database } from '../src/platform/db/database.ts';
 import { startWorker, type Job } from '../src/queue/worker.ts';
 import { startDelivery } from '../src/delivery/start-delivery.ts';
 import { createTransport } from '../src/delivery/transports/index.ts';
@@ -11,6 +9,7 @@ import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOr
 import { message, sendBatch } from './helpers/emails.ts';
 import { observeWebhookEvents } from './helpers/webhook-events.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
+import { secondConnection } from './helpers/database.ts';
 import { waitFor } from './helpers/wait.ts';
 
 let t: TestApp;
@@ -33,18 +32,8 @@ after(async () => {
   await sink.close();
 });
 
-/** A second connection pool to the same database stands for a second process (PGlite: one process only). */
-async function secondConnection(): Promise<{ db: Database; close(): Promise<void> }> {
-  if (t.db.kind !== 'postgres') return { db: t.db, close: async () => {} };
-  const { rows } = await t.db.query<{ db: string }>('SELECT current_database() AS db');
-  const url = new URL(process.env.DATABASE_URL!);
-  url.pathname = `/${rows[0]!.db}`;
-  const db = openPostgres(url.toString(), 5);
-  return { db, close: () => db.close() };
-}
-
 test('two workers on their own connections deliver 60 messages, each exactly once', async () => {
-  const other = await secondConnection();
+  const other = await secondConnection(t.db);
   const transports = [createTransport(t.config), createTransport(t.config)];
   const workers = [
     await startDelivery(t.db, t.config, transports[0]!, log),
@@ -99,7 +88,7 @@ test('every statement that queues a job wakes the workers of another process onc
   // The worker polls once a minute: only the NOTIFY sent after each commit can make it run in time.
   // (On PostgreSQL the worker has a connection pool of its own, as another process would; on PGlite,
   // one process's database, it shares the handle and the test shows the NOTIFY path in one process.)
-  const other = await secondConnection();
+  const other = await secondConnection(t.db);
   const ran: string[] = [];
   const worker = await startWorker(
     other.db,

@@ -554,13 +554,17 @@ test('webhook-id is the same on every attempt of a retried delivery and on its r
     assert.ok(stamps[2]! > stamps[0]!, `each attempt is signed at its own time: ${stamps.join(', ')}`);
     for (const request of attempts) assert.deepEqual(verifyAll(request, endpoint.signing_secret), ALL);
 
-    const deliveries = (
-      await t.app.inject({ method: 'GET', url: `/webhooks/${endpoint.id}/deliveries`, headers: bearer(org.session) })
-    ).json().data;
-    assert.equal(deliveries[0].status, 'succeeded');
+    // The answered attempt is recorded just after the answer, in a batch with others.
+    let deliveries: Array<{ id: string; status: string }> = [];
+    await waitFor(async () => {
+      deliveries = (
+        await t.app.inject({ method: 'GET', url: `/webhooks/${endpoint.id}/deliveries`, headers: bearer(org.session) })
+      ).json().data;
+      return deliveries[0]?.status === 'succeeded';
+    });
     const replay = await t.app.inject({
       method: 'POST',
-      url: `/webhooks/${endpoint.id}/deliveries/${deliveries[0].id}/replay`,
+      url: `/webhooks/${endpoint.id}/deliveries/${deliveries[0]!.id}/replay`,
       headers: bearer(org.session),
     });
     assert.equal(replay.statusCode, 200, replay.body);

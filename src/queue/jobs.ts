@@ -80,6 +80,19 @@ export async function cancelJobs(tx: Queryable, queue: QueueName, key: JobKey, v
 /** Removes every job of a group (a deleted webhook endpoint's deliveries). */
 export async function cancelGroupJobs(tx: Queryable, queue: QueueName, groupKey: string): Promise<void> {
   await tx.query('DELETE FROM jobs WHERE queue = $1 AND group_key = $2', [queue, groupKey]);
+  await groupChanged(tx, queue, groupKey);
+}
+
+/**
+ * Says that what a group's jobs act on has changed (a webhook endpoint's URL, secret or switch): the
+ * worker that owns the group drops the jobs it holds in memory, read before the change, at its next
+ * claim (within its poll interval), and reads them again.
+ */
+export async function groupChanged(tx: Queryable, queue: QueueName, groupKey: string): Promise<void> {
+  await tx.query('UPDATE job_group_owners SET version = version + 1 WHERE queue = $1 AND group_key = $2', [
+    queue,
+    groupKey,
+  ]);
 }
 
 /** Moves the jobs of a queue whose payload names `value` under `key` to run at `runAt`. */

@@ -5,7 +5,7 @@ import { ServiceError, notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
 import { parseEndpointUrl } from './endpoint-address.ts';
 import { isEventType } from './event-types.ts';
-import { cancelGroupJobs } from '../queue/jobs.ts';
+import { cancelGroupJobs, groupChanged } from '../queue/jobs.ts';
 import { queueDeliveriesFrom, WEBHOOK_QUEUE } from './delivery-jobs.ts';
 
 // Webhook endpoints of an organization. The signing secret is shown when the endpoint is created (and
@@ -88,6 +88,7 @@ export async function updateEndpoint(
     [id, organizationId, url, events, changes.enabled ?? null],
   );
   if (!rows[0]) throw notFound('Webhook');
+  await groupChanged(db, WEBHOOK_QUEUE, id);
   return toView(rows[0]);
 }
 
@@ -113,6 +114,7 @@ export async function rotateSecret(db: Queryable, organizationId: string, id: st
       WHERE id = $1 AND organization_id = $2`,
     [id, organizationId, secret],
   );
+  await groupChanged(db, WEBHOOK_QUEUE, id);
   return { object: 'webhook' as const, id, signing_secret: secret };
 }
 

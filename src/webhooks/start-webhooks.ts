@@ -1,7 +1,8 @@
 import type { Logger } from '../platform/logger.ts';
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
-import { startWorker, type Worker } from '../queue/worker.ts';
+import type { Worker } from '../queue/worker.ts';
+import { startGroupedWorker } from '../queue/grouped-worker.ts';
 import { createSafeDispatcher } from './safe-dispatcher.ts';
 import { webhookHandler } from './webhook-sender.ts';
 import { WEBHOOK_QUEUE } from './delivery-jobs.ts';
@@ -11,7 +12,8 @@ export const WEBHOOK_CONCURRENCY = 64;
 
 /**
  * Starts this process's webhook worker: its own slots (a slow endpoint never takes email delivery's),
- * at most MAILROOM_WEBHOOK_CONNECTIONS_PER_ENDPOINT deliveries in flight per endpoint across all workers.
+ * at most MAILROOM_WEBHOOK_CONNECTIONS_PER_ENDPOINT requests in flight per endpoint across all workers
+ * (an endpoint's deliveries are run by one worker at a time, fed from memory from batches it claims).
  */
 export async function startWebhookDelivery(
   db: Database,
@@ -19,17 +21,14 @@ export async function startWebhookDelivery(
   log: Pick<Logger, 'error' | 'warn'>,
 ): Promise<Worker & { close(): Promise<void> }> {
   const dispatcher = createSafeDispatcher(config, { connectionsPerOrigin: config.webhookConnectionsPerEndpoint });
-  const worker = await startWorker(
-    db,
-    { [WEBHOOK_QUEUE]: webhookHandler(db, dispatcher) },
-    {
-      concurrency: WEBHOOK_CONCURRENCY,
-      leaseSeconds: Math.ceil(config.webhookTimeoutMs / 1000) + 30,
-      pollIntervalMs: 250,
-      groupLimit: config.webhookConnectionsPerEndpoint,
-      log,
-    },
-  );
+  const worker = await startGroupedWorker(db, webhookHandler(db, dispatcher), {
+    queue: WEBHOOK_QUEUE,
+    groupLimit: config.webhookConnectionsPerEndpoint,
+    concurrency: WEBHOOK_CONCURRENCY,
+    jobSeconds: Math.ceil(config.webhookTimeoutMs / 1000),
+    pollIntervalMs: 250,
+    log,
+  });
   return {
     ...worker,
     async close() {

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { webhookAttempts, webhookDeliveryLag, workerBatchSize } from '../platform/metrics.ts';
 import type { Dispatcher } from 'undici';
-import { retryWhileUnreachable, type Database } from '../platform/db/database.ts';
+import { retryWhileUnreachable, type Database, type Queryable } from '../platform/db/database.ts';
 import { batcherPerDatabase } from '../platform/db/batcher.ts';
 import { isUuid } from '../platform/ids.ts';
-import type { Job, JobResult } from '../queue/worker.ts';
+import { settlementOf, settleJobsFrom, type Job, type JobResult, type JobSettlement } from '../queue/leases.ts';
+import type { GroupedJobHandler } from '../queue/grouped-worker.ts';
 import { postJson } from './safe-dispatcher.ts';
 import { signatureHeader, standardSignatureHeader } from './signature.ts';
 import { storableText } from '../platform/text.ts';
@@ -38,27 +39,22 @@ interface DeliveryRow {
 
 export const isRetryable = (status: number) => status >= 500 || status === 408 || status === 429;
 
-/** Deliveries read by one statement, and attempts recorded by one, at most. */
+/** Attempts recorded by one statement at most. */
 const MAX_AT_ONCE = 500;
 
-// Attempts that start (or end) while a read (or a write) is in flight share the next statement: a burst
-// of events costs a statement per batch, not per attempt.
-const deliveryReader = batcherPerDatabase<string, DeliveryRow | undefined>({
-  transaction: false,
-  maxSize: MAX_AT_ONCE,
-  done: (items) => workerBatchSize.observe({ batch: 'read-webhook-deliveries' }, items),
-  async run(db, ids) {
-    const { rows } = await db.query<DeliveryRow>(
-      `SELECT d.id, d.event_id, d.status, d.attempts, d.payload, e.url, e.signing_secret, e.previous_secret, e.enabled,
-              coalesce(e.previous_secret_expires_at > now(), false) AS previous_live
-         FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-        WHERE d.id = ANY($1::uuid[])`,
-      [ids.filter(isUuid)],
-    );
-    const byId = new Map(rows.map((row) => [row.id, row]));
-    return ids.map((id) => byId.get(id));
-  },
-});
+/** The deliveries a claimed batch of jobs names, with their endpoints, in one statement. */
+async function readDeliveries(db: Queryable, jobs: Job[]): Promise<Array<DeliveryRow | undefined>> {
+  const ids = jobs.map((job) => String(job.payload.delivery_id));
+  const { rows } = await db.query<DeliveryRow>(
+    `SELECT d.id, d.event_id, d.status, d.attempts, d.payload, e.url, e.signing_secret, e.previous_secret, e.enabled,
+            coalesce(e.previous_secret_expires_at > now(), false) AS previous_live
+       FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+      WHERE d.id = ANY($1::uuid[])`,
+    [ids.filter(isUuid)],
+  );
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  return ids.map((id) => byId.get(id));
+}
 
 /** One attempt, as webhook_attempts keeps it, and the delivery's status after it. */
 interface AttemptMade {
@@ -72,7 +68,11 @@ interface AttemptMade {
   status: 'succeeded' | 'pending' | 'failed';
 }
 
-const attemptRecorder = batcherPerDatabase<AttemptMade, void>({
+type AttemptRecord = AttemptMade & JobSettlement;
+
+// The attempt, the delivery's new state and its job's (finished, or due again for the next attempt), in
+// one statement for a batch of attempts.
+const attemptRecorder = batcherPerDatabase<AttemptRecord, void>({
   transaction: false,
   maxSize: MAX_AT_ONCE,
   done: (items) => workerBatchSize.observe({ batch: 'record-webhook-attempts' }, items),
@@ -80,13 +80,15 @@ const attemptRecorder = batcherPerDatabase<AttemptMade, void>({
     await db.query(
       `WITH made AS (
          SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(delivery_id uuid, attempt integer, request_id uuid,
-           status_code integer, duration_ms integer, response text, error text, status text)
+           status_code integer, duration_ms integer, response text, error text, status text,
+           job_id bigint, lease_id uuid, retry_at timestamptz, reason text)
        ),
        logged AS (
          INSERT INTO webhook_attempts (delivery_id, attempt, request_id, status_code, duration_ms, response, error)
          SELECT delivery_id, attempt, request_id, status_code, duration_ms, response, error FROM made
          ON CONFLICT DO NOTHING
-       )
+       ),
+       ${settleJobsFrom('made')}
        UPDATE webhook_deliveries d SET attempts = made.attempt, status = made.status, updated_at = now()
          FROM made WHERE d.id = made.delivery_id`,
       [JSON.stringify(attempts)],
@@ -95,9 +97,19 @@ const attemptRecorder = batcherPerDatabase<AttemptMade, void>({
   },
 });
 
-export function webhookHandler(db: Database, dispatcher: Dispatcher) {
-  return async (job: Job): Promise<JobResult> => {
-    const delivery = await deliveryReader(db).add(String(job.payload.delivery_id));
+/**
+ * Deliveries are read with the batch of jobs claimed for their endpoint (a change to the endpoint makes
+ * the worker read them again). Each job is one attempt; its endpoint's slot is free once the receiver has
+ * answered (or the attempt failed): the next delivery goes out while this one's attempt is recorded, in a
+ * batch with the others'.
+ */
+export function webhookHandler(db: Database, dispatcher: Dispatcher): GroupedJobHandler<DeliveryRow | undefined> {
+  return {
+    load: readDeliveries,
+    run: sendAttempt,
+  };
+
+  async function sendAttempt(job: Job, delivery: DeliveryRow | undefined, slotFree: () => void): Promise<JobResult> {
     // Deleted with its endpoint, already settled, or its endpoint disabled since: nothing to send.
     if (!delivery || delivery.status !== 'pending' || !delivery.enabled) return { done: true };
 
@@ -121,14 +133,21 @@ export function webhookHandler(db: Database, dispatcher: Dispatcher) {
       'webhook-signature': standardSignatureHeader(secrets, webhookId, timestamp, body),
     };
     const result = await postJson(dispatcher, delivery.url, body, headers);
+    slotFree();
 
     const answered = 'status' in result;
     const succeeded = answered && result.status >= 200 && result.status < 300;
     const retry = !succeeded && attempt < MAX_ATTEMPTS && (!answered || isRetryable(result.status));
     const status = succeeded ? 'succeeded' : retry ? 'pending' : 'failed';
-    // The attempt and the delivery's new state, in one statement (the same twice over, so it is retried
-    // while the database is away: an answered attempt is recorded, not made again).
-    const attemptMade: AttemptMade = {
+    const next: JobResult = retry
+      ? {
+          retryAt: new Date(Date.now() + RETRY_DELAYS_SECONDS[attempt - 1]! * 1000),
+          reason: answered ? `HTTP ${result.status}` : result.reason,
+        }
+      : { done: true };
+    // The attempt, the delivery's new state and the job's, in one statement (the same twice over, so it
+    // is retried while the database is away: an answered attempt is recorded, not made again).
+    const attemptMade: AttemptRecord = {
       delivery_id: delivery.id,
       attempt,
       request_id: requestId,
@@ -137,13 +156,12 @@ export function webhookHandler(db: Database, dispatcher: Dispatcher) {
       response: answered ? storableText(result.body) : null,
       error: answered ? null : storableText(`${result.reason}: ${result.message}`),
       status,
+      ...settlementOf(job, next),
     };
     const record = () => attemptRecorder(db).add(attemptMade);
     await retryWhileUnreachable(record, job.leaseEndsAt);
     webhookAttempts.inc({ result: succeeded ? 'succeeded' : retry ? 'retrying' : 'failed' });
     if (succeeded) webhookDeliveryLag.observe((Date.now() - Date.parse(delivery.payload.created_at)) / 1000);
-    if (!retry) return { done: true };
-    const delay = RETRY_DELAYS_SECONDS[attempt - 1]!;
-    return { retryAt: new Date(Date.now() + delay * 1000), reason: answered ? `HTTP ${result.status}` : result.reason };
-  };
+    return { ...next, settled: true };
+  }
 }

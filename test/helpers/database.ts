@@ -75,3 +75,16 @@ export async function databaseForProcesses(
   const dir = await mkdtemp(path.join(tmpdir(), `mailroom-${label}-`));
   return { env: { MAILROOM_DATA_DIR: dir }, cleanup: () => rm(dir, { recursive: true, force: true }) };
 }
+
+/**
+ * A second connection pool to the database `db` uses, standing for a second process (on PGlite, one
+ * process only: `db` itself, and closing it does nothing).
+ */
+export async function secondConnection(db: Database): Promise<{ db: Database; close(): Promise<void> }> {
+  if (db.kind !== 'postgres') return { db, close: async () => {} };
+  const { rows } = await db.query<{ name: string }>('SELECT current_database() AS name');
+  const url = new URL(process.env.DATABASE_URL!);
+  url.pathname = `/${rows[0]!.name}`;
+  const second = openPostgres(url.toString(), 5);
+  return { db: second, close: () => second.close() };
+}

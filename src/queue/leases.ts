@@ -1,0 +1,145 @@
+import { retryWhileUnreachable, type Database, type Queryable } from '../platform/db/database.ts';
+import { batcherPerDatabase } from '../platform/db/batcher.ts';
+import { workerBatchSize } from '../platform/metrics.ts';
+import type { QueueName } from './jobs.ts';
+
+// What both workers (worker.ts, and grouped-worker.ts for jobs run per group) share: a claimed job
+// under its lease, and how it is settled. A claim sets a new lease_id; finishing or rescheduling a job
+// acts only while that lease_id is still the job's, so a worker whose lease ran out (and whose job
+// another worker has claimed since) changes nothing.
+
+export interface Job {
+  id: number;
+  queue: QueueName;
+  payload: Record<string, unknown>;
+  /** How many times the job has been claimed, this claim included. */
+  attempts: number;
+  /** The group it belongs to (a webhook endpoint), if any. */
+  groupKey: string | null;
+  leaseId: string;
+  /** When the claim ends (epoch ms, by this process's clock): after it, another worker may take the job. */
+  leaseEndsAt: number;
+}
+
+/**
+ * What a handler decides: the job is finished, or should run again at `retryAt`. `settled` says the
+ * handler has already written that to the job, in the statement that recorded what the job did
+ * (settleJobsFrom): the worker then writes nothing more.
+ */
+export type JobResult = ({ done: true } | { retryAt: Date; reason: string }) & { settled?: true };
+
+/** `SET` list of a claim: `$3` is the lease in seconds. */
+export const LEASE =
+  'locked_until = now() + make_interval(secs => $3), attempts = attempts + 1, lease_id = gen_random_uuid()';
+/** A job nobody holds (never claimed, or its lease ran out) and due. */
+export const CLAIMABLE = 'run_at <= now() AND (locked_until IS NULL OR locked_until < now())';
+export const CLAIMED = 'RETURNING id, queue, payload, attempts, lease_id, group_key';
+
+export interface ClaimedRow {
+  id: number;
+  queue: QueueName;
+  payload: Record<string, unknown>;
+  attempts: number;
+  lease_id: string;
+  group_key: string | null;
+}
+
+/** `leaseEndsAt` is taken before the claim, so the lease as reckoned here never outlasts the database's. */
+export const jobOf = (row: ClaimedRow, leaseEndsAt: number): Job => ({
+  id: Number(row.id),
+  queue: row.queue,
+  payload: row.payload,
+  attempts: row.attempts,
+  groupKey: row.group_key,
+  leaseId: row.lease_id,
+  leaseEndsAt,
+});
+
+/** A handler that threw: run again later, backing off to 5 minutes. */
+export function retryAfterFailure(job: Job, error: unknown): JobResult {
+  const delay = Math.min(300, 2 ** Math.min(job.attempts, 9));
+  return { retryAt: new Date(Date.now() + delay * 1000), reason: String(error) };
+}
+
+/** Jobs deleted by one statement at most. */
+const MAX_FINISHED_AT_ONCE = 1000;
+
+// Jobs that finish while a delete is in flight are deleted together by the next one.
+const finisher = batcherPerDatabase<Job, void>({
+  transaction: false,
+  maxSize: MAX_FINISHED_AT_ONCE,
+  done: (items) => workerBatchSize.observe({ batch: 'finish-jobs' }, items),
+  async run(db, jobs) {
+    await db.query('DELETE FROM jobs WHERE (id, lease_id) IN (SELECT * FROM unnest($1::bigint[], $2::uuid[]))', [
+      jobs.map((job) => job.id),
+      jobs.map((job) => job.leaseId),
+    ]);
+    return jobs.map(() => undefined);
+  },
+});
+
+/**
+ * Deletes a finished job, or sets it to run again at `retryAt`, unless its lease ended and another
+ * worker holds it now. Retried while the database is unreachable, up to the end of the lease: otherwise
+ * a job handled during an outage would stay claimed, untouched, until its lease ran out. Still
+ * unreachable then, it throws, and the job comes back as a dead worker's would.
+ */
+export async function settleJob(db: Database, job: Job, result: JobResult): Promise<void> {
+  if (result.settled) return;
+  if ('done' in result) {
+    await retryWhileUnreachable(() => finisher(db).add(job), job.leaseEndsAt);
+    return;
+  }
+  await retryWhileUnreachable(
+    () =>
+      db.query(
+        'UPDATE jobs SET run_at = $3, locked_until = NULL, lease_id = NULL, last_error = $4 WHERE id = $1 AND lease_id = $2',
+        [job.id, job.leaseId, result.retryAt, result.reason.slice(0, 1000)],
+      ),
+    job.leaseEndsAt,
+  );
+}
+
+/** How a job is to be settled by a statement of its handler's (settleJobsFrom). */
+export interface JobSettlement {
+  job_id: number;
+  lease_id: string;
+  /** Absent: the job is finished (deleted). */
+  retry_at: string | null;
+  reason: string | null;
+}
+
+/** The job's part of a handler's record, for settleJobsFrom: finished, or due again at `result.retryAt`. */
+export function settlementOf(job: Job, result: JobResult): JobSettlement {
+  return {
+    job_id: job.id,
+    lease_id: job.leaseId,
+    retry_at: 'retryAt' in result ? result.retryAt.toISOString() : null,
+    reason: 'reason' in result ? result.reason.slice(0, 1000) : null,
+  };
+}
+
+/**
+ * SQL for two data-modifying CTEs that settle the jobs named by the rows of the earlier CTE `from`
+ * (JobSettlement's columns), in the statement that records what they did: one statement, one commit
+ * for both. As settleJob, only while the lease is still the one the row names.
+ */
+export function settleJobsFrom(from: string): string {
+  return `finished_jobs AS (
+    DELETE FROM jobs j USING ${from} s WHERE j.id = s.job_id AND j.lease_id = s.lease_id AND s.retry_at IS NULL
+  ),
+  retried_jobs AS (
+    UPDATE jobs j SET run_at = s.retry_at, locked_until = NULL, lease_id = NULL, last_error = s.reason
+      FROM ${from} s WHERE j.id = s.job_id AND j.lease_id = s.lease_id AND s.retry_at IS NOT NULL
+  )`;
+}
+
+/** Gives claimed jobs back unrun (a worker stopping, or a group it no longer owns): due again at once. */
+export async function releaseJobs(db: Queryable, jobs: Job[]): Promise<void> {
+  if (jobs.length === 0) return;
+  await db.query(
+    `UPDATE jobs SET locked_until = NULL, lease_id = NULL, attempts = attempts - 1
+      WHERE (id, lease_id) IN (SELECT * FROM unnest($1::bigint[], $2::uuid[]))`,
+    [jobs.map((job) => job.id), jobs.map((job) => job.leaseId)],
+  );
+}
