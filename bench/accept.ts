@@ -3,7 +3,7 @@
 //
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node bench/accept.ts
 //
-// DURATION (seconds per measurement, default 15) and CONNECTIONS (default 50) may be set.
+// DURATION (seconds per measurement, default 15), CONNECTIONS (default 50) and PROFILE_DIR may be set.
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
@@ -22,7 +22,9 @@ const show = async (name: string) => (await settings.query(`SHOW ${name}`)).rows
 const durability = { synchronous_commit: await show('synchronous_commit'), fsync: await show('fsync') };
 await settings.end();
 
-const server = spawn(process.execPath, [new URL('./accept-server.ts', import.meta.url).pathname], {
+// PROFILE_DIR: the server process writes a CPU profile there (node --cpu-prof) when it exits.
+const profile = process.env.PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PROFILE_DIR}`] : [];
+const server = spawn(process.execPath, [...profile, new URL('./accept-server.ts', import.meta.url).pathname], {
   stdio: ['ignore', 'pipe', 'inherit'],
   env: process.env,
 });

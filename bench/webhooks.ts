@@ -4,7 +4,7 @@
 //
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node bench/webhooks.ts
 //
-// EVENTS (default 3000). Connections: MAILROOM_WEBHOOK_CONNECTIONS_PER_ENDPOINT's default, 4, for both.
+// EVENTS (default 10,000). Connections: MAILROOM_WEBHOOK_CONNECTIONS_PER_ENDPOINT's default, 4, for both.
 import { createServer } from 'node:http';
 import { Pool } from 'undici';
 import { loadConfig } from '../src/platform/config.ts';
@@ -16,8 +16,9 @@ import { startWebhookDelivery } from '../src/webhooks/start-webhooks.ts';
 import { signatureHeader } from '../src/webhooks/signature.ts';
 import { createOrganization } from '../src/tenancy/organizations.ts';
 import { createPostgresDatabase } from '../test/helpers/database.ts';
+import { workerBatchSize } from '../src/platform/metrics.ts';
 
-const EVENTS = Number(process.env.EVENTS ?? 3000);
+const EVENTS = Number(process.env.EVENTS ?? 10_000);
 if (!process.env.DATABASE_URL) {
   console.error('Set DATABASE_URL to a PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/postgres');
   process.exit(2);
@@ -110,3 +111,14 @@ console.log(
 );
 console.log(`raw undici POSTs           ${rawRate.toFixed(0).padStart(6)} /s  (${rawSeconds.toFixed(2)} s)`);
 console.log(`ratio (Mailroom / raw): ${(mailroomRate / rawRate).toFixed(3)}`);
+// What the database saw: statements per kind of batch, and items per statement.
+const batches = (await workerBatchSize.get()).values;
+const statements = batches
+  .filter((value) => value.metricName === 'mailroom_worker_batch_items_count')
+  .map((count) => {
+    const sum = batches.find(
+      (value) => value.metricName === 'mailroom_worker_batch_items_sum' && value.labels.batch === count.labels.batch,
+    )!.value;
+    return `${count.labels.batch} ${count.value} (${(sum / count.value).toFixed(1)} each)`;
+  });
+console.log(`batches: ${statements.join(', ')}`);
