@@ -155,7 +155,7 @@ export async function postJson(
   const timeoutMs = options.timeoutMs ?? attemptTimeouts.get(dispatcher);
   const deadline = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
   const signals = [deadline, options.signal].filter((signal) => signal !== undefined);
-  const signal = signals.length === 0 ? undefined : AbortSignal.any(signals);
+  const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
   const hasContentType = Object.keys(headers).some((name) => name.toLowerCase() === 'content-type');
 
   let response: Dispatcher.ResponseData;
