@@ -46,9 +46,6 @@ const STATEMENT_TIMEOUT = '30s';
  * its messages; 0 writes nothing for it).
  */
 export async function writeAcceptances(tx: Queryable, acceptances: Acceptance[]): Promise<number[]> {
-  await tx.query(
-    `SELECT set_config('lock_timeout', '${LOCK_TIMEOUT}', true), set_config('statement_timeout', '${STATEMENT_TIMEOUT}', true)`,
-  );
   const accepted = acceptances.map(() => 0);
   // Organizations in a fixed order, each charged right after its reservation: the quota locks usage rows
   // (one, or near the limit all of an organization's), and two processes committing groups of the same
@@ -79,6 +76,7 @@ export async function writeAcceptances(tx: Queryable, acceptances: Acceptance[])
 // One writer per database handle: it commits one group at a time and gathers the next meanwhile.
 const groupCommitter = batcherPerDatabase<Acceptance, number>({
   run: writeAcceptances,
+  settings: { lock_timeout: LOCK_TIMEOUT, statement_timeout: STATEMENT_TIMEOUT },
   size: (acceptance) => acceptance.messages.length,
   maxSize: MAX_GROUP_MESSAGES,
   bytes: (acceptance) => acceptance.messages.reduce((sum, m) => sum + contentBytes(m), 0),

@@ -1,4 +1,10 @@
-import { isConnectionLost, waitedTooLong, type Database, type Queryable } from './database.ts';
+import {
+  isConnectionLost,
+  waitedTooLong,
+  type Database,
+  type Queryable,
+  type TransactionSettings,
+} from './database.ts';
 
 // Work on the database that arrives while the same work is in flight waits, and the next run takes all
 // of it together: one transaction (one commit, one fsync) and multi-row statements for many callers.
@@ -15,6 +21,8 @@ export interface BatcherOptions<T, R> {
   run(db: Queryable, items: T[]): Promise<R[]>;
   /** Whether a batch runs inside a transaction (default true; false for a single statement). */
   transaction?: boolean;
+  /** Settings of each batch's transaction (`SET LOCAL`), sent with its BEGIN. */
+  settings?: TransactionSettings;
   /** A batch stops growing at this much `size` (default 1 per item) ... */
   maxSize: number;
   size?: (item: T) => number;
@@ -86,7 +94,7 @@ export class Batcher<T, R> {
       const results =
         this.options.transaction === false
           ? await this.options.run(this.db, items)
-          : await this.db.transaction((tx) => this.options.run(tx, items));
+          : await this.db.transaction((tx) => this.options.run(tx, items), this.options.settings);
       this.options.done?.(batch.length);
       batch.forEach((w, i) => w.resolve(results[i]!));
     } catch (error) {

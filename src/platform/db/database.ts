@@ -57,10 +57,26 @@ export function coalescingNotifier(send: (channel: string) => Promise<unknown>):
   };
 }
 
+/** Settings for one transaction only (`SET LOCAL`), e.g. `{ lock_timeout: '5s' }`. */
+export type TransactionSettings = Readonly<Record<string, string>>;
+
+/** The `SET LOCAL` statements of `settings`: names and values are checked, never quoted into SQL blindly. */
+export function setLocalStatements(settings: TransactionSettings): string {
+  return Object.entries(settings)
+    .map(([name, value]) => {
+      if (!/^[a-z_]+$/.test(name) || !/^[a-z0-9]+$/i.test(value)) throw new Error(`Invalid setting ${name}=${value}`);
+      return `SET LOCAL ${name} = '${value}';`;
+    })
+    .join(' ');
+}
+
 export interface Database extends Queryable {
   readonly kind: 'postgres' | 'pglite';
-  /** Runs fn in one transaction: committed when fn resolves, rolled back when it throws. */
-  transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
+  /**
+   * Runs fn in one transaction: committed when fn resolves, rolled back when it throws. `settings` hold
+   * for this transaction only, and go to the database with its BEGIN (no round trip of their own).
+   */
+  transaction<T>(fn: (tx: Transaction) => Promise<T>, settings?: TransactionSettings): Promise<T>;
   /**
    * Calls onNotify for each NOTIFY on the channel (from any process sharing the database) until the
    * returned function is called. Notifications can be lost (a dropped connection): listeners also poll.

@@ -1,7 +1,13 @@
 import { mkdir, open, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
-import { channelsToNotify, coalescingNotifier, type Database, type QueryResult } from './database.ts';
+import {
+  channelsToNotify,
+  coalescingNotifier,
+  setLocalStatements,
+  type Database,
+  type QueryResult,
+} from './database.ts';
 
 // PGlite is one Postgres backend in this process. It queues queries itself, and its transaction() holds
 // that queue until commit or rollback, so the seam maps onto it directly.
@@ -23,10 +29,11 @@ function wrap(db: PGlite, onClose: () => Promise<void>): Database {
       for (const channel of channelsToNotify(text)) notify(channel);
       return result;
     },
-    async transaction(fn) {
+    async transaction(fn, settings) {
       const channels = new Set<string>();
-      const result = await db.transaction((tx) =>
-        fn({
+      const result = await db.transaction(async (tx) => {
+        if (settings) await tx.exec(setLocalStatements(settings));
+        return fn({
           query: async <Row>(text: string, params?: readonly unknown[]) => {
             const result = await run<Row>(tx, text, params);
             for (const channel of channelsToNotify(text)) channels.add(channel);
@@ -35,8 +42,8 @@ function wrap(db: PGlite, onClose: () => Promise<void>): Database {
           exec: async (script) => {
             await tx.exec(script);
           },
-        }),
-      );
+        });
+      });
       for (const channel of channels) notify(channel); // committed: db.transaction threw otherwise
       return result;
     },

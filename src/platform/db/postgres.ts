@@ -1,6 +1,13 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { channelsToNotify, coalescingNotifier, type Database, type QueryResult, type Transaction } from './database.ts';
+import {
+  channelsToNotify,
+  coalescingNotifier,
+  setLocalStatements,
+  type Database,
+  type QueryResult,
+  type Transaction,
+} from './database.ts';
 
 // int8 (counts, sums) as a JS number, as PGlite returns it: every int8 Mailroom stores fits in 2^53.
 const types = {
@@ -49,7 +56,7 @@ export function openPostgres(connectionString: string, poolSize: number, options
       for (const channel of channelsToNotify(text)) notify(channel);
       return result;
     },
-    async transaction(fn) {
+    async transaction(fn, settings) {
       const client = await pool.connect();
       // A checked-out client whose connection drops emits 'error' (the pool only listens on idle ones):
       // unheard, it would crash the process. The statement in flight fails on its own, and a client
@@ -59,7 +66,8 @@ export function openPostgres(connectionString: string, poolSize: number, options
       client.on('error', onLost);
       const channels = new Set<string>();
       try {
-        await client.query('BEGIN');
+        // With settings, one simple-protocol query holding several statements: BEGIN and its SET LOCALs.
+        await client.query(settings ? `BEGIN; ${setLocalStatements(settings)}` : 'BEGIN');
         const tx: Transaction = {
           query: async <Row>(text: string, params?: readonly unknown[]) => {
             const result = await run<Row>(client, text, params);
