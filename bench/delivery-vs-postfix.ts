@@ -8,7 +8,8 @@
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node bench/delivery-vs-postfix.ts
 //
 // Runs as root: it installs Debian's postfix package when its programs are missing, and starts Postfix.
-// MESSAGES (default 2000), CONCURRENCY (Mailroom's worker concurrency and smtp-source's sessions, default 10),
+// MESSAGES (default 2000), CONCURRENCY (Mailroom's worker concurrency and smtp-source's sessions, default
+// 50: Mailroom's own default),
 // SIZE (smtp-source's body in bytes, default 1500: a Mailroom message of this benchmark, signed and tracked,
 // is about 1,500 bytes at the sink, headers included).
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -27,7 +28,7 @@ import { freePort, startServerProcess, type ServerProcess } from '../test/helper
 import { type Teardown, withTeardown } from './teardown.ts';
 
 const MESSAGES = Number(process.env.MESSAGES ?? 2000);
-const CONCURRENCY = Number(process.env.CONCURRENCY ?? 10);
+const CONCURRENCY = Number(process.env.CONCURRENCY ?? 50);
 const SIZE = Number(process.env.SIZE ?? 1500);
 if (!process.env.DATABASE_URL) {
   console.error('Set DATABASE_URL to a PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/postgres');

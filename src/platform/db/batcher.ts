@@ -23,6 +23,11 @@ export interface BatcherOptions<T, R> {
   transaction?: boolean;
   /** Settings of each batch's transaction (`SET LOCAL`), sent with its BEGIN. */
   settings?: TransactionSettings;
+  /**
+   * Batches in flight at once (default 1). Two let one batch's statements run while the other waits
+   * for its commit to reach the disk; only for work whose batches do not wait on each other's locks.
+   */
+  concurrency?: number;
   /** A batch stops growing at this much `size` (default 1 per item) ... */
   maxSize: number;
   size?: (item: T) => number;
@@ -42,7 +47,7 @@ interface Waiting<T, R> {
 /** One batcher per purpose and database handle: it runs one batch at a time and gathers the next. */
 export class Batcher<T, R> {
   private readonly waiting: Array<Waiting<T, R>> = [];
-  private writing = false;
+  private running = 0;
   private readonly db: Database;
   private readonly options: BatcherOptions<T, R>;
 
@@ -56,8 +61,8 @@ export class Batcher<T, R> {
     return new Promise((resolve, reject) => {
       this.waiting.push({ item, resolve, reject });
       // Started after the items ready in this turn of the event loop have come in too.
-      if (!this.writing) {
-        this.writing = true;
+      if (this.running < (this.options.concurrency ?? 1)) {
+        this.running += 1;
         setImmediate(() => void this.runBatches());
       }
     });
@@ -67,7 +72,7 @@ export class Batcher<T, R> {
     try {
       while (this.waiting.length > 0) await this.runBatch(this.nextBatch());
     } finally {
-      this.writing = false;
+      this.running -= 1;
     }
   }
 
