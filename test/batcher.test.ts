@@ -1,6 +1,6 @@
-// The batcher: work that arrives while batches are in flight is done together by the next one, with at
-// most `concurrency` batches in flight; each item gets its own result, and a failed batch is run again
-// item by item so only the item at fault fails.
+// The batcher: work that arrives while a batch is in flight is done together by the next one, one batch
+// at a time; each item gets its own result, and a failed batch is run again item by item so only the
+// item at fault fails.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Batcher } from '../src/platform/db/batcher.ts';
@@ -14,13 +14,12 @@ after(async () => {
   await database.close();
 });
 
-function countingBatcher(concurrency: number | undefined) {
+function countingBatcher() {
   let inFlight = 0;
   let most = 0;
   const batches: number[][] = [];
   const batcher = new Batcher<number, number>(database.db, {
     maxSize: 100,
-    concurrency,
     async run(tx, items) {
       inFlight += 1;
       most = Math.max(most, inFlight);
@@ -37,21 +36,18 @@ function countingBatcher(concurrency: number | undefined) {
   return { batcher, batches, most: () => most };
 }
 
-for (const concurrency of [undefined, 2]) {
-  test(`concurrency ${concurrency ?? 'default (1)'}: at most that many batches in flight, each item its own result`, async () => {
-    const { batcher, batches, most } = countingBatcher(concurrency);
-    const results: Array<Promise<number>> = [];
-    for (let wave = 0; wave < 5; wave++) {
-      for (let i = 0; i < 6; i++) results.push(batcher.add(wave * 6 + i));
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
-    const settled = await Promise.allSettled(results);
-    settled.forEach((outcome, i) => {
-      if (i === 13) assert.equal(outcome.status, 'rejected', 'the item at fault fails');
-      else assert.deepEqual(outcome, { status: 'fulfilled', value: i * 2 }, `item ${i}`);
-    });
-    // PGlite is one backend: its transactions run one after the other whatever the batcher allows.
-    assert.equal(most(), database.db.kind === 'pglite' ? 1 : (concurrency ?? 1));
-    assert.ok(batches.length < 30, `${batches.length} batches for 30 items`);
+test('one batch in flight at a time, each item its own result, the item at fault alone fails', async () => {
+  const { batcher, batches, most } = countingBatcher();
+  const results: Array<Promise<number>> = [];
+  for (let wave = 0; wave < 5; wave++) {
+    for (let i = 0; i < 6; i++) results.push(batcher.add(wave * 6 + i));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  const settled = await Promise.allSettled(results);
+  settled.forEach((outcome, i) => {
+    if (i === 13) assert.equal(outcome.status, 'rejected', 'the item at fault fails');
+    else assert.deepEqual(outcome, { status: 'fulfilled', value: i * 2 }, `item ${i}`);
   });
-}
+  assert.equal(most(), 1);
+  assert.ok(batches.length < 30, `${batches.length} batches for 30 items`);
+});

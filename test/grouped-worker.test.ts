@@ -1,7 +1,7 @@
 // The grouped worker (jobs run per group, a webhook endpoint's deliveries): one owner per group at a
 // time, so a group's limit holds across workers on separate connections; each job runs once; a dead
 // owner's group is taken over when its ownership runs out, a live owner's is not; a change to a group
-// makes its owner read the jobs it holds again.
+// makes its owner read the jobs it holds again; a worker with no room for more groups gives each its turn.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Queryable } from '../src/platform/db/database.ts';
@@ -144,6 +144,39 @@ test('a change to a group: its owner drops the jobs it read before it and reads 
     assert.ok(firstAfter >= changedAt && firstAfter <= changedAt + 10, `first read again at ${firstAfter}`);
     assert.ok(ran.slice(firstAfter).every((read) => read === 'after'));
     assert.ok(loads.length >= 2, 'the jobs were read again');
+  } finally {
+    await worker.stop();
+  }
+});
+
+test('a worker with no room for more groups takes turns: a third busy group starts before the first two finish', async () => {
+  const recorder = recordingHandler(20);
+  const order: string[] = [];
+  const handler: GroupedJobHandler<string> = {
+    load: recorder.handler.load,
+    async run(job, loaded, slotFree) {
+      order.push(job.groupKey!);
+      return recorder.handler.run(job, loaded, slotFree);
+    },
+  };
+  const ids = await addJobs(['t1', 't2', 't3'], 25, 'turns');
+  // Two slots, one per group: room for two groups; each held for 200 ms at most while others wait.
+  const worker = await startGroupedWorker(t.db, handler, {
+    ...options,
+    groupLimit: 1,
+    concurrency: 2,
+    sliceMs: 200,
+  });
+  try {
+    await waitFor(() => recorder.ran.length >= ids.length, 20_000);
+    const firstOf = (group: string) => order.indexOf(group);
+    const lastOf = (group: string) => order.lastIndexOf(group);
+    const [first, second, third] = ['t1', 't2', 't3'].sort((a, b) => firstOf(a) - firstOf(b));
+    assert.ok(
+      firstOf(third!) < lastOf(first!) && firstOf(third!) < lastOf(second!),
+      `the third group started at ${firstOf(third!)}, the first two ended at ${lastOf(first!)} and ${lastOf(second!)}`,
+    );
+    assert.equal(new Set(recorder.ran).size, ids.length, 'each job once');
   } finally {
     await worker.stop();
   }

@@ -18,7 +18,7 @@ import type { Worker } from '../src/queue/worker.ts';
 import { standardSignatureHeader } from '../src/webhooks/signature.ts';
 import { startWebhookDelivery } from '../src/webhooks/start-webhooks.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
-import { message, send } from './helpers/emails.ts';
+import { message, send, sendBatch } from './helpers/emails.ts';
 import { waitFor } from './helpers/wait.ts';
 
 interface Received {
@@ -343,7 +343,13 @@ test('two webhook workers and a backlog for one endpoint: never more requests in
     'email.accepted',
   ]);
   try {
-    for (let i = 0; i < 30; i++) await sendOne();
+    // One batch: its 30 events are queued at once, a backlog for both workers.
+    const batch = await sendBatch(
+      t.app,
+      org.fullKey,
+      Array.from({ length: 30 }, () => message(org, { to: 'hooked@example.com' })),
+    );
+    assert.equal(batch.statusCode, 200, batch.body);
     await waitFor(() => ids.length >= 30, 15_000);
     await new Promise((resolve) => setTimeout(resolve, 200));
     assert.equal(ids.length, 30);

@@ -29,13 +29,18 @@ import type { Worker } from './worker.ts';
 // A job is started only while both its lease and the group's ownership still outlast the longest a
 // job can take (`jobSeconds`): a worker cut off from the database stops starting jobs before another
 // worker can take the group over, so the limit holds even then. A dead owner's ownership runs out after
-// `jobSeconds` + 30 s, its claimed jobs' leases after the time to run a batch.
+// `jobSeconds` + 30 s, its claimed jobs' leases after three times `jobSeconds` + 30 s.
 //
 // A claim's commit is not waited for (synchronous_commit off: the claim is on every slot's path, and
 // the disk flush was most of its time). A database crash can therefore lose the claims of its last
 // moment: a worker whose claim fails starts no job until a claim succeeds again, so what is repeated is
-// at most the jobs in their slots at the crash, as after a worker's kill -9. What a job did is recorded
-// by its handler with a commit that is waited for.
+// at most the jobs in their slots at the crash, as after a worker's kill -9 (and while they run, their
+// group may see up to twice its limit). What a job did is recorded by its handler with a commit that is
+// waited for, and only while the job's lease is still the handler's.
+//
+// A worker owns at most as many groups as it has slots, sharing the slots between them in turn, and
+// takes the longest-waiting groups first; when it has no room for more, a group it has fed for
+// `sliceMs` is left to run out and let go, so that no group waits for ever behind busy ones.
 
 export interface GroupedJobHandler<T> {
   /** Reads what a claimed batch of jobs acts on, in one go, in the claim's transaction: one entry per job, in order. */
@@ -56,6 +61,11 @@ export interface GroupedWorkerOptions {
   /** The longest a job can hold its slot (a webhook's timeout). */
   jobSeconds: number;
   pollIntervalMs: number;
+  /**
+   * How long a worker with no room for more groups keeps feeding one before leaving it to run out, so
+   * that the groups it has no room for get their turn (default 10 s).
+   */
+  sliceMs?: number;
   log: Pick<Logger, 'error' | 'warn'>;
 }
 
@@ -70,12 +80,20 @@ interface Group<T> {
   ownedUntil: number;
   /** The group's version when its waiting jobs were claimed: a higher one means they were read too early. */
   version: number;
+  /** When this worker took the group (epoch ms). */
+  takenAt: number;
+}
+
+interface OwnedRow {
+  group_key: string;
+  version: number;
 }
 
 /** Slack on a lease or an ownership: a job starts only if it leaves this much after the job's longest run. */
 const MARGIN_MS = 5_000;
 /** Due jobs looked at to find groups no one owns. */
 const GROUP_WINDOW = 1000;
+const SLICE_MS = 10_000;
 
 // A group's due jobs are read in (run_at, id) order from its index, stopping at the batch: a backlog that
 // arrived faster than statistics are gathered looks tiny to the planner, which would otherwise gather all
@@ -93,7 +111,8 @@ export async function startGroupedWorker<T>(
 ): Promise<Worker> {
   const owner = randomUUID();
   const { queue, groupLimit } = options;
-  const maxGroups = Math.max(1, Math.floor(options.concurrency / groupLimit));
+  // As many groups as slots: a busy group does not keep another from this worker's free slots.
+  const maxGroups = options.concurrency;
   // Enough to keep the slots fed between two claims, few enough that a claim's lease stays short.
   const batchSize = Math.min(500, groupLimit * 32);
   // A group is refilled while half a batch still waits: the slots do not run dry during the claim.
@@ -149,118 +168,196 @@ export async function startGroupedWorker<T>(
     const room = discover ? maxGroups - groups.size : 0;
     if (mine.length === 0 && room <= 0) return;
     // Asked for by a slot (not a poll or a wake-up) but no group runs short any more: nothing to do.
-    if (!discover && !mine.some((group) => group.waiting.length < refillBelow && !group.drained)) return;
+    const idleGroup = mine.some((group) => group.waiting.length === 0 && group.inSlot === 0);
+    if (!discover && !idleGroup && !mine.some((group) => wantsRefill(group))) return;
     const startedAt = Date.now();
-    const claimed = await db.transaction(async (tx) => {
-      const { rows: owned } = await tx.query<{ group_key: string; version: number }>(
-        `WITH renewed AS (
-           UPDATE job_group_owners SET owned_until = now() + make_interval(secs => $5)
-            WHERE queue = $1 AND owner = $2 AND group_key = ANY($3::text[])
-           RETURNING group_key, version
-         ),
-         unowned AS (
-           SELECT DISTINCT group_key FROM (
-             SELECT group_key FROM jobs j
-              WHERE queue = $1 AND group_key IS NOT NULL AND ${CLAIMABLE} AND group_key <> ALL($3::text[])
-                AND NOT EXISTS (SELECT 1 FROM job_group_owners o
-                                 WHERE o.queue = $1 AND o.group_key = j.group_key AND o.owned_until > now())
-              ORDER BY run_at, id LIMIT ${GROUP_WINDOW}) oldest
-           ORDER BY group_key -- two workers lock the rows they share in one order: no deadlock
-           LIMIT $4
-         ),
-         taken AS (
-           INSERT INTO job_group_owners (queue, group_key, owner, owned_until)
-           SELECT $1, group_key, $2, now() + make_interval(secs => $5) FROM unowned
-           ON CONFLICT (queue, group_key) DO UPDATE SET owner = excluded.owner, owned_until = excluded.owned_until
-            WHERE job_group_owners.owned_until < now()
-           RETURNING group_key, version
-         )
-         SELECT * FROM renewed UNION ALL SELECT * FROM taken`,
-        [queue, owner, mine.map((group) => group.key), Math.max(0, room), ownSeconds],
-      );
-      // Jobs read before a change to their group go back, to be claimed and read again.
-      const changed = owned.flatMap(({ group_key, version }) => {
-        const group = groups.get(group_key);
-        return group && group.version !== version ? group.waiting.splice(0).map(({ job }) => job) : [];
-      });
-      await releaseJobs(tx, changed);
-      // New groups get a whole batch; owned ones what they lack, when short.
-      const fill = new Map(
-        owned
-          .map(({ group_key: key }) => {
-            const group = groups.get(key);
-            if (!group) return [key, batchSize] as const;
-            const short = group.waiting.length < refillBelow && (discover || !group.drained);
-            return [key, short ? batchSize - group.waiting.length : 0] as const;
-          })
-          .filter(([, wanted]) => wanted > 0),
-      );
-      if (fill.size === 0) return { owned, jobs: [], loaded: [] };
-      const { rows } = await tx.query<ClaimedRow>(
-        `UPDATE jobs SET ${LEASE}
-          WHERE id IN (
-            SELECT due.id FROM unnest($1::text[], $2::int[]) AS wanted(group_key, n)
-             CROSS JOIN LATERAL (
-               SELECT id FROM jobs
-                WHERE group_key = wanted.group_key AND queue = $4 AND ${CLAIMABLE}
-                ORDER BY run_at, id LIMIT wanted.n FOR UPDATE SKIP LOCKED) due)
-          ${CLAIMED}`,
-        [[...fill.keys()], [...fill.values()], leaseSeconds, queue],
-      );
-      const jobs = rows.map((row) => jobOf(row, startedAt + leaseSeconds * 1000)).sort(byId);
-      for (const key of fill.keys()) {
-        const group = groups.get(key);
-        if (group) group.drained = jobs.filter((job) => job.groupKey === key).length < fill.get(key)!;
-      }
-      return { owned, jobs, loaded: jobs.length > 0 ? await handler.load(tx, jobs) : [] };
-    }, CLAIM_SETTINGS);
+    // What waits in memory of a group changed since it was read is given back inside the claim, and
+    // put back in memory if the claim fails (the give-back is then undone too).
+    const dropped: Array<[Group<T>, Group<T>['waiting']]> = [];
+    let claimed: { owned: OwnedRow[]; jobs: Job[]; loaded: T[] };
+    try {
+      claimed = await db.transaction(async (tx) => {
+        const { rows: owned } = await tx.query<OwnedRow>(
+          `WITH renewed AS (
+             UPDATE job_group_owners SET owned_until = now() + make_interval(secs => $5)
+              WHERE queue = $1 AND owner = $2 AND group_key = ANY($3::text[]) AND owned_until > now()
+             RETURNING group_key, version
+           ),
+           unowned AS (
+             SELECT group_key FROM (
+               SELECT group_key, min(run_at) AS due FROM (
+                 SELECT group_key, run_at FROM jobs j
+                  WHERE queue = $1 AND group_key IS NOT NULL AND ${CLAIMABLE} AND group_key <> ALL($6::text[])
+                    AND NOT EXISTS (SELECT 1 FROM job_group_owners o
+                                     WHERE o.queue = $1 AND o.group_key = j.group_key
+                                       AND o.owned_until > now() AND o.owner <> $2)
+                  ORDER BY run_at, id LIMIT ${GROUP_WINDOW}) oldest
+                GROUP BY group_key ORDER BY due LIMIT $4) longest_waiting
+             ORDER BY group_key -- two workers lock the rows they share in one order
+           ),
+           taken AS (
+             INSERT INTO job_group_owners (queue, group_key, owner, owned_until)
+             SELECT $1, group_key, $2, now() + make_interval(secs => $5) FROM unowned
+             ON CONFLICT (queue, group_key) DO UPDATE SET owner = excluded.owner, owned_until = excluded.owned_until
+              WHERE job_group_owners.owned_until < now() OR job_group_owners.owner = excluded.owner
+             RETURNING group_key, version
+           )
+           SELECT * FROM renewed UNION ALL SELECT * FROM taken`,
+          [
+            queue,
+            owner,
+            mine.map((group) => group.key),
+            Math.max(0, room),
+            ownSeconds,
+            [...mine.map((group) => group.key), ...restingKeys()],
+          ],
+        );
+        for (const { group_key, version } of owned) {
+          const group = groups.get(group_key);
+          if (group && group.version !== version) dropped.push([group, group.waiting.splice(0)]);
+        }
+        await releaseJobs(
+          tx,
+          dropped.flatMap(([, waiting]) => waiting.map(({ job }) => job)),
+        );
+        // New groups get a batch; owned ones what they lack, when short.
+        const batch = batchFor(groups.size + owned.filter(({ group_key }) => !groups.has(group_key)).length);
+        const fill = new Map(
+          owned
+            .map(({ group_key: key }) => {
+              const group = groups.get(key);
+              if (!group) return [key, batch] as const;
+              const short = group.waiting.length < refillBelow && (discover || !group.drained) && !overSlice(group);
+              return [key, short ? batch - group.waiting.length : 0] as const;
+            })
+            .filter(([, wanted]) => wanted > 0),
+        );
+        if (fill.size === 0) return { owned, jobs: [], loaded: [] };
+        const { rows } = await tx.query<ClaimedRow>(
+          `UPDATE jobs SET ${LEASE}
+            WHERE id IN (
+              SELECT due.id FROM unnest($1::text[], $2::int[]) AS wanted(group_key, n)
+               CROSS JOIN LATERAL (
+                 SELECT id FROM jobs
+                  WHERE group_key = wanted.group_key AND queue = $4 AND ${CLAIMABLE}
+                  ORDER BY run_at, id LIMIT wanted.n FOR UPDATE SKIP LOCKED) due)
+            ${CLAIMED}`,
+          [[...fill.keys()], [...fill.values()], leaseSeconds, queue],
+        );
+        const jobs = rows.map((row) => jobOf(row, startedAt + leaseSeconds * 1000)).sort(byId);
+        for (const [key, wanted] of fill) {
+          const group = groups.get(key);
+          if (group) group.drained = jobs.filter((job) => job.groupKey === key).length < wanted;
+        }
+        return { owned, jobs, loaded: jobs.length > 0 ? await handler.load(tx, jobs) : [] };
+      }, CLAIM_SETTINGS);
+    } catch (error) {
+      for (const [group, waiting] of dropped) group.waiting.unshift(...waiting);
+      throw error;
+    }
     const { owned, jobs, loaded } = claimed;
     if (jobs.length > 0) workerBatchSize.observe({ batch: 'claim-group-jobs' }, jobs.length);
-    // Taken over by another worker (this one was cut off past its ownership): its waiting jobs go back.
+
+    // The claim committed: memory follows it at once, the database's loose ends after.
     const ownedNow = new Set(owned.map((row) => row.group_key));
+    const giveBack: Job[] = [];
     for (const group of mine) {
       if (ownedNow.has(group.key)) continue;
+      // No longer this worker's (its row expired or went with a deleted endpoint): what waits goes back.
       groups.delete(group.key);
-      await releaseJobs(
-        db,
-        group.waiting.splice(0).map(({ job }) => job),
-      );
+      giveBack.push(...group.waiting.splice(0).map(({ job }) => job));
     }
     const letGo: string[] = [];
     let newJobs = 0;
     for (const { group_key: key, version } of owned) {
       let group = groups.get(key);
       if (!group) {
-        group = { key, waiting: [], inSlot: 0, drained: false, ownedUntil: 0, version };
+        group = { key, waiting: [], inSlot: 0, drained: false, ownedUntil: 0, version, takenAt: startedAt };
         groups.set(key, group);
         newJobs += jobs.filter((job) => job.groupKey === key).length;
       }
       group.ownedUntil = startedAt + ownSeconds * 1000;
       group.version = version;
       jobs.forEach((job, i) => job.groupKey === key && group.waiting.push({ job, loaded: loaded[i]! }));
-      // Nothing due left and nothing running: the group is let go, for whichever worker sees its next job.
+      // Nothing due left (or its turn is over) and nothing running: let go, for whichever worker sees
+      // its next job.
       if (group.waiting.length === 0 && group.inSlot === 0) {
+        // Its turn ended with work left: this worker takes the others first (another worker may take it).
+        if (overSlice(group)) resting.set(key, Date.now() + (options.sliceMs ?? SLICE_MS));
         groups.delete(key);
         letGo.push(key);
       }
     }
-    if (letGo.length > 0) {
-      await db.query('DELETE FROM job_group_owners WHERE queue = $1 AND group_key = ANY($2::text[]) AND owner = $3', [
-        queue,
-        letGo,
-        owner,
-      ]);
-    }
-    for (const group of groups.values()) feed(group);
+    feedAll();
     // Room left, and groups found with work: there may be more of them.
     if (newJobs > 0 && groups.size < maxGroups) discoverAgain = claimAgain = true;
+    if (letGo.length > 0) discoverAgain = claimAgain = true; // others may be waiting for the room
+
+    await releaseJobs(db, giveBack).catch((error: unknown) =>
+      options.log.warn({ err: error, queue }, 'could not give back jobs; they return when their lease ends'),
+    );
+    if (letGo.length > 0) {
+      // Failing, the rows run out on their own; meanwhile this worker may take them again itself.
+      await db
+        .query('DELETE FROM job_group_owners WHERE queue = $1 AND group_key = ANY($2::text[]) AND owner = $3', [
+          queue,
+          letGo,
+          owner,
+        ])
+        .catch((error: unknown) => options.log.warn({ err: error, queue }, 'could not let groups go'));
+    }
+  };
+
+  /** Jobs claimed at once for a group, when this worker owns `owning` groups: they share its slots. */
+  const batchFor = (owning: number) =>
+    Math.min(batchSize, Math.max(2 * groupLimit, Math.floor((options.concurrency * 32) / Math.max(1, owning))));
+
+  /** A group held past its turn while this worker has no room for others: it is left to run out. */
+  const overSlice = (group: Group<T>) =>
+    groups.size >= maxGroups && Date.now() - group.takenAt > (options.sliceMs ?? SLICE_MS);
+
+  // Groups let go at the end of their turn, not taken again by this worker until the time given.
+  const resting = new Map<string, number>();
+  const restingKeys = () => {
+    const now = Date.now();
+    for (const [key, until] of resting) if (until <= now) resting.delete(key);
+    return [...resting.keys()];
+  };
+
+  const wantsRefill = (group: Group<T>) => group.waiting.length < refillBelow && !group.drained && !overSlice(group);
+
+  let inSlotTotal = 0;
+  let nextToFeed = 0;
+
+  // Every group in turn (a different one first each time), while this worker has free slots.
+  const feedAll = () => {
+    const all = [...groups.values()];
+    for (let i = 0; i < all.length && inSlotTotal < options.concurrency; i++) {
+      feed(all[(nextToFeed + i) % all.length]!);
+    }
+    nextToFeed = all.length === 0 ? 0 : (nextToFeed + 1) % all.length;
   };
 
   // Fills the group's free slots from memory, then asks for more when what waits would not fill them.
   const feed = (group: Group<T>) => {
-    while (!stopping && group.inSlot < groupLimit && group.waiting.length > 0) {
+    while (
+      !stopping &&
+      group.inSlot < groupLimit &&
+      inSlotTotal < options.concurrency &&
+      group.waiting.length > 0 &&
+      groups.get(group.key) === group
+    ) {
       const now = Date.now();
       if (now + jobMs + MARGIN_MS > group.ownedUntil) break; // ownership unconfirmed: wait for a claim to renew it
+      if (overSlice(group)) {
+        // Its turn is over: what waits goes back, and once what runs is done the group is let go.
+        group.drained = true;
+        void releaseJobs(
+          db,
+          group.waiting.splice(0).map(({ job }) => job),
+        ).catch(() => {});
+        break;
+      }
       if (now + jobMs + MARGIN_MS > group.waiting[0]!.job.leaseEndsAt) {
         // Waited too long: their leases would run out mid-job. Given back (all of them claimed as long
         // ago), and claimed again by the next refill; if that fails they come back when the lease ends.
@@ -276,18 +373,21 @@ export async function startGroupedWorker<T>(
       const { job, loaded } = group.waiting.shift()!;
       void run(group, job, loaded);
     }
-    if (!stopping && group.waiting.length < refillBelow && !group.drained) void claimAndRun(false);
+    if (!stopping && wantsRefill(group)) void claimAndRun(false);
   };
 
   const run = async (group: Group<T>, job: Job, loaded: T) => {
     running += 1;
     group.inSlot += 1;
+    inSlotTotal += 1;
     let inSlot = true;
     const slotFree = () => {
       if (!inSlot) return;
       inSlot = false;
       group.inSlot -= 1;
+      inSlotTotal -= 1;
       feed(group);
+      if (inSlotTotal < options.concurrency) feedAll();
     };
     let result: JobResult;
     try {

@@ -79,8 +79,11 @@ export async function cancelJobs(tx: Queryable, queue: QueueName, key: JobKey, v
 
 /** Removes every job of a group (a deleted webhook endpoint's deliveries). */
 export async function cancelGroupJobs(tx: Queryable, queue: QueueName, groupKey: string): Promise<void> {
-  await tx.query('DELETE FROM jobs WHERE queue = $1 AND group_key = $2', [queue, groupKey]);
+  // The group's row first (waiting for a claim that is taking it), then its jobs: the order a claim
+  // takes them in, so the two cannot deadlock. Its owner, finding the row gone, drops what it holds.
   await groupChanged(tx, queue, groupKey);
+  await tx.query('DELETE FROM jobs WHERE queue = $1 AND group_key = $2', [queue, groupKey]);
+  await tx.query('DELETE FROM job_group_owners WHERE queue = $1 AND group_key = $2', [queue, groupKey]);
 }
 
 /**
@@ -89,10 +92,14 @@ export async function cancelGroupJobs(tx: Queryable, queue: QueueName, groupKey:
  * claim (within its poll interval), and reads them again.
  */
 export async function groupChanged(tx: Queryable, queue: QueueName, groupKey: string): Promise<void> {
-  await tx.query('UPDATE job_group_owners SET version = version + 1 WHERE queue = $1 AND group_key = $2', [
-    queue,
-    groupKey,
-  ]);
+  // An upsert, not an update: a row a claim is inserting right now is waited for (and its version
+  // raised once that claim commits) instead of missed. With no row, one owned by no one (expired).
+  await tx.query(
+    `INSERT INTO job_group_owners (queue, group_key, owner, owned_until)
+     VALUES ($1, $2, '00000000-0000-0000-0000-000000000000', '-infinity')
+     ON CONFLICT (queue, group_key) DO UPDATE SET version = job_group_owners.version + 1`,
+    [queue, groupKey],
+  );
 }
 
 /** Moves the jobs of a queue whose payload names `value` under `key` to run at `runAt`. */

@@ -120,6 +120,17 @@ export function settlementOf(job: Job, result: JobResult): JobSettlement {
 }
 
 /**
+ * SQL for a CTE `name` holding the rows of the earlier CTE `from` (JobSettlement's columns) whose job
+ * still has the lease the row names: a handler records only what a job it still holds did, so the
+ * record of a worker that lost its lease (another may be running the job again) changes nothing.
+ */
+export function jobsStillHeld(from: string, name: string): string {
+  return `${name} AS (
+    SELECT ${from}.* FROM ${from} JOIN jobs j ON j.id = ${from}.job_id AND j.lease_id = ${from}.lease_id
+  )`;
+}
+
+/**
  * SQL for two data-modifying CTEs that settle the jobs named by the rows of the earlier CTE `from`
  * (JobSettlement's columns), in the statement that records what they did: one statement, one commit
  * for both. As settleJob, only while the lease is still the one the row names.

@@ -4,7 +4,14 @@ import type { Dispatcher } from 'undici';
 import { retryWhileUnreachable, type Database, type Queryable } from '../platform/db/database.ts';
 import { batcherPerDatabase } from '../platform/db/batcher.ts';
 import { isUuid } from '../platform/ids.ts';
-import { settlementOf, settleJobsFrom, type Job, type JobResult, type JobSettlement } from '../queue/leases.ts';
+import {
+  jobsStillHeld,
+  settlementOf,
+  settleJobsFrom,
+  type Job,
+  type JobResult,
+  type JobSettlement,
+} from '../queue/leases.ts';
 import type { GroupedJobHandler } from '../queue/grouped-worker.ts';
 import { postJson } from './safe-dispatcher.ts';
 import { signatureHeader, standardSignatureHeader } from './signature.ts';
@@ -71,7 +78,7 @@ interface AttemptMade {
 type AttemptRecord = AttemptMade & JobSettlement;
 
 // The attempt, the delivery's new state and its job's (finished, or due again for the next attempt), in
-// one statement for a batch of attempts.
+// one statement for a batch of attempts; only for jobs this worker still holds.
 const attemptRecorder = batcherPerDatabase<AttemptRecord, void>({
   transaction: false,
   maxSize: MAX_AT_ONCE,
@@ -83,14 +90,16 @@ const attemptRecorder = batcherPerDatabase<AttemptRecord, void>({
            status_code integer, duration_ms integer, response text, error text, status text,
            job_id bigint, lease_id uuid, retry_at timestamptz, reason text)
        ),
+       ${jobsStillHeld('made', 'held')},
        logged AS (
          INSERT INTO webhook_attempts (delivery_id, attempt, request_id, status_code, duration_ms, response, error)
-         SELECT delivery_id, attempt, request_id, status_code, duration_ms, response, error FROM made
+         SELECT h.delivery_id, h.attempt, h.request_id, h.status_code, h.duration_ms, h.response, h.error
+           FROM held h JOIN webhook_deliveries d ON d.id = h.delivery_id
          ON CONFLICT DO NOTHING
        ),
-       ${settleJobsFrom('made')}
-       UPDATE webhook_deliveries d SET attempts = made.attempt, status = made.status, updated_at = now()
-         FROM made WHERE d.id = made.delivery_id`,
+       ${settleJobsFrom('held')}
+       UPDATE webhook_deliveries d SET attempts = held.attempt, status = held.status, updated_at = now()
+         FROM held WHERE d.id = held.delivery_id`,
       [JSON.stringify(attempts)],
     );
     return attempts.map(() => undefined);

@@ -23,11 +23,7 @@ export interface BatcherOptions<T, R> {
   transaction?: boolean;
   /** Settings of each batch's transaction (`SET LOCAL`), sent with its BEGIN. */
   settings?: TransactionSettings;
-  /**
-   * Batches in flight at once (default 1). Two let one batch's statements run while the other waits
-   * for its commit to reach the disk; only for work whose batches do not wait on each other's locks.
-   */
-  concurrency?: number;
+
   /** A batch stops growing at this much `size` (default 1 per item) ... */
   maxSize: number;
   size?: (item: T) => number;
@@ -47,7 +43,7 @@ interface Waiting<T, R> {
 /** One batcher per purpose and database handle: it runs one batch at a time and gathers the next. */
 export class Batcher<T, R> {
   private readonly waiting: Array<Waiting<T, R>> = [];
-  private running = 0;
+  private writing = false;
   private readonly db: Database;
   private readonly options: BatcherOptions<T, R>;
 
@@ -61,8 +57,8 @@ export class Batcher<T, R> {
     return new Promise((resolve, reject) => {
       this.waiting.push({ item, resolve, reject });
       // Started after the items ready in this turn of the event loop have come in too.
-      if (this.running < (this.options.concurrency ?? 1)) {
-        this.running += 1;
+      if (!this.writing) {
+        this.writing = true;
         setImmediate(() => void this.runBatches());
       }
     });
@@ -72,7 +68,7 @@ export class Batcher<T, R> {
     try {
       while (this.waiting.length > 0) await this.runBatch(this.nextBatch());
     } finally {
-      this.running -= 1;
+      this.writing = false;
     }
   }
 
