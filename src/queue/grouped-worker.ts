@@ -9,8 +9,7 @@ import {
   jobOf,
   LEASE,
   releaseJobs,
-  retryAfterFailure,
-  settleJob,
+  runJob,
   type ClaimedRow,
   type Job,
   type JobResult,
@@ -56,7 +55,7 @@ export interface GroupedWorkerOptions {
   queue: QueueName;
   /** Jobs of one group in their slot at once, across all workers. */
   groupLimit: number;
-  /** Jobs in their slot at once in this worker, across groups: it owns at most this / groupLimit groups. */
+  /** Jobs in their slot at once in this worker, across groups; it owns at most this many groups. */
   concurrency: number;
   /** The longest a job can hold its slot (a webhook's timeout). */
   jobSeconds: number;
@@ -100,6 +99,8 @@ const SLICE_MS = 10_000;
 // of it through a bitmap and sort it (2 ms a claim at 5,000 jobs instead of 0.06 ms). The claim's commit
 // is not waited for (see above).
 const CLAIM_SETTINGS = { enable_bitmapscan: 'off', synchronous_commit: 'off' };
+
+const jobsOf = (waiting: Array<{ job: Job }>) => waiting.map(({ job }) => job);
 
 /** Oldest first: ids grow as jobs are added. */
 const byId = (a: Job, b: Job) => a.id - b.id;
@@ -174,7 +175,7 @@ export async function startGroupedWorker<T>(
     // What waits in memory of a group changed since it was read is given back inside the claim, and
     // put back in memory if the claim fails (the give-back is then undone too).
     const dropped: Array<[Group<T>, Group<T>['waiting']]> = [];
-    let claimed: { owned: OwnedRow[]; jobs: Job[]; loaded: T[] };
+    let claimed: { owned: OwnedRow[]; fill: Map<string, number>; jobs: Job[]; loaded: T[] };
     try {
       claimed = await db.transaction(async (tx) => {
         const { rows: owned } = await tx.query<OwnedRow>(
@@ -218,7 +219,7 @@ export async function startGroupedWorker<T>(
         }
         await releaseJobs(
           tx,
-          dropped.flatMap(([, waiting]) => waiting.map(({ job }) => job)),
+          dropped.flatMap(([, waiting]) => jobsOf(waiting)),
         );
         // New groups get a batch; owned ones what they lack, when short.
         const batch = batchFor(groups.size + owned.filter(({ group_key }) => !groups.has(group_key)).length);
@@ -232,7 +233,7 @@ export async function startGroupedWorker<T>(
             })
             .filter(([, wanted]) => wanted > 0),
         );
-        if (fill.size === 0) return { owned, jobs: [], loaded: [] };
+        if (fill.size === 0) return { owned, fill, jobs: [], loaded: [] };
         const { rows } = await tx.query<ClaimedRow>(
           `UPDATE jobs SET ${LEASE}
             WHERE id IN (
@@ -245,18 +246,20 @@ export async function startGroupedWorker<T>(
           [[...fill.keys()], [...fill.values()], leaseSeconds, queue],
         );
         const jobs = rows.map((row) => jobOf(row, startedAt + leaseSeconds * 1000)).sort(byId);
-        for (const [key, wanted] of fill) {
-          const group = groups.get(key);
-          if (group) group.drained = jobs.filter((job) => job.groupKey === key).length < wanted;
-        }
-        return { owned, jobs, loaded: jobs.length > 0 ? await handler.load(tx, jobs) : [] };
+        return { owned, fill, jobs, loaded: jobs.length > 0 ? await handler.load(tx, jobs) : [] };
       }, CLAIM_SETTINGS);
     } catch (error) {
       for (const [group, waiting] of dropped) group.waiting.unshift(...waiting);
       throw error;
     }
-    const { owned, jobs, loaded } = claimed;
+    const { owned, fill, jobs, loaded } = claimed;
     if (jobs.length > 0) workerBatchSize.observe({ batch: 'claim-group-jobs' }, jobs.length);
+    const claimedBy = new Map<string, Group<T>['waiting']>();
+    jobs.forEach((job, i) => {
+      const list = claimedBy.get(job.groupKey!) ?? [];
+      list.push({ job, loaded: loaded[i]! });
+      claimedBy.set(job.groupKey!, list);
+    });
 
     // The claim committed: memory follows it at once, the database's loose ends after.
     const ownedNow = new Set(owned.map((row) => row.group_key));
@@ -265,20 +268,22 @@ export async function startGroupedWorker<T>(
       if (ownedNow.has(group.key)) continue;
       // No longer this worker's (its row expired or went with a deleted endpoint): what waits goes back.
       groups.delete(group.key);
-      giveBack.push(...group.waiting.splice(0).map(({ job }) => job));
+      giveBack.push(...jobsOf(group.waiting.splice(0)));
     }
     const letGo: string[] = [];
     let newJobs = 0;
     for (const { group_key: key, version } of owned) {
+      const got = claimedBy.get(key) ?? [];
       let group = groups.get(key);
       if (!group) {
         group = { key, waiting: [], inSlot: 0, drained: false, ownedUntil: 0, version, takenAt: startedAt };
         groups.set(key, group);
-        newJobs += jobs.filter((job) => job.groupKey === key).length;
+        newJobs += got.length;
       }
       group.ownedUntil = startedAt + ownSeconds * 1000;
       group.version = version;
-      jobs.forEach((job, i) => job.groupKey === key && group.waiting.push({ job, loaded: loaded[i]! }));
+      if (fill.has(key)) group.drained = got.length < fill.get(key)!;
+      group.waiting.push(...got);
       // Nothing due left (or its turn is over) and nothing running: let go, for whichever worker sees
       // its next job.
       if (group.waiting.length === 0 && group.inSlot === 0) {
@@ -352,10 +357,7 @@ export async function startGroupedWorker<T>(
       if (overSlice(group)) {
         // Its turn is over: what waits goes back, and once what runs is done the group is let go.
         group.drained = true;
-        void releaseJobs(
-          db,
-          group.waiting.splice(0).map(({ job }) => job),
-        ).catch(() => {});
+        void releaseJobs(db, jobsOf(group.waiting.splice(0))).catch(() => {});
         break;
       }
       if (now + jobMs + MARGIN_MS > group.waiting[0]!.job.leaseEndsAt) {
@@ -364,10 +366,7 @@ export async function startGroupedWorker<T>(
         const stale = group.waiting.filter(({ job }) => now + jobMs + MARGIN_MS > job.leaseEndsAt);
         group.waiting = group.waiting.filter(({ job }) => now + jobMs + MARGIN_MS <= job.leaseEndsAt);
         group.drained = false;
-        void releaseJobs(
-          db,
-          stale.map(({ job }) => job),
-        ).catch(() => {});
+        void releaseJobs(db, jobsOf(stale)).catch(() => {});
         continue;
       }
       const { job, loaded } = group.waiting.shift()!;
@@ -384,36 +383,25 @@ export async function startGroupedWorker<T>(
     const slotFree = () => {
       if (!inSlot) return;
       inSlot = false;
+      // Other groups wait on this worker's slots only when all of them were taken.
+      const othersWaited = inSlotTotal >= options.concurrency;
       group.inSlot -= 1;
       inSlotTotal -= 1;
       feed(group);
-      if (inSlotTotal < options.concurrency) feedAll();
+      if (othersWaited) feedAll();
     };
-    let result: JobResult;
-    try {
-      result = await handler.run(job, loaded, slotFree);
-    } catch (error) {
-      options.log.error({ err: error, jobId: job.id, queue }, 'job failed');
-      result = retryAfterFailure(job, error);
-    }
-    slotFree();
-    try {
-      await settleJob(db, job, result);
-      if ('retryAt' in result) wakeAt(result.retryAt);
-    } catch (error) {
-      options.log.error({ err: error, jobId: job.id, queue }, 'could not settle job');
-    } finally {
-      running -= 1;
-      if (running === 0) idle?.();
-      // The group's last job done: the next claim renews it, refills it or lets it go.
-      if (group.inSlot === 0 && group.waiting.length === 0) void claimAndRun(false);
-    }
-  };
-
-  // A retry due soon (webhook attempts 1, 2, 4, 8 s apart) is looked for at its time, not at the next poll.
-  const wakeAt = (at: Date) => {
-    const delay = at.getTime() - Date.now();
-    if (delay < 60_000) setTimeout(() => void claimAndRun(true), Math.max(0, delay)).unref();
+    const handle = async () => {
+      try {
+        return await handler.run(job, loaded, slotFree);
+      } finally {
+        slotFree(); // a handler that threw frees its slot too
+      }
+    };
+    await runJob(db, job, handle, options.log, () => void claimAndRun(true));
+    running -= 1;
+    if (running === 0) idle?.();
+    // The group's last job done: the next claim renews it, refills it or lets it go.
+    if (group.inSlot === 0 && group.waiting.length === 0) void claimAndRun(false);
   };
 
   const unlisten = await db.listen(JOBS_CHANNEL, () => void claimAndRun(true));
@@ -428,7 +416,7 @@ export async function startGroupedWorker<T>(
       clearInterval(timer);
       await unlisten();
       await claimDone;
-      const waiting = [...groups.values()].flatMap((group) => group.waiting.splice(0).map(({ job }) => job));
+      const waiting = [...groups.values()].flatMap((group) => jobsOf(group.waiting.splice(0)));
       await releaseJobs(db, waiting).catch((error: unknown) =>
         options.log.warn({ err: error, queue }, 'could not give back claimed jobs; they return when their lease ends'),
       );

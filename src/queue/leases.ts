@@ -1,3 +1,4 @@
+import type { Logger } from '../platform/logger.ts';
 import { retryWhileUnreachable, type Database, type Queryable } from '../platform/db/database.ts';
 import { batcherPerDatabase } from '../platform/db/batcher.ts';
 import { workerBatchSize } from '../platform/metrics.ts';
@@ -55,10 +56,37 @@ export const jobOf = (row: ClaimedRow, leaseEndsAt: number): Job => ({
   leaseEndsAt,
 });
 
-/** A handler that threw: run again later, backing off to 5 minutes. */
-export function retryAfterFailure(job: Job, error: unknown): JobResult {
-  const delay = Math.min(300, 2 ** Math.min(job.attempts, 9));
-  return { retryAt: new Date(Date.now() + delay * 1000), reason: String(error) };
+/**
+ * Runs a claimed job (`handle` calls its handler) and settles what the handler decided. A handler that
+ * throws (the database went away, a bug) has its job run again later, backing off to 5 minutes. A retry
+ * due within a minute (webhook attempts 1, 2, 4, 8 s apart) calls `wake` at its time, so that it is
+ * looked for then, not at the next poll.
+ */
+export async function runJob(
+  db: Database,
+  job: Job,
+  handle: () => Promise<JobResult>,
+  log: Pick<Logger, 'error'>,
+  wake: () => void,
+): Promise<void> {
+  let result: JobResult;
+  try {
+    result = await handle();
+  } catch (error) {
+    log.error({ err: error, jobId: job.id, queue: job.queue }, 'job failed');
+    const delay = Math.min(300, 2 ** Math.min(job.attempts, 9));
+    result = { retryAt: new Date(Date.now() + delay * 1000), reason: String(error) };
+  }
+  try {
+    await settleJob(db, job, result);
+  } catch (error) {
+    log.error({ err: error, jobId: job.id, queue: job.queue }, 'could not settle job');
+    return;
+  }
+  if ('retryAt' in result) {
+    const delay = result.retryAt.getTime() - Date.now();
+    if (delay < 60_000) setTimeout(wake, Math.max(0, delay)).unref();
+  }
 }
 
 /** Jobs deleted by one statement at most. */
@@ -84,7 +112,7 @@ const finisher = batcherPerDatabase<Job, void>({
  * a job handled during an outage would stay claimed, untouched, until its lease ran out. Still
  * unreachable then, it throws, and the job comes back as a dead worker's would.
  */
-export async function settleJob(db: Database, job: Job, result: JobResult): Promise<void> {
+async function settleJob(db: Database, job: Job, result: JobResult): Promise<void> {
   if (result.settled) return;
   if ('done' in result) {
     await retryWhileUnreachable(() => finisher(db).add(job), job.leaseEndsAt);

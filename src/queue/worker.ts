@@ -1,17 +1,7 @@
 import type { Logger } from '../platform/logger.ts';
 import type { Database } from '../platform/db/database.ts';
 import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
-import {
-  CLAIMABLE,
-  CLAIMED,
-  jobOf,
-  LEASE,
-  retryAfterFailure,
-  settleJob,
-  type ClaimedRow,
-  type Job,
-  type JobResult,
-} from './leases.ts';
+import { CLAIMABLE, CLAIMED, jobOf, LEASE, runJob, type ClaimedRow, type Job, type JobResult } from './leases.ts';
 
 export type { Job, JobResult } from './leases.ts';
 
@@ -74,30 +64,16 @@ export async function startWorker(
 
   const run = async (job: Job) => {
     running += 1;
-    let result: JobResult;
-    try {
-      result = await handlers[job.queue]!(job);
-    } catch (error) {
-      // The handler failed (the database went away, a bug): try again later.
-      options.log.error({ err: error, jobId: job.id, queue: job.queue }, 'job failed');
-      result = retryAfterFailure(job, error);
-    }
-    try {
-      await settleJob(db, job, result);
-      if ('retryAt' in result) wakeAt(result.retryAt);
-    } catch (error) {
-      options.log.error({ err: error, jobId: job.id, queue: job.queue }, 'could not settle job');
-    } finally {
-      running -= 1;
-      if (running === 0) idle?.();
-      void claimAndRun();
-    }
-  };
-
-  // A retry due soon (webhook attempts 1, 2, 4, 8 s apart) is looked for at its time, not at the next poll.
-  const wakeAt = (at: Date) => {
-    const delay = at.getTime() - Date.now();
-    if (delay < 60_000) setTimeout(() => void claimAndRun(), Math.max(0, delay)).unref();
+    await runJob(
+      db,
+      job,
+      () => handlers[job.queue]!(job),
+      options.log,
+      () => void claimAndRun(),
+    );
+    running -= 1;
+    if (running === 0) idle?.();
+    void claimAndRun();
   };
 
   const unlisten = await db.listen(JOBS_CHANNEL, () => void claimAndRun());
