@@ -1,4 +1,5 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { keptKeys } from '../platform/crypto-keys.ts';
 import type { Readable } from 'node:stream';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import DKIM from 'nodemailer/lib/dkim';
@@ -45,23 +46,15 @@ export async function composeMessage(message: OutgoingMessage): Promise<Buffer> 
   return collect(signer.sign(unsigned));
 }
 
-// A domain's private key parsed once, not for every message: reading the PEM cost four times what the
-// RSA signature itself does.
-const KEYS_KEPT = 1000;
-const parsedKeys = new Map<string, KeyObject>();
+// A domain's private key parsed once, not for every message.
+const domainKey = keptKeys((pem) => createPrivateKey(pem));
 
 function signingKey(pem: string): KeyObject | string {
-  let key = parsedKeys.get(pem);
-  if (!key) {
-    try {
-      key = createPrivateKey(pem);
-    } catch {
-      return pem; // not a key: left to the signer, as before it was parsed here
-    }
-    if (parsedKeys.size >= KEYS_KEPT) parsedKeys.clear();
-    parsedKeys.set(pem, key);
+  try {
+    return domainKey(pem);
+  } catch {
+    return pem; // not a key: left to the signer, as before it was parsed here
   }
-  return key;
 }
 
 // Nodemailer's default list (RFC 6376 §5.4.1) plus List-Unsubscribe-Post, which RFC 8058 §4 requires

@@ -1,4 +1,5 @@
-import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
+import { createHmac, createSecretKey } from 'node:crypto';
+import { keptKeys } from '../platform/crypto-keys.ts';
 
 // Every delivery is signed twice, in two schemes, with the same live secrets (during a rotation, each of
 // them: one signature per secret, so a receiver holding either secret verifies the request).
@@ -10,27 +11,15 @@ import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 // the bytes the base64 after `whsec_` decodes to: the Standard Webhooks scheme, so Resend's SDK (Svix) and
 // the standardwebhooks libraries verify it. One `v1,…` entry per secret, separated by single spaces.
 
-// Keys made once per secret: an HMAC keyed with a KeyObject costs a fifth of one keyed with a Buffer.
-const KEYS_KEPT = 1000;
-const stripeKeys = new Map<string, KeyObject>();
-const standardKeys = new Map<string, KeyObject>();
-
-function keyOf(keys: Map<string, KeyObject>, secret: string, bytes: (secret: string) => Buffer): KeyObject {
-  let key = keys.get(secret);
-  if (!key) {
-    if (keys.size >= KEYS_KEPT) keys.clear();
-    key = createSecretKey(bytes(secret));
-    keys.set(secret, key);
-  }
-  return key;
-}
+// The HMAC keys of each scheme, made once per secret.
+const stripeKey = keptKeys((secret) => createSecretKey(Buffer.from(secret, 'utf8')));
+const standardKey = keptKeys((secret) => createSecretKey(standardSigningKey(secret)));
 
 export function signatureHeader(secrets: string[], timestamp: number, body: string): string {
   const signed = `${timestamp}.${body}`;
-  const v1 = secrets.map((secret) => {
-    const key = keyOf(stripeKeys, secret, (text) => Buffer.from(text, 'utf8'));
-    return `v1=${createHmac('sha256', key).update(signed, 'utf8').digest('hex')}`;
-  });
+  const v1 = secrets.map(
+    (secret) => `v1=${createHmac('sha256', stripeKey(secret)).update(signed, 'utf8').digest('hex')}`,
+  );
   return [`t=${timestamp}`, ...v1].join(',');
 }
 
@@ -44,9 +33,6 @@ export function standardSigningKey(secret: string): Buffer {
 export function standardSignatureHeader(secrets: string[], id: string, timestamp: number, body: string): string {
   const signed = `${id}.${timestamp}.${body}`;
   return secrets
-    .map((secret) => {
-      const key = keyOf(standardKeys, secret, standardSigningKey);
-      return `v1,${createHmac('sha256', key).update(signed, 'utf8').digest('base64')}`;
-    })
+    .map((secret) => `v1,${createHmac('sha256', standardKey(secret)).update(signed, 'utf8').digest('base64')}`)
     .join(' ');
 }
