@@ -86,17 +86,15 @@ export async function takeMessages(tx: Queryable, emailIds: string[]): Promise<T
       WHERE e.id = ANY($1::uuid[]) ORDER BY e.id FOR UPDATE OF e`,
     [[...new Set(emailIds)]],
   );
-  const found = new Map(rows.map((email) => [email.id, email]));
   const answers = new Map<string, Taken>();
   const toMove: string[] = [];
   const taken: EmailToSend[] = [];
-  for (const id of found.keys()) {
-    const email = found.get(id)!;
-    if (!TAKEN.includes(email.status)) answers.set(id, 'finished');
+  for (const email of rows) {
+    if (!TAKEN.includes(email.status)) answers.set(email.id, 'finished');
     else if (email.status !== 'sending' && email.scheduled_at && email.scheduled_at.getTime() > Date.now())
-      answers.set(id, email.scheduled_at);
+      answers.set(email.id, email.scheduled_at);
     else {
-      if (email.status !== 'sending') toMove.push(id);
+      if (email.status !== 'sending') toMove.push(email.id);
       taken.push(email);
     }
   }

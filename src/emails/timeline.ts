@@ -1,3 +1,4 @@
+import { compareText } from '../platform/text.ts';
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../platform/db/database.ts';
 import { fanOutCtes } from '../webhooks/fan-out.ts';
@@ -113,7 +114,7 @@ export class EventCounts {
   async write(tx: Queryable): Promise<void> {
     if (this.counts.size === 0) return;
     const rows = [...this.counts]
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .sort(([a], [b]) => compareText(a, b))
       .map(([key, count]) => {
         const [organization_id, type, hour] = key.split(' ');
         return { organization_id, type, hour, count };

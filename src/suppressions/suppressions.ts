@@ -1,3 +1,4 @@
+import { compareText } from '../platform/text.ts';
 import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
 import { addressKey } from '../platform/address-key.ts';
@@ -74,7 +75,7 @@ export async function suppressAddresses(
       address: addressKey(entry.address),
       reason: entry.reason,
     }))
-    .sort((a, b) => compare(a.organization_id, b.organization_id) || compare(a.address, b.address));
+    .sort((a, b) => compareText(a.organization_id, b.organization_id) || compareText(a.address, b.address));
   await tx.query(
     `INSERT INTO suppressions (organization_id, address, reason)
      SELECT organization_id, address, reason
@@ -159,5 +160,3 @@ function pathKey(email: string): string {
     throw notFound(`Suppression for ${email}`);
   }
 }
-
-const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
