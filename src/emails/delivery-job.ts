@@ -1,18 +1,19 @@
-import type { Queryable } from '../platform/db/database.ts';
-import { enqueueJobs } from '../queue/jobs.ts';
+import { enqueueJobsFromRows } from '../queue/jobs.ts';
 
 // Each accepted message has one 'deliver-email' job naming it, due at its scheduled time (or now);
 // cancel removes it and reschedule moves it (lifecycle.ts). The delivery worker handles it.
 
 export const DELIVERY_QUEUE = 'deliver-email';
 
-/** Queues the deliveries of many accepted messages in one statement, inside the transaction that stores them. */
-export async function queueDeliveries(
-  tx: Queryable,
-  messages: Array<{ emailId: string; scheduledAt: Date | undefined }>,
-): Promise<void> {
-  await enqueueJobs(
-    tx,
-    messages.map((m) => ({ queue: DELIVERY_QUEUE, payload: { email_id: m.emailId }, runAt: m.scheduledAt })),
-  );
+/**
+ * SQL for a data-modifying CTE body that queues the delivery of each message of the earlier CTE `from`
+ * (columns `id`, the message, and `scheduled_at`, NULL for now), in the statement that stores them.
+ */
+export function deliveryJobsFrom(from: string): string {
+  return enqueueJobsFromRows({
+    from,
+    queue: DELIVERY_QUEUE,
+    payload: `jsonb_build_object('email_id', ${from}.id)`,
+    runAt: `coalesce(${from}.scheduled_at, now())`,
+  });
 }

@@ -194,6 +194,56 @@ export async function reserveQuota(tx: Queryable, organizationId: string, wanted
   };
 }
 
+/** What a group commit charges to an organization's quota in one statement (see quotaGuardCtes). */
+export interface QuotaCharge {
+  organizationId: string;
+  /** Recipients of the messages the statement stores. */
+  recipients: number;
+}
+
+/**
+ * CTEs for a statement that stores messages only where the quota is far from its limit, the case in
+ * which reserveQuota takes without locking: `quota_ok` (one row, column `ok`) holds when, for every
+ * organization of `charges` (an SQL expression for the JSON array of quotaChargeRows), the month's usage
+ * rows exist and usage + recipients + QUOTA_EXACT_MARGIN stays within the quota;
+ * `quota_charged` then charges each organization's recipients to one usage row. When `ok` is false the
+ * statement must write nothing (each of its writes filtered by it), and the caller takes the exact path:
+ * reserveQuota in a transaction. Before any row lock is asked for, the statement's lock_timeout is set
+ * to `lockTimeout`.
+ */
+export function quotaGuardCtes(charges: string, lockTimeout: string): string {
+  if (!/^[0-9]+(ms|s)$/.test(lockTimeout)) throw new Error(`Invalid lock timeout ${lockTimeout}`);
+  return `quota_wanted AS (
+       SELECT * FROM jsonb_to_recordset(${charges}) AS q(organization_id uuid, recipients int, shard int)
+     ),
+     quota_ok AS (
+       SELECT set_config('lock_timeout', '${lockTimeout}', true) IS NOT NULL
+              AND coalesce(bool_and(usage.shards = ${QUOTA_SHARDS}
+                AND usage.used + q.recipients + ${QUOTA_EXACT_MARGIN} <= o.monthly_quota), true) AS ok
+         FROM quota_wanted q
+         JOIN organizations o ON o.id = q.organization_id
+         CROSS JOIN LATERAL (
+           SELECT count(*) AS shards, coalesce(sum(u.recipients), 0) AS used FROM monthly_usage u
+            WHERE u.organization_id = q.organization_id AND u.month = ${MONTH}
+         ) usage
+     ),
+     quota_charged AS (
+       UPDATE monthly_usage u SET recipients = u.recipients + q.recipients
+         FROM quota_wanted q
+        WHERE (SELECT ok FROM quota_ok) AND u.organization_id = q.organization_id AND u.month = ${MONTH}
+          AND u.shard = q.shard
+     )`;
+}
+
+/** The rows quotaGuardCtes reads: each organization's charge, on a usage row picked at random. */
+export function quotaChargeRows(charges: QuotaCharge[]) {
+  return charges.map((c) => ({
+    organization_id: c.organizationId,
+    recipients: c.recipients,
+    shard: Math.floor(Math.random() * QUOTA_SHARDS),
+  }));
+}
+
 /** Seconds until one more message may be sent. */
 export function retryAfterSeconds(state: RateLimitState): number {
   return state.remaining >= 1 ? 0 : Math.max(1, Math.ceil(1 / state.limit));

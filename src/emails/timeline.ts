@@ -141,44 +141,50 @@ const COUNT_CTE = `
        ON CONFLICT (organization_id, hour, type, shard) DO UPDATE SET count = c.count + 1
      ),`;
 
+/** A timeline entry as a row of the CTE that timelineEntriesFrom records (see there). */
+export interface TimelineEntryRow {
+  event_id: string;
+  email_id: string;
+  organization_id: string;
+  kind: TimelineKind;
+  recipient: string | null;
+  data: Record<string, unknown> | null;
+  event_type: EventType;
+  webhook_data: Record<string, unknown>;
+}
+
 /**
- * Records many entries in one statement, each fanned out to its organization's webhook endpoints, as
- * recordTimelineEntry does one at a time (for the accept path, which stores many messages per commit).
- * Only for kinds the overview does not count and that are not `once`: each entry is simply added.
+ * An entry as a row for timelineEntriesFrom. `message` holds the message's fields of the webhook
+ * payload (email_id, from, to, subject, tags), as recordTimelineEntry reads them from the stored message.
  */
-export async function recordTimelineEntries(tx: Queryable, entries: TimelineEntry[]): Promise<void> {
-  if (entries.length === 0) return;
-  for (const entry of entries) {
-    if (COUNTED.has(entry.kind) || entry.once) throw new Error(`recordTimelineEntries cannot record ${entry.kind}`);
-  }
-  const rows = entries.map((entry) => ({
-    id: randomUUID(),
+export function timelineEntryRow(entry: TimelineEntry, message: Record<string, unknown>): TimelineEntryRow {
+  if (COUNTED.has(entry.kind) || entry.once) throw new Error(`timelineEntriesFrom cannot record ${entry.kind}`);
+  return {
+    event_id: randomUUID(),
     email_id: entry.emailId,
     organization_id: entry.organizationId,
-    type: entry.kind,
+    kind: entry.kind,
     recipient: entry.recipient ?? null,
     data: entry.data ?? null,
     event_type: webhookEventType(entry),
-    webhook_data: webhookDataOf(entry),
-  }));
-  // The same webhook payload as recordTimelineEntry: the message's fields, then the entry's own.
-  await tx.query(
-    `WITH input AS (
-       SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(id uuid, email_id uuid, organization_id uuid, type text,
-         recipient text, data jsonb, event_type text, webhook_data jsonb)
-     ),
-     recorded AS (
+    webhook_data: { ...message, ...webhookDataOf(entry) },
+  };
+}
+
+/**
+ * Data-modifying CTEs that record one timeline entry per row of the earlier CTE `from` (the columns of
+ * TimelineEntryRow; `data` may be JSON null), each fanned out to its organization's webhook endpoints, for a statement that stores
+ * what the entries are about in the same statement (the accept path stores many messages in one). Only
+ * for kinds the overview does not count and that are not `once`: each entry is simply added.
+ */
+export function timelineEntriesFrom(from: string): string {
+  return `recorded AS (
        INSERT INTO email_events (id, email_id, organization_id, type, recipient, data)
-       SELECT id, email_id, organization_id, type, recipient, nullif(data, 'null'::jsonb) FROM input
+       SELECT event_id, email_id, organization_id, kind, recipient, nullif(data, 'null'::jsonb) FROM ${from}
        RETURNING id, created_at
      ),
      event AS (
-       SELECT recorded.id, recorded.created_at, input.organization_id, input.event_type,
-              jsonb_build_object('email_id', e.id, 'from', e."from", 'to', e."to", 'subject', e.subject, 'tags', e.tags)
-                || input.webhook_data AS data
-         FROM recorded JOIN input ON input.id = recorded.id JOIN emails e ON e.id = input.email_id
-     )${fanOutCtes({ org: 'event.organization_id', type: 'event.event_type', data: 'event.data' })}
-     SELECT 1`,
-    [JSON.stringify(rows)],
-  );
+       SELECT recorded.id, recorded.created_at, ${from}.organization_id, ${from}.event_type, ${from}.webhook_data AS data
+         FROM recorded JOIN ${from} ON ${from}.event_id = recorded.id
+     )${fanOutCtes({ org: 'event.organization_id', type: 'event.event_type', data: 'event.data' })}`;
 }

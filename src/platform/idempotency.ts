@@ -110,6 +110,21 @@ export async function rememberResult(tx: Queryable, target: IdempotencyKey, resu
   );
 }
 
+/**
+ * SQL for a data-modifying CTE body that stores the results of claimed keys, for a statement that does
+ * the requests' work: `rows` is an SQL expression for a JSON array made by rememberedRows.
+ */
+export function rememberResultsFrom(rows: string): string {
+  return `UPDATE idempotency_keys k SET result = r.result, locked_until = NULL
+      FROM jsonb_to_recordset(${rows}) AS r(organization_id uuid, key text, result jsonb)
+     WHERE k.organization_id = r.organization_id AND k.key = r.key`;
+}
+
+/** The rows rememberResultsFrom reads: each key with the result to store under it. */
+export function rememberedRows(results: Array<{ key: IdempotencyKey; result: unknown }>) {
+  return results.map(({ key, result }) => ({ organization_id: key.organizationId, key: key.key, result }));
+}
+
 /** Frees a claimed key whose request ended without a result worth remembering, so a retry runs again. */
 export async function releaseIdempotencyKey(db: Queryable, target: IdempotencyKey): Promise<void> {
   await db.query('DELETE FROM idempotency_keys WHERE organization_id = $1 AND key = $2 AND result IS NULL', [

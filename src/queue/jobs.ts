@@ -57,18 +57,19 @@ export async function enqueueJobs(tx: Queryable, jobs: NewJob[]): Promise<void> 
 
 /**
  * SQL for a data-modifying CTE body that adds one job per row of the earlier CTE `from`, for
- * statements that create what the jobs act on in the same statement (webhook fan-out). `payload` and
- * `groupKey` are SQL expressions over `from`'s columns. The statement it is part of wakes the workers
- * after its commit.
+ * statements that create what the jobs act on in the same statement (webhook fan-out, accepted
+ * messages). `payload`, `groupKey` and `runAt` are SQL expressions over `from`'s columns (no group,
+ * and due now, when absent). The statement it is part of wakes the workers after its commit.
  */
 export function enqueueJobsFromRows(spec: {
   from: string;
   queue: QueueName;
   payload: string;
-  groupKey: string;
+  groupKey?: string;
+  runAt?: string;
 }): string {
-  return `${WAKE} INSERT INTO jobs (queue, payload, group_key)
-    SELECT '${spec.queue}', ${spec.payload}, ${spec.groupKey} FROM ${spec.from}
+  return `${WAKE} INSERT INTO jobs (queue, payload, group_key, run_at)
+    SELECT '${spec.queue}', ${spec.payload}, ${spec.groupKey ?? 'NULL'}, ${spec.runAt ?? 'now()'} FROM ${spec.from}
     RETURNING 1`;
 }
 

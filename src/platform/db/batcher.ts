@@ -17,8 +17,11 @@ import {
 // then every item of the batch gets the error, and its caller decides.
 
 export interface BatcherOptions<T, R> {
-  /** Runs a batch, in one transaction unless `transaction` is false; one result per item, in order. */
-  run(db: Queryable, items: T[]): Promise<R[]>;
+  /**
+   * Runs a batch, in one transaction (`db`) unless `transaction` is false (then `db` is `database`, the
+   * handle the batcher belongs to); one result per item, in order.
+   */
+  run(db: Queryable, items: T[], database: Database): Promise<R[]>;
   /** Whether a batch runs inside a transaction (default true; false for a single statement). */
   transaction?: boolean;
   /** Settings of each batch's transaction (`SET LOCAL`), sent with its BEGIN. */
@@ -94,8 +97,8 @@ export class Batcher<T, R> {
     try {
       const results =
         this.options.transaction === false
-          ? await this.options.run(this.db, items)
-          : await this.db.transaction((tx) => this.options.run(tx, items), this.options.settings);
+          ? await this.options.run(this.db, items, this.db)
+          : await this.db.transaction((tx) => this.options.run(tx, items, this.db), this.options.settings);
       this.options.done?.(batch.length);
       batch.forEach((w, i) => w.resolve(results[i]!));
     } catch (error) {
