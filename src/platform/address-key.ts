@@ -1,4 +1,4 @@
-import { domainToASCII } from 'node:url';
+import { toAsciiDomain } from './domain-name.ts';
 
 // When two spellings are one email address: the local part compared without case (as every mail system
 // in use treats it), the domain in ASCII (IDNA) and lower case, so `Ann@Bücher.example` and
@@ -11,5 +11,5 @@ export function addressKey(address: string): string {
   const at = address.lastIndexOf('@');
   if (at < 0) return address.toLowerCase();
   const domain = address.slice(at + 1);
-  return `${address.slice(0, at).toLowerCase()}@${domainToASCII(domain) || domain.toLowerCase()}`;
+  return `${address.slice(0, at).toLowerCase()}@${toAsciiDomain(domain) || domain.toLowerCase()}`;
 }

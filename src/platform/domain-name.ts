@@ -7,6 +7,18 @@ const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
 // Characters a URL parser treats as delimiters: domainToASCII('a/b.com') would quietly return 'a'.
 const URL_DELIMITERS = /[\s/\\?#@:%[\]]/;
 const MAX_LENGTH = 253;
+// Plain ASCII ending in a label of letters (no IPv4 look-alike), without punycode labels: its canonical
+// form is its lower case, what domainToASCII gives, so the common case skips the URL parser.
+const PLAIN_ASCII = /^[A-Za-z0-9.-]*\.[A-Za-z]+$/;
+const PUNYCODE_LABEL = /(^|\.)xn--/i;
+
+/**
+ * A domain name in ASCII and lower case, as WHATWG's domainToASCII gives it ('' when it cannot be), without
+ * the URL parser for the common case.
+ */
+export function toAsciiDomain(name: string): string {
+  return PLAIN_ASCII.test(name) && !PUNYCODE_LABEL.test(name) ? name.toLowerCase() : domainToASCII(name);
+}
 
 /** One label of a host name (a DKIM selector is one too). */
 export function isHostLabel(label: string): boolean {
@@ -22,7 +34,7 @@ export function normalizeDomainName(input: string): string {
   const trimmed = input.trim().replace(/\.$/, '');
   if (trimmed === '') throw invalid('it is empty');
   if (URL_DELIMITERS.test(trimmed)) throw invalid(`"${input}" contains characters not allowed in a domain name`);
-  const ascii = domainToASCII(trimmed);
+  const ascii = toAsciiDomain(trimmed);
   if (ascii === '') throw invalid(`"${input}" is not a valid internationalised domain name`);
   if (ascii.length > MAX_LENGTH) throw invalid(`it is longer than ${MAX_LENGTH} characters`);
   const labels = ascii.split('.');
