@@ -1,23 +1,30 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { cappedText } from '../platform/text.ts';
+import { addressKey } from '../platform/address-key.ts';
 import { acceptedToDelivered, countOutcome, workerBatchSize, type RecipientOutcome } from '../platform/metrics.ts';
-import { EventCounts, recordTimelineEntry } from '../emails/timeline.ts';
+import {
+  TIMELINE_ENTRY_COLUMNS,
+  timelineEntriesFrom,
+  timelineEntryRow,
+  type TimelineEntry,
+  type TimelineEntryRow,
+} from '../emails/timeline.ts';
 import { batcherPerDatabase } from '../platform/db/batcher.ts';
-import { markSent } from './finish-or-retry.ts';
 import type { RecipientFailureReason, RecipientStatus } from '../emails/statuses.ts';
-import { suppressAddresses } from '../suppressions/suppressions.ts';
+import { suppressionsFrom } from '../suppressions/suppressions.ts';
+import { markSentStatement } from './finish-or-retry.ts';
 import type { RecipientResult } from './transport.ts';
 import { isBadMailbox } from './smtp-outcome.ts';
 import type { EmailToSend, PendingRecipient } from './take-message.ts';
 
-// Step 7, record each outcome. The outcomes of one copy commit in one transaction as soon as that copy
-// is sent (copies of other jobs sent meanwhile share it), so a worker that dies later sends again only
-// the copies whose outcomes were not stored.
+// Step 7, record each outcome. The outcomes of one copy commit in one statement as soon as that copy is
+// sent (copies of other jobs sent meanwhile share it), so a worker that dies later sends again only the
+// copies whose outcomes were not stored.
 // - delivered: the recipient is delivered;
 // - bounced: the recipient is bounced, and a bad mailbox goes on the suppression list;
 // - deferred: the recipient stays pending, to be tried again after the next delay of the retry
 //   schedule, or fails (`retries_exhausted`) when the schedule has no delay left.
-// Each outcome has its timeline entry (and so its webhook event) in the same transaction.
+// Each outcome has its timeline entry (and so its webhook event) in the same statement.
 
 /** The number of the attempt about to be made, per recipient address. */
 export function attemptNumbers(recipients: PendingRecipient[]): Map<string, number> {
@@ -39,37 +46,35 @@ interface Recorded {
   counted: Array<{ address: string; outcome: RecipientOutcome }>;
 }
 
-/** Recipient results stored in one transaction at most. */
+/** Recipient results stored by one statement at most. */
 const MAX_RESULTS_AT_ONCE = 500;
 
-// Copies sent while a transaction of outcomes is in flight are recorded together in the next one.
+// Copies sent while a statement of outcomes is in flight are recorded together by the next one.
 const outcomeWriter = batcherPerDatabase<CopyResults, Recorded>({
+  transaction: false,
   run: writeOutcomes,
   size: (copy) => copy.results.length,
   maxSize: MAX_RESULTS_AT_ONCE,
   done: (items) => workerBatchSize.observe({ batch: 'record-outcomes' }, items),
 });
 
-async function writeOutcomes(tx: Queryable, copies: CopyResults[]): Promise<Recorded[]> {
-  // Counts and suppressions are written once at the end, each in a fixed order (see EventCounts).
-  const counts = new EventCounts();
-  const suppressions: BouncedAddress[] = [];
-  const recorded: Recorded[] = [];
-  for (const { email, results, attempts, retrySchedule } of copies) {
+async function writeOutcomes(db: Queryable, copies: CopyResults[]): Promise<Recorded[]> {
+  const rows: OutcomeRow[] = [];
+  const recorded = copies.map(({ email, results, attempts, retrySchedule }) => {
     let retryAt: Date | undefined;
     const counted: Recorded['counted'] = [];
     for (const result of results) {
-      const attempt = attempts.get(result.address) ?? 1;
-      const outcome = await recordOutcome(tx, email, result, attempt, retrySchedule, { counts, suppressions });
-      counted.push({ address: result.address, outcome: outcome.outcome });
-      retryAt = earliest(retryAt, outcome.retryAt);
+      const decided = decideOutcome(email, result, attempts.get(result.address) ?? 1, retrySchedule, true);
+      rows.push(decided.row);
+      counted.push({ address: result.address, outcome: decided.outcome });
+      retryAt = earliest(retryAt, decided.retryAt);
     }
-    recorded.push({ retryAt, counted });
-  }
-  await counts.write(tx);
-  await suppressAddresses(tx, suppressions);
-  const finished = copies.filter((copy, i) => copy.last && !recorded[i]!.retryAt).map((copy) => copy.email.id);
-  if (finished.length > 0) await markSent(tx, finished);
+    return { retryAt, counted };
+  });
+  // The message of a copy that was its only one, with no recipient deferred: `sent` once none is pending.
+  const finished = new Set(copies.filter((copy, i) => copy.last && !recorded[i]!.retryAt).map((c) => c.email.id));
+  for (const row of rows) row.mark_sent = finished.has(row.email_id);
+  await writeOutcomeRows(db, rows);
   return recorded;
 }
 
@@ -140,88 +145,95 @@ export function earliest(a: Date | undefined, b: Date | undefined): Date | undef
   return b && (!a || b < a) ? b : a;
 }
 
-/**
- * What the transaction writes once at its end (see EventCounts): `counts` gathers the overview's counts
- * (without it each entry counts itself); `suppressions` gathers the bad mailboxes to suppress (without
- * it, none is: the test addresses' simulated bounces).
- */
-export interface RecordOptions {
-  counts?: EventCounts;
-  suppressions?: BouncedAddress[];
+/** What is written for one recipient's result: its new state, its timeline entry, a suppression. */
+export interface OutcomeRow extends TimelineEntryRow {
+  address: string;
+  status: RecipientStatus;
+  attempts: number;
+  failure_reason: RecipientFailureReason | null;
+  last_response: string;
+  /** The address (its key) to put on the organization's suppression list (a bad mailbox), if any. */
+  suppress: string | null;
+  /** Mark the message `sent` if no recipient is left pending once this statement is done. */
+  mark_sent: boolean;
 }
 
-type BouncedAddress = Parameters<typeof suppressAddresses>[1][number];
+const OUTCOME_COLUMNS = `${TIMELINE_ENTRY_COLUMNS}, address text, status text, attempts int, failure_reason text,
+  last_response text, suppress text, mark_sent boolean`;
 
 /**
- * Stores one recipient's result and its timeline entry. Returns what it counts as, and when to try the
- * recipient again for a deferral that has retries left.
+ * What a recipient's result means: its new state and timeline entry, what it counts as, and when to try
+ * it again (a deferral with retries left). With `suppressBadMailbox`, a hard bounce from a mailbox that
+ * does not exist puts the address on the suppression list.
  */
-export async function recordOutcome(
-  tx: Queryable,
+export function decideOutcome(
   email: EmailToSend,
   result: RecipientResult,
   attempts: number,
   schedule: number[],
-  options: RecordOptions = {},
-): Promise<{ outcome: RecipientOutcome; retryAt?: Date }> {
+  suppressBadMailbox: boolean,
+): { row: OutcomeRow; outcome: RecipientOutcome; retryAt?: Date } {
   const smtp = { smtp_code: result.smtpCode ?? null, response: cappedText(result.response, 1000) };
   const entry = { emailId: email.id, organizationId: email.organization_id, recipient: result.address };
-  const update = (status: RecipientStatus, reason: RecipientFailureReason | null) =>
-    tx.query(
-      `UPDATE email_recipients SET status = $3, attempts = $4, failure_reason = $5, last_response = $6, updated_at = now()
-        WHERE email_id = $1 AND address = $2 AND status = 'pending'`,
-      [email.id, result.address, status, attempts, reason, smtp.response],
-    );
+  const row = (
+    status: RecipientStatus,
+    reason: RecipientFailureReason | null,
+    timeline: TimelineEntry,
+    suppress = false,
+  ): OutcomeRow => ({
+    ...timelineEntryRow(timeline),
+    address: result.address,
+    status,
+    attempts,
+    failure_reason: reason,
+    last_response: smtp.response,
+    suppress: suppress ? addressKey(result.address) : null,
+    mark_sent: false,
+  });
 
   if (result.outcome === 'delivered') {
-    await update('delivered', null);
-    await recordTimelineEntry(tx, { ...entry, kind: 'delivered', data: smtp }, options.counts);
-    return { outcome: 'delivered' };
+    return { row: row('delivered', null, { ...entry, kind: 'delivered', data: smtp }), outcome: 'delivered' };
   }
   if (result.outcome === 'bounced') {
-    await update('bounced', null);
-    // once: a bounce report (inbound/) may have recorded this recipient's bounce first.
-    await recordTimelineEntry(
-      tx,
-      {
-        ...entry,
-        once: true,
-        kind: 'bounced',
-        data: { bounce: { type: 'hard', smtp_code: result.smtpCode ?? null, diagnostic: smtp.response } },
-      },
-      options.counts,
-    );
-    // A bad mailbox is not tried again: later messages to this address fail as suppressed.
-    if (isBadMailbox(result)) {
-      options.suppressions?.push({
-        organizationId: email.organization_id,
-        address: result.address,
-        reason: 'hard_bounce',
-      });
-    }
-    return { outcome: 'bounced' };
+    // once: a bounce report (inbound/) may have recorded this recipient's bounce first. A bad mailbox is
+    // not tried again: later messages to this address fail as suppressed.
+    const bounce = { type: 'hard', smtp_code: result.smtpCode ?? null, diagnostic: smtp.response };
+    const timeline: TimelineEntry = { ...entry, once: true, kind: 'bounced', data: { bounce } };
+    return { row: row('bounced', null, timeline, suppressBadMailbox && isBadMailbox(result)), outcome: 'bounced' };
   }
   // Deferred: try again after the next delay of the schedule, or give up.
   const delay = schedule[attempts - 1];
   if (delay === undefined) {
-    await update('failed', 'retries_exhausted');
-    await recordTimelineEntry(
-      tx,
-      { ...entry, kind: 'failed', data: { reason: 'retries_exhausted', ...smtp } },
-      options.counts,
-    );
-    return { outcome: 'failed' };
+    const timeline: TimelineEntry = { ...entry, kind: 'failed', data: { reason: 'retries_exhausted', ...smtp } };
+    return { row: row('failed', 'retries_exhausted', timeline), outcome: 'failed' };
   }
-  await tx.query(
-    `UPDATE email_recipients SET attempts = $3, last_response = $4, updated_at = now()
-      WHERE email_id = $1 AND address = $2 AND status = 'pending'`,
-    [email.id, result.address, attempts, smtp.response],
-  );
   const retryAt = new Date(Date.now() + delay * 1000);
-  await recordTimelineEntry(tx, {
-    ...entry,
-    kind: 'delivery_delayed',
-    data: { ...smtp, attempt: attempts, next_attempt_at: retryAt.toISOString() },
-  });
-  return { outcome: 'deferred', retryAt };
+  const data = { ...smtp, attempt: attempts, next_attempt_at: retryAt.toISOString() };
+  return { row: row('pending', null, { ...entry, kind: 'delivery_delayed', data }), outcome: 'deferred', retryAt };
+}
+
+/**
+ * Writes decided outcomes with one statement (in a transaction when given one, else as its own): each
+ * recipient's new state (only while it is still pending), its timeline entry with its webhook fan-out
+ * and its count in the overview, the bad mailboxes on the suppression list (in a fixed order, so two
+ * such statements cannot deadlock), and `sent` for the messages left with no pending recipient.
+ */
+export async function writeOutcomeRows(db: Queryable, rows: OutcomeRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  await db.query(
+    `WITH outcome AS (
+       SELECT *, ordinality AS n FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (${OUTCOME_COLUMNS})) WITH ORDINALITY
+     ),
+     updated AS (
+       UPDATE email_recipients r SET status = o.status, attempts = o.attempts, failure_reason = o.failure_reason,
+              last_response = o.last_response, updated_at = now()
+         FROM outcome o WHERE r.email_id = o.email_id AND r.address = o.address AND r.status = 'pending'
+       RETURNING r.email_id, r.address, r.status
+     ),
+     ${timelineEntriesFrom('outcome', { readMessage: true })},
+     suppressed AS (${suppressionsFrom('outcome', 'suppress', 'hard_bounce')}),
+     sent AS (${markSentStatement('SELECT email_id FROM outcome WHERE mark_sent', 'updated')})
+     SELECT 1`,
+    [JSON.stringify(rows)],
+  );
 }

@@ -2,7 +2,7 @@ import type { Database } from '../platform/db/database.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
 import { isTestDomainAddress, testOutcome } from '../emails/test-addresses.ts';
 import type { RecipientResult } from './transport.ts';
-import { attemptNumbers, countOutcomes, recordOutcome } from './record-outcome.ts';
+import { attemptNumbers, countOutcomes, decideOutcome, writeOutcomeRows } from './record-outcome.ts';
 import type { RecipientOutcome } from '../platform/metrics.ts';
 import type { EmailToSend, PendingRecipient } from './take-message.ts';
 
@@ -46,24 +46,30 @@ export async function simulateTestAddresses(
   if (tests.length === 0) return recipients;
   const attempts = attemptNumbers(tests);
   const counted: Array<{ address: string; outcome: RecipientOutcome }> = [];
+  const complaints: string[] = [];
+  const rows = tests.map(({ address }) => {
+    const outcome = testOutcome(address);
+    const result = { address, ...(outcome === 'delivered' || outcome === 'complained' ? DELIVERED : BOUNCED) };
+    const decided = decideOutcome(email, result, attempts.get(address) ?? 1, [], false);
+    counted.push({ address, outcome: decided.outcome });
+    if (outcome === 'complained') {
+      complaints.push(address);
+      counted.push({ address, outcome: 'complained' });
+    }
+    return decided.row;
+  });
   await db.transaction(async (tx) => {
-    for (const { address } of tests) {
-      const outcome = testOutcome(address);
-      const result = { address, ...(outcome === 'delivered' || outcome === 'complained' ? DELIVERED : BOUNCED) };
-      const recorded = await recordOutcome(tx, email, result, attempts.get(address) ?? 1, []);
-      counted.push({ address, outcome: recorded.outcome });
-      if (outcome === 'complained') counted.push({ address, outcome: 'complained' });
-      if (outcome === 'complained') {
-        // The timeline orders entries by the time each was written: delivered comes first.
-        await recordTimelineEntry(tx, {
-          emailId: email.id,
-          organizationId: email.organization_id,
-          kind: 'complained',
-          recipient: address,
-          once: true,
-          data: COMPLAINT,
-        });
-      }
+    await writeOutcomeRows(tx, rows);
+    // The timeline orders entries by the time each was written: delivered comes first.
+    for (const address of complaints) {
+      await recordTimelineEntry(tx, {
+        emailId: email.id,
+        organizationId: email.organization_id,
+        kind: 'complained',
+        recipient: address,
+        once: true,
+        data: COMPLAINT,
+      });
     }
   });
   countOutcomes(email, counted);

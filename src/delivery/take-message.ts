@@ -5,7 +5,7 @@ import type { EmailStatus } from '../emails/statuses.ts';
 
 // Step 1, take the message: move it to `sending` and read the recipients that still have no outcome.
 //
-// The move happens in a transaction that holds the message's row lock, the same lock a cancel takes:
+// The move happens in a statement that holds the message's row lock, the same lock a cancel takes:
 // whichever commits first wins, so a message is either cancelled or sent, never both. A message already
 // `sending` is one whose job came back (a deferral, or a worker that died mid-send): it is taken again
 // as it is, and only its pending recipients are read, so no one who has an outcome is sent to twice.
@@ -47,18 +47,16 @@ export interface PendingRecipient {
   suppressed: boolean;
 }
 
-/** The statuses of a message a worker takes. */
-const TAKEN: readonly EmailStatus[] = ['queued', 'scheduled', 'sending'];
-
 /** What taking a message gives: the message and its pending recipients, 'finished', or a later Date. */
 export type Taken = { email: EmailToSend; recipients: PendingRecipient[] } | 'finished' | Date;
 
-/** Messages taken in one transaction at most. */
+/** Messages taken by one statement at most. */
 const MAX_TAKEN_AT_ONCE = 100;
 
-// Jobs that start while a take is in flight are taken together in the next transaction: a burst of
-// messages costs a few statements per batch instead of a transaction per message.
+// Jobs that start while a take is in flight are taken together by the next statement: a burst of
+// messages costs one statement per batch instead of a transaction per message.
 const taker = batcherPerDatabase<string, Taken>({
+  transaction: false,
   run: takeMessages,
   maxSize: MAX_TAKEN_AT_ONCE,
   done: (items) => workerBatchSize.observe({ batch: 'take-messages' }, items),
@@ -72,51 +70,47 @@ export function takeMessage(db: Database, emailId: string): Promise<Taken> {
   return taker(db).add(emailId);
 }
 
-/** takeMessage for several messages in one transaction (the caller's); one answer per id, in order. */
-export async function takeMessages(tx: Queryable, emailIds: string[]): Promise<Taken[]> {
-  // Locked in id order, so two transactions that take overlapping sets cannot deadlock.
-  const { rows } = await tx.query<EmailToSend>(
-    `SELECT e.id, e.organization_id, e.status, e.scheduled_at, e.created_at, e."from", e."to", e.cc, e.reply_to, e.subject,
-            e.html, e.text, e.headers, e.topic_id, e.message_id,
-            coalesce(d.open_tracking, o.open_tracking) AS open_tracking,
-            coalesce(d.click_tracking, o.click_tracking) AS click_tracking,
-            d.name AS domain_name, d.dkim_selector, d.dkim_private_key,
-            EXISTS (SELECT 1 FROM email_attachments a WHERE a.email_id = e.id) AS has_attachments
-       FROM emails e JOIN organizations o ON o.id = e.organization_id LEFT JOIN domains d ON d.id = e.domain_id
-      WHERE e.id = ANY($1::uuid[]) ORDER BY e.id FOR UPDATE OF e`,
+/** takeMessage for several messages with one statement; one answer per id, in order. */
+export async function takeMessages(db: Queryable, emailIds: string[]): Promise<Taken[]> {
+  // Locked in id order, so two statements that take overlapping sets cannot deadlock. A message is taken
+  // when it is `sending` already, or `queued`/`scheduled` and due (by the database's clock, the one job
+  // times are kept in); only those are moved to `sending` and have their pending recipients read.
+  const { rows } = await db.query<
+    EmailToSend & { take: 'take' | 'later' | 'finished'; pending: PendingRecipient[] | null }
+  >(
+    `WITH locked AS (
+       SELECT e.id, e.organization_id, e.status, e.scheduled_at, e.created_at, e."from", e."to", e.cc, e.reply_to,
+              e.subject, e.html, e.text, e.headers, e.topic_id, e.message_id,
+              coalesce(d.open_tracking, o.open_tracking) AS open_tracking,
+              coalesce(d.click_tracking, o.click_tracking) AS click_tracking,
+              d.name AS domain_name, d.dkim_selector, d.dkim_private_key,
+              EXISTS (SELECT 1 FROM email_attachments a WHERE a.email_id = e.id) AS has_attachments,
+              CASE WHEN e.status = 'sending' THEN 'take'
+                   WHEN e.status NOT IN ('queued', 'scheduled') THEN 'finished'
+                   WHEN e.scheduled_at > now() THEN 'later'
+                   ELSE 'take' END AS take
+         FROM emails e JOIN organizations o ON o.id = e.organization_id LEFT JOIN domains d ON d.id = e.domain_id
+        WHERE e.id = ANY($1::uuid[]) ORDER BY e.id FOR UPDATE OF e
+     ),
+     moved AS (
+       UPDATE emails e SET status = 'sending', sent_at = coalesce(e.sent_at, now())
+         FROM locked WHERE e.id = locked.id AND locked.take = 'take' AND locked.status <> 'sending'
+     )
+     SELECT locked.*,
+            CASE WHEN take = 'take' THEN coalesce((
+              SELECT json_agg(json_build_object('address', r.address, 'attempts', r.attempts, 'suppressed',
+                       EXISTS (SELECT 1 FROM suppressions s
+                                WHERE s.organization_id = locked.organization_id AND s.address = lower(r.address)))
+                       ORDER BY r.address)
+                FROM email_recipients r WHERE r.email_id = locked.id AND r.status = 'pending'), '[]') END AS pending
+       FROM locked`,
     [[...new Set(emailIds)]],
   );
   const answers = new Map<string, Taken>();
-  const toMove: string[] = [];
-  const taken: EmailToSend[] = [];
-  for (const email of rows) {
-    if (!TAKEN.includes(email.status)) answers.set(email.id, 'finished');
-    else if (email.status !== 'sending' && email.scheduled_at && email.scheduled_at.getTime() > Date.now())
-      answers.set(email.id, email.scheduled_at);
-    else {
-      if (email.status !== 'sending') toMove.push(email.id);
-      taken.push(email);
-    }
-  }
-  if (toMove.length > 0) {
-    await tx.query(
-      `UPDATE emails SET status = 'sending', sent_at = coalesce(sent_at, now()) WHERE id = ANY($1::uuid[])`,
-      [toMove],
-    );
-  }
-  if (taken.length > 0) {
-    const { rows: pending } = await tx.query<PendingRecipient & { email_id: string }>(
-      `SELECT r.email_id, r.address, r.attempts,
-              EXISTS (SELECT 1 FROM suppressions s
-                       WHERE s.organization_id = e.organization_id AND s.address = lower(r.address)) AS suppressed
-         FROM email_recipients r JOIN emails e ON e.id = r.email_id
-        WHERE r.email_id = ANY($1::uuid[]) AND r.status = 'pending' ORDER BY r.email_id, r.address`,
-      [taken.map((email) => email.id)],
-    );
-    const byEmail = new Map<string, PendingRecipient[]>(taken.map((email) => [email.id, []]));
-    for (const { email_id, address, attempts, suppressed } of pending)
-      byEmail.get(email_id)!.push({ address, attempts, suppressed });
-    for (const email of taken) answers.set(email.id, { email, recipients: byEmail.get(email.id)! });
+  for (const { take, pending, ...email } of rows) {
+    if (take === 'finished') answers.set(email.id, 'finished');
+    else if (take === 'later') answers.set(email.id, email.scheduled_at!);
+    else answers.set(email.id, { email: email as EmailToSend, recipients: pending ?? [] });
   }
   return emailIds.map((id) => answers.get(id) ?? 'finished');
 }

@@ -3,7 +3,7 @@ import { rememberedRows, rememberResultsFrom, type IdempotencyKey } from '../pla
 import { deliveryJobsFrom } from './delivery-job.ts';
 import type { EmailStatus } from './statuses.ts';
 import type { PreparedMessage } from './prepare-message.ts';
-import { timelineEntriesFrom, timelineEntryRow } from './timeline.ts';
+import { TIMELINE_ENTRY_COLUMNS, timelineEntriesFrom, timelineEntryRow } from './timeline.ts';
 
 // Storing accepted messages: each message's row, its recipients, its attachments, its `accepted`
 // timeline entry (with webhook fan-out), its delivery job and the results remembered under the
@@ -121,8 +121,7 @@ export async function storeMessages(db: Queryable, items: MessageToStore[], opti
          : ''
      }
      accepted AS (
-       SELECT * FROM jsonb_to_recordset($2::jsonb) AS r(event_id uuid, email_id uuid, organization_id uuid,
-         kind text, recipient text, data jsonb, event_type text, webhook_data jsonb)
+       SELECT *, ordinality AS n FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (${TIMELINE_ENTRY_COLUMNS})) WITH ORDINALITY
         WHERE ${written}
      ),
      ${timelineEntriesFrom('accepted')},

@@ -1,4 +1,3 @@
-import { compareText } from '../platform/text.ts';
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../platform/db/database.ts';
 import { fanOutCtes } from '../webhooks/fan-out.ts';
@@ -59,11 +58,7 @@ const webhookDataOf = (entry: TimelineEntry) => ({
  * inside the transaction that makes the change it records, so all of it commits together. Returns the
  * event id (the webhook's evt_<id>), or null when a `once` entry was a repeat.
  */
-export async function recordTimelineEntry(
-  tx: Queryable,
-  entry: TimelineEntry,
-  counts?: EventCounts,
-): Promise<string | null> {
+export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): Promise<string | null> {
   const id = randomUUID();
   const { rows } = await tx.query(
     `WITH event AS (
@@ -71,7 +66,7 @@ export async function recordTimelineEntry(
        VALUES ($1, $2, $3, $4, $5, $6::jsonb)
        ${entry.once ? 'ON CONFLICT DO NOTHING' : ''}
        RETURNING id, created_at
-     ),${COUNTED.has(entry.kind) && !counts ? COUNT_CTE : ''}
+     ),${COUNTED.has(entry.kind) ? COUNT_CTE : ''}
      email AS (
        SELECT jsonb_build_object('email_id', id, 'from', "from", 'to', "to", 'subject', subject, 'tags', tags) AS data
          FROM emails WHERE id = $2
@@ -88,48 +83,7 @@ export async function recordTimelineEntry(
       JSON.stringify(webhookDataOf(entry)),
     ],
   );
-  if (rows.length === 0) return null;
-  if (counts && COUNTED.has(entry.kind)) {
-    counts.add(entry.organizationId, entry.kind as CountedKind, (rows[0] as { created_at: Date }).created_at);
-  }
-  return id;
-}
-
-/**
- * Overview counts gathered over a transaction that records many entries (a batch of delivery outcomes)
- * and written once before its commit, by `write`: one row per organization, kind and hour, in that
- * order: two such transactions lock count rows in the same order, so they cannot deadlock, as they could
- * if each entry counted itself in whatever order it came.
- */
-export class EventCounts {
-  private readonly counts = new Map<string, number>();
-
-  /** Counts one entry of `kind` in the hour its timeline entry was written. */
-  add(organizationId: string, kind: CountedKind, at: Date): void {
-    const hour = new Date(Math.floor(at.getTime() / 3_600_000) * 3_600_000).toISOString();
-    const key = `${organizationId} ${kind} ${hour}`;
-    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
-  }
-
-  async write(tx: Queryable): Promise<void> {
-    if (this.counts.size === 0) return;
-    const rows = [...this.counts]
-      .sort(([a], [b]) => compareText(a, b))
-      .map(([key, count]) => {
-        const [organization_id, type, hour] = key.split(' ');
-        return { organization_id, type, hour, count };
-      });
-    this.counts.clear();
-    await tx.query(
-      `INSERT INTO email_event_counts AS c (organization_id, hour, type, shard, count)
-       SELECT organization_id, hour, type, floor(random() * ${EVENT_COUNT_SHARDS})::smallint, count
-         FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (organization_id uuid, type text, hour timestamptz, count integer))
-              WITH ORDINALITY AS r(organization_id, type, hour, count, n)
-        ORDER BY n
-       ON CONFLICT (organization_id, hour, type, shard) DO UPDATE SET count = c.count + excluded.count`,
-      [JSON.stringify(rows)],
-    );
-  }
+  return rows.length === 0 ? null : id;
 }
 
 // Counts only what the timeline took: a `once` repeat returns no row from `event`, so adds nothing.
@@ -150,15 +104,19 @@ export interface TimelineEntryRow {
   recipient: string | null;
   data: Record<string, unknown> | null;
   event_type: EventType;
+  /** The webhook payload's data: the message's fields (unless read from the message), then the entry's own. */
   webhook_data: Record<string, unknown>;
 }
 
+/** The columns of TimelineEntryRow, for `jsonb_to_recordset(…) AS (…)`. */
+export const TIMELINE_ENTRY_COLUMNS = `event_id uuid, email_id uuid, organization_id uuid, kind text, recipient text,
+  data jsonb, event_type text, webhook_data jsonb`;
+
 /**
- * An entry as a row for timelineEntriesFrom. `message` holds the message's fields of the webhook
- * payload (email_id, from, to, subject, tags), as recordTimelineEntry reads them from the stored message.
+ * An entry as a row for timelineEntriesFrom. `message` holds the message's fields of the webhook payload
+ * (email_id, from, to, subject, tags) when the statement does not read them from the stored message.
  */
-export function timelineEntryRow(entry: TimelineEntry, message: Record<string, unknown>): TimelineEntryRow {
-  if (COUNTED.has(entry.kind) || entry.once) throw new Error(`timelineEntriesFrom cannot record ${entry.kind}`);
+export function timelineEntryRow(entry: TimelineEntry, message: Record<string, unknown> = {}): TimelineEntryRow {
   return {
     event_id: randomUUID(),
     email_id: entry.emailId,
@@ -173,18 +131,38 @@ export function timelineEntryRow(entry: TimelineEntry, message: Record<string, u
 
 /**
  * Data-modifying CTEs that record one timeline entry per row of the earlier CTE `from` (the columns of
- * TimelineEntryRow; `data` may be JSON null), each fanned out to its organization's webhook endpoints, for a statement that stores
- * what the entries are about in the same statement (the accept path stores many messages in one). Only
- * for kinds the overview does not count and that are not `once`: each entry is simply added.
+ * TimelineEntryRow; `data` may be JSON null), in the order of its column `n`, for a statement that
+ * records many at once (messages accepted together, outcomes of a batch of deliveries):
+ * - an entry of a kind kept once per recipient (opens, clicks, bounces, complaints) that repeats one
+ *   already recorded is dropped, with its webhook deliveries, as recordTimelineEntry drops a `once` one;
+ * - each entry is fanned out to its organization's webhook endpoints, with the message's fields read
+ *   from the stored message when `readMessage` is set (else `webhook_data` holds them);
+ * - the outcomes the overview counts are counted in their hour, one row per organization, kind and hour,
+ *   written in that order: two such statements lock count rows in the same order, so they cannot deadlock.
  */
-export function timelineEntriesFrom(from: string): string {
+export function timelineEntriesFrom(from: string, options: { readMessage?: boolean } = {}): string {
+  const data = options.readMessage
+    ? `jsonb_build_object('email_id', e.id, 'from', e."from", 'to', e."to", 'subject', e.subject, 'tags', e.tags)
+         || ${from}.webhook_data`
+    : `${from}.webhook_data`;
   return `recorded AS (
        INSERT INTO email_events (id, email_id, organization_id, type, recipient, data)
-       SELECT event_id, email_id, organization_id, kind, recipient, nullif(data, 'null'::jsonb) FROM ${from}
-       RETURNING id, created_at
+       SELECT event_id, email_id, organization_id, kind, recipient, nullif(data, 'null'::jsonb) FROM ${from} ORDER BY n
+       ON CONFLICT DO NOTHING
+       RETURNING id, created_at, organization_id, type
+     ),
+     counted AS (
+       INSERT INTO email_event_counts AS c (organization_id, hour, type, shard, count)
+       SELECT organization_id, date_trunc('hour', created_at, 'UTC') AS hour, type,
+              floor(random() * ${EVENT_COUNT_SHARDS})::smallint, count(*)
+         FROM recorded WHERE type IN (${COUNTED_KINDS.map((kind) => `'${kind}'`).join(', ')})
+        GROUP BY organization_id, hour, type
+        ORDER BY organization_id, type COLLATE "C", hour
+       ON CONFLICT (organization_id, hour, type, shard) DO UPDATE SET count = c.count + excluded.count
      ),
      event AS (
-       SELECT recorded.id, recorded.created_at, ${from}.organization_id, ${from}.event_type, ${from}.webhook_data AS data
+       SELECT recorded.id, recorded.created_at, ${from}.organization_id, ${from}.event_type, ${data} AS data
          FROM recorded JOIN ${from} ON ${from}.event_id = recorded.id
+         ${options.readMessage ? `JOIN emails e ON e.id = ${from}.email_id` : ''}
      )${fanOutCtes({ org: 'event.organization_id', type: 'event.event_type', data: 'event.data' })}`;
 }

@@ -33,12 +33,6 @@ export function cappedText(text: string, max: number): string {
 // eslint-disable-next-line no-control-regex -- U+0000 is exactly what is looked for
 const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-/**
- * Orders two strings by UTF-16 code unit: the same order in every process and locale (unlike
- * localeCompare), for rows written in a fixed order so that two transactions lock them alike.
- */
-export const compareText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-
 /** The text with each character PostgreSQL cannot store replaced by U+FFFD (for text from outside kept as it came). */
 export function storableText(text: string): string {
   return text.replace(new RegExp(UNSTORABLE.source, 'g'), '\uFFFD');

@@ -1,4 +1,3 @@
-import { compareText } from '../platform/text.ts';
 import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
 import { addressKey } from '../platform/address-key.ts';
@@ -60,31 +59,17 @@ export async function suppressAddress(
 }
 
 /**
- * suppressAddress for many addresses in one statement, in a fixed order (organization, then address):
- * two transactions that suppress overlapping sets wait for each other in the same order, so they
- * cannot deadlock.
+ * SQL for a data-modifying CTE body that puts on the suppression list the addresses of the earlier CTE
+ * `from` (columns `organization_id`, and `address`: an address key, or NULL for none) with `reason`, for
+ * a statement that records why (a batch of delivery outcomes). In a fixed order (organization, then
+ * address): two statements that suppress overlapping sets wait for each other in the same order, so
+ * they cannot deadlock. An address already listed keeps its reason.
  */
-export async function suppressAddresses(
-  tx: Queryable,
-  entries: Array<{ organizationId: string; address: string; reason: Exclude<SuppressionReason, 'manual'> }>,
-): Promise<void> {
-  if (entries.length === 0) return;
-  const rows = entries
-    .map((entry) => ({
-      organization_id: entry.organizationId,
-      address: addressKey(entry.address),
-      reason: entry.reason,
-    }))
-    .sort((a, b) => compareText(a.organization_id, b.organization_id) || compareText(a.address, b.address));
-  await tx.query(
-    `INSERT INTO suppressions (organization_id, address, reason)
-     SELECT organization_id, address, reason
-       FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (organization_id uuid, address text, reason text))
-            WITH ORDINALITY AS r(organization_id, address, reason, n)
-      ORDER BY n
-     ON CONFLICT DO NOTHING`,
-    [JSON.stringify(rows)],
-  );
+export function suppressionsFrom(from: string, address: string, reason: Exclude<SuppressionReason, 'manual'>): string {
+  return `INSERT INTO suppressions (organization_id, address, reason)
+    SELECT organization_id, ${address}, '${reason}' FROM ${from} WHERE ${address} IS NOT NULL
+     GROUP BY organization_id, ${address} ORDER BY organization_id, ${address} COLLATE "C"
+    ON CONFLICT DO NOTHING`;
 }
 
 /** Adds an address by hand; an address already listed keeps its reason. `created` says which happened. */
