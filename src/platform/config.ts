@@ -221,6 +221,12 @@ const SETTING_TABLE = {
     'Messages one worker process delivers at the same time.',
     integer(1, 1000),
   ),
+  composeThreads: setting(
+    'MAILROOM_COMPOSE_THREADS',
+    undefined,
+    'Threads of a worker process that compose and DKIM-sign messages, so that signing does not hold up its event loop; 0 composes on the event loop. Unset: one fewer than the cores Node sees, at most 4.',
+    optionalInteger(0, 64),
+  ),
   jobLeaseSeconds: setting(
     'MAILROOM_JOB_LEASE_SECONDS',
     '300',

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Config } from '../../platform/config.ts';
-import { composeMessage } from '../compose.ts';
+import { composeInline, type Composer } from '../composer.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from '../transport.ts';
 
 // Development delivery: the message is composed and signed exactly as for real, then stored as
@@ -27,11 +27,11 @@ export async function readCaptured(dataDir: string, emailId: string): Promise<Bu
   }
 }
 
-export function createCaptureTransport(config: Pick<Config, 'dataDir'>): Transport {
+export function createCaptureTransport(config: Pick<Config, 'dataDir'>, composer: Composer = composeInline): Transport {
   return {
     name: 'capture',
     async send(message: OutgoingMessage): Promise<RecipientResult[]> {
-      const raw = await composeMessage(message);
+      const raw = await composer.compose(message);
       await writeAtomically(capturedMessagePath(config.dataDir, message.emailId), raw);
       return message.envelope.to.map((address) => ({
         address,
@@ -40,7 +40,7 @@ export function createCaptureTransport(config: Pick<Config, 'dataDir'>): Transpo
         response: 'captured',
       }));
     },
-    async close() {},
+    close: () => composer.close(),
   };
 }
 

@@ -2,7 +2,7 @@ import { isIP } from 'node:net';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Config } from '../../platform/config.ts';
 import { forbiddenAddressReason } from '../../platform/network-address.ts';
-import { composeMessage } from '../compose.ts';
+import { composeInline, type Composer } from '../composer.ts';
 import { isTlsFailure, resultsFromSendError, resultsFromSendInfo, type SmtpSendInfo } from '../smtp-outcome.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from '../transport.ts';
 import { createMxResolver, findMailRoute, type MailHost } from './mx-lookup.ts';
@@ -24,7 +24,7 @@ type MxConfig = Pick<Config, 'mxPort' | 'heloName' | 'smtpTimeoutMs' | 'dnsServe
 /** Addresses tried per domain at most, so a domain listing many dead hosts cannot hold a worker for long. */
 const MAX_ADDRESSES_PER_DOMAIN = 6;
 
-export function createMxTransport(config: MxConfig): Transport {
+export function createMxTransport(config: MxConfig, composer: Composer = composeInline): Transport {
   const resolver = createMxResolver(config);
   const slots = new ConnectionSlots();
 
@@ -66,7 +66,7 @@ export function createMxTransport(config: MxConfig): Transport {
     name: 'mx',
     async send(message: OutgoingMessage): Promise<RecipientResult[]> {
       if (message.envelope.to.length === 0) return [];
-      const raw = await composeMessage(message);
+      const raw = await composer.compose(message);
       const byDomain = groupByDomain(message.envelope.to);
       const perDomain = await Promise.all(
         [...byDomain].map(([domain, recipients]) =>
@@ -83,7 +83,7 @@ export function createMxTransport(config: MxConfig): Transport {
       const byAddress = new Map(perDomain.flat().map((result) => [result.address, result]));
       return message.envelope.to.map((address) => byAddress.get(address)!);
     },
-    async close() {},
+    close: () => composer.close(),
   };
 }
 

@@ -1,7 +1,7 @@
 import type { ConnectionOptions } from 'node:tls';
 import nodemailer from 'nodemailer';
 import { ConfigError, type Config } from '../../platform/config.ts';
-import { composeMessage } from '../compose.ts';
+import { composeInline, type Composer } from '../composer.ts';
 import { resultsFromSendError, resultsFromSendInfo } from '../smtp-outcome.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from '../transport.ts';
 import { ConnectionSlots, NoFreeSlot, deferredForNoSlot } from './connection-slots.ts';
@@ -17,6 +17,8 @@ export interface SmtpRelayOptions {
    * `{ rejectUnauthorized: false }` for a test relay on loopback with a self-signed certificate.
    */
   tls?: ConnectionOptions;
+  /** Composes and signs each message (default: on the event loop). */
+  composer?: Composer;
 }
 
 /** Connections to the relay at once, per process; each carries up to 100 messages before it is renewed. */
@@ -40,12 +42,13 @@ export function createSmtpRelayTransport(
     tls: options.tls,
   });
   const slots = new ConnectionSlots(RELAY_CONNECTIONS);
+  const composer = options.composer ?? composeInline;
   return {
     name: 'smtp',
     async send(message: OutgoingMessage): Promise<RecipientResult[]> {
       const recipients = message.envelope.to;
       if (recipients.length === 0) return [];
-      const raw = await composeMessage(message);
+      const raw = await composer.compose(message);
       try {
         // Queued here rather than in the pool, so a message waits a bounded time for a connection.
         const info = await slots.run('the relay', () =>
@@ -59,6 +62,7 @@ export function createSmtpRelayTransport(
     },
     async close() {
       pool.close();
+      await composer.close();
     },
   };
 }
