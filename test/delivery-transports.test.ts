@@ -9,6 +9,7 @@ import { dkimVerify } from 'mailauth';
 import { simpleParser } from 'mailparser';
 import { ConfigError, loadConfig, type Config } from '../src/platform/config.ts';
 import { composeMessage } from '../src/delivery/compose.ts';
+import { createComposer } from '../src/delivery/composer.ts';
 import { classifySmtpReply } from '../src/delivery/smtp-outcome.ts';
 import { createTransport, readCaptured } from '../src/delivery/transports/index.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from '../src/delivery/transport.ts';
@@ -218,6 +219,54 @@ test('compose: DKIM-signed with the domain key; a changed body no longer verifie
   assert.notEqual(tampered, raw.toString());
   assert.notEqual(await dkimResult(tampered), 'pass');
   assert.equal(await dkimResult(tampered), 'neutral'); // mailauth's verdict for a body hash mismatch
+});
+
+test('compose threads: the same message as on the event loop, signed and verifiable, attachments intact', async () => {
+  const composer = createComposer(2);
+  try {
+    const message = outgoing({
+      attachments: [
+        {
+          filename: 'a.bin',
+          contentType: 'application/octet-stream',
+          contentId: undefined,
+          content: Buffer.from([0, 1, 2, 255]),
+        },
+      ],
+    });
+    const [threaded, inline] = await Promise.all([composer.compose(message), composeMessage(message)]);
+    assert.ok(Buffer.isBuffer(threaded));
+    assert.equal(await dkimResult(threaded), 'pass');
+    const [a, b] = await Promise.all([simpleParser(threaded), simpleParser(inline)]);
+    for (const field of ['subject', 'messageId', 'html', 'text'] as const) assert.deepEqual(a[field], b[field]);
+    assert.deepEqual(a.attachments[0]!.content, Buffer.from([0, 1, 2, 255]));
+    // Many at once, spread over both threads, each answered with its own message.
+    const many = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => composer.compose(outgoing({ subject: `Message ${i}` }))),
+    );
+    for (const [i, raw] of many.entries()) assert.equal((await simpleParser(raw)).subject, `Message ${i}`);
+  } finally {
+    await composer.close();
+  }
+});
+
+test('compose threads: a message a thread cannot be handed fails alone; a thread that stops is replaced', async () => {
+  const composer = createComposer(1);
+  try {
+    // A value that cannot be copied to another thread (a function where a header's text belongs).
+    const bad = outgoing({ headers: { 'X-Odd': (() => 'x') as unknown as string } });
+    const [failed, fine] = await Promise.allSettled([composer.compose(bad), composer.compose(outgoing())]);
+    assert.equal(failed.status, 'rejected');
+    assert.equal(fine.status, 'fulfilled');
+    // The thread stops while it holds a message: that message fails, and the next one is composed.
+    const threads = (composer as unknown as { threads: Array<{ worker: { terminate(): Promise<number> } }> }).threads;
+    const held = composer.compose(outgoing());
+    await threads[0]!.worker.terminate();
+    await assert.rejects(held, /compose thread stopped/);
+    assert.equal(await dkimResult(await composer.compose(outgoing())), 'pass');
+  } finally {
+    await composer.close();
+  }
 });
 
 // ---- Transport choice

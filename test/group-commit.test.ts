@@ -99,6 +99,30 @@ test('concurrent sends are written by fewer commits than requests, and each is s
   assert.equal(one.json().last_event, 'queued');
 });
 
+test('a group charges the quota in its own statement: the first group of a month makes the usage rows, later groups add exactly their recipients', async () => {
+  const fresh = await createTestOrganization(t.db, t.config, 'group-quota');
+  await setLimits(t.db, fresh.id, { rateLimit: 100_000, monthlyQuota: 1_000_000 });
+  const sendMany = (n: number) =>
+    Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        send(
+          t.app,
+          fresh.fullKey,
+          message(fresh, { to: i % 2 ? ['a@example.com', 'b@example.com'] : 'c@example.com' }),
+        ),
+      ),
+    );
+  for (const res of await sendMany(10)) assert.equal(res.statusCode, 200, res.body);
+  const shards = await t.db.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM monthly_usage WHERE organization_id = $1',
+    [fresh.id],
+  );
+  assert.equal(shards.rows[0]!.n, 16);
+  assert.deepEqual(await counts(t.db, fresh.id), { emails: 10, charged: 15 });
+  for (const res of await sendMany(30)) assert.equal(res.statusCode, 200, res.body);
+  assert.deepEqual(await counts(t.db, fresh.id), { emails: 40, charged: 60 });
+});
+
 test('a request the database refuses fails alone: its neighbours in the group are stored', async () => {
   const [first, good, alsoGood] = await Promise.all([prepare(), prepare(), prepare()]);
   const bad = { ...(await prepare()), domainId: randomUUID() }; // no such domain: a foreign-key refusal

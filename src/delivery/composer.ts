@@ -52,7 +52,14 @@ class ComposeThreads implements Composer {
     return new Promise((resolve, reject) => {
       if (thread.waiting.size === 0) thread.worker.ref(); // work in hand keeps the process alive
       thread.waiting.set(id, { resolve, reject });
-      thread.worker.postMessage({ id, message });
+      try {
+        thread.worker.postMessage({ id, message });
+      } catch (error) {
+        // Not something a thread can be handed (it cannot be copied): this message fails alone.
+        thread.waiting.delete(id);
+        if (thread.waiting.size === 0) thread.worker.unref();
+        reject(error instanceof Error ? error : new Error(String(error)));
+      }
     });
   }
 

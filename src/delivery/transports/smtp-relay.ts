@@ -21,8 +21,13 @@ export interface SmtpRelayOptions {
   composer?: Composer;
 }
 
-/** Connections to the relay at once, per process; each carries up to 100 messages before it is renewed. */
-const RELAY_CONNECTIONS = 5;
+/**
+ * Connections to the relay at once, per process (Postfix's default for one destination); each carries
+ * up to 100 messages before it is renewed. Five held a busy worker back: each SMTP command waits for an
+ * answer, so more messages in conversation at once keep the event loop fed (3,000 messages: 317-348/s
+ * with 5, 376-401/s with 20).
+ */
+const RELAY_CONNECTIONS = 20;
 
 export function createSmtpRelayTransport(
   config: Pick<Config, 'smtpUrl' | 'heloName' | 'smtpTimeoutMs'>,
