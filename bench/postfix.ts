@@ -202,7 +202,9 @@ export async function startPostfix(teardown: Teardown, sinkPort: number, options
   };
   /** Messages in the instance's queues (from `postqueue -j`, one JSON line each). */
   const queued = () =>
-    execFileSync(`${SBIN}/postqueue`, ['-c', etc, '-j'], { encoding: 'utf8' }).split('\n').filter(Boolean).length;
+    execFileSync(`${SBIN}/postqueue`, ['-c', etc, '-j'], { encoding: 'utf8', maxBuffer: 1 << 30 })
+      .split('\n')
+      .filter(Boolean).length;
   return { port, log, release, queued };
 }
 

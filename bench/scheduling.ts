@@ -1,12 +1,17 @@
 // Scheduling benchmark: COUNT messages scheduled for the same second, all accepted before it comes, then
 // delivered by `mailroom serve` to a loopback SMTP sink that notes when each one arrived. Prints how late
 // they arrived (arrival − scheduled time: p50, p90, p99, max) beside the target, and how long it took
-// for all of them to leave.
+// for all of them to leave. Then the same for Postfix, which has no scheduled sending of its own: COUNT
+// messages put on its hold queue as it accepts them, and all released at one second (postsuper -H ALL,
+// postqueue -f), relayed to the same sink: how fast this machine can empty a queue of COUNT messages.
 //
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node bench/scheduling.ts
 //
 // COUNT (default 10000), LEAD (seconds between the start and the scheduled second, default enough to
-// accept COUNT messages at 500 a second, at least 5), CONCURRENCY (the worker's, default Mailroom's own).
+// accept COUNT messages at 500 a second, at least 5), CONCURRENCY (the worker's, default Mailroom's own;
+// smtp-source's sessions: 50), POSTFIX=0 to leave Postfix out. Runs as root when Postfix is raced (it is
+// installed from Debian when missing).
+import { spawn } from 'node:child_process';
 import { SMTPServer } from 'smtp-server';
 import { loadConfig } from '../src/platform/config.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
@@ -14,11 +19,14 @@ import { migrate } from '../src/platform/db/migrate.ts';
 import { createTestOrganization } from '../test/helpers/app.ts';
 import { createPostgresDatabase } from '../test/helpers/database.ts';
 import { startServerProcess } from '../test/helpers/server-process.ts';
-import { withTeardown } from './teardown.ts';
+import { ensurePostfix, postfixVersion, SMTP_SOURCE, startPostfix, stopChild } from './postfix.ts';
+import { type Teardown, withTeardown } from './teardown.ts';
 
 const COUNT = Number(process.env.COUNT ?? 10_000);
 const LEAD = Number(process.env.LEAD ?? Math.max(5, Math.ceil(COUNT / 500)));
 const CONCURRENCY = process.env.CONCURRENCY;
+const RACE_POSTFIX = process.env.POSTFIX !== '0';
+const POSTFIX_SESSIONS = 50;
 const BATCHES_IN_FLIGHT = 4;
 const TARGET_P99_MS = 1000;
 if (!process.env.DATABASE_URL) {
@@ -28,9 +36,10 @@ if (!process.env.DATABASE_URL) {
 
 const now = () => performance.timeOrigin + performance.now();
 
-// The sink: accepts everything and notes, per message (recipient c<i>@example.com), when it arrived.
-const arrivals = new Array<number | undefined>(COUNT);
-let received = 0;
+// The sink: accepts everything and notes when each message arrived. A Mailroom message names its number
+// in its recipient (c<i>@example.com): each must arrive once.
+let arrivals: number[] = [];
+let seen = new Set<number>();
 let onReceived: (() => void) | undefined;
 const sink = new SMTPServer({
   authOptional: true,
@@ -42,9 +51,12 @@ const sink = new SMTPServer({
     stream.on('end', () => {
       const at = now();
       for (const rcpt of session.envelope.rcptTo) {
-        const i = Number(/^c(\d+)@/.exec(rcpt.address)?.[1]);
-        if (arrivals[i] === undefined) received++;
-        arrivals[i] = at;
+        const i = /^c(\d+)@/.exec(rcpt.address)?.[1];
+        if (i !== undefined) {
+          if (seen.has(Number(i))) throw new Error(`message ${i} arrived twice`);
+          seen.add(Number(i));
+        }
+        arrivals.push(at);
       }
       onReceived?.();
       callback();
@@ -54,11 +66,41 @@ const sink = new SMTPServer({
 await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
 const sinkPort = (sink.server.address() as { port: number }).port;
 
-await withTeardown(async (teardown) => {
-  await teardown.own(
-    () => sink,
-    () => sink.close(),
-  );
+/** Resolves once COUNT messages have arrived since the last reset, or fails after a minute without one. */
+function allArrived(since: number): Promise<void> {
+  let lastProgress = Math.max(now(), since);
+  return new Promise<void>((resolve, reject) => {
+    const stalled = setInterval(() => {
+      if (now() - lastProgress > 60_000) {
+        clearInterval(stalled);
+        reject(new Error(`${arrivals.length} of ${COUNT} messages arrived, none in the last minute`));
+      }
+    }, 1000);
+    onReceived = () => {
+      lastProgress = now();
+      if (arrivals.length >= COUNT) {
+        clearInterval(stalled);
+        resolve();
+      }
+    };
+    onReceived();
+  });
+}
+
+function resetSink() {
+  arrivals = [];
+  seen = new Set();
+}
+
+/** Lateness of each arrival after the scheduled second, in order. */
+interface Lateness {
+  sorted: number[];
+  scheduledIso: string;
+  acceptSeconds: number;
+  aheadSeconds: number;
+}
+
+async function raceMailroom(teardown: Teardown): Promise<Lateness> {
   const created = await teardown.own(createPostgresDatabase, (made) => made.drop());
   const config = loadConfig({ DATABASE_URL: created.url, MAILROOM_LOG_LEVEL: 'silent' });
   const db = openPostgres(created.url, 4);
@@ -74,13 +116,11 @@ await withTeardown(async (teardown) => {
         MAILROOM_SMTP_URL: `smtp://127.0.0.1:${sinkPort}`,
         ...(CONCURRENCY ? { MAILROOM_WORKER_CONCURRENCY: CONCURRENCY } : {}),
       }),
-    async (started) => {
-      started.child.kill('SIGTERM');
-      await started.exited;
-    },
+    (started) => stopChild(started.child),
   );
 
   // A whole second, LEAD seconds ahead: every message is scheduled for it.
+  resetSink();
   const scheduledAt = Math.ceil((Date.now() + LEAD * 1000) / 1000) * 1000;
   const scheduledIso = new Date(scheduledAt).toISOString();
   const acceptStart = now();
@@ -111,45 +151,95 @@ await withTeardown(async (teardown) => {
     }),
   );
   const acceptedAt = now();
-  if (acceptedAt >= scheduledAt || received > 0) {
+  if (acceptedAt >= scheduledAt || arrivals.length > 0) {
     throw new Error(
       `accepting took ${((acceptedAt - acceptStart) / 1000).toFixed(1)} s, past the scheduled second: raise LEAD (${LEAD} s)`,
     );
   }
+  await allArrived(scheduledAt);
+  // Out of Postfix's way (the teardown repeats both harmlessly).
+  await stopChild(server.child);
+  await created.drop();
+  return {
+    sorted: arrivals.map((at) => at - scheduledAt).sort((a, b) => a - b),
+    scheduledIso,
+    acceptSeconds: (acceptedAt - acceptStart) / 1000,
+    aheadSeconds: (scheduledAt - acceptedAt) / 1000,
+  };
+}
 
-  // Every message, or a minute without an arrival (one lost) after the scheduled second.
-  let lastProgress = Math.max(now(), scheduledAt);
-  await new Promise<void>((resolve, reject) => {
-    const stalled = setInterval(() => {
-      if (now() - lastProgress > 60_000) {
-        clearInterval(stalled);
-        reject(new Error(`${received} of ${COUNT} messages arrived, none in the last minute`));
-      }
-    }, 1000);
-    onReceived = () => {
-      lastProgress = now();
-      if (received >= COUNT) {
-        clearInterval(stalled);
-        resolve();
-      }
-    };
-  });
-  const lateness = (arrivals as number[]).map((at) => at - scheduledAt).sort((a, b) => a - b);
-  const pct = (p: number) => lateness[Math.min(lateness.length - 1, Math.ceil(lateness.length * p) - 1)]!;
-  const ms = (value: number) => `${value.toFixed(0)} ms`;
-  const firstArrival = lateness[0]!;
-  const lastArrival = lateness.at(-1)!;
+async function racePostfix(teardown: Teardown): Promise<Lateness> {
+  await ensurePostfix();
+  const postfix = await startPostfix(teardown, sinkPort, { hold: true });
+  resetSink();
+  const acceptStart = now();
+  const source = await teardown.own(
+    () =>
+      spawn(
+        SMTP_SOURCE,
+        [
+          ...['-d', '-s', String(POSTFIX_SESSIONS), '-m', String(COUNT), '-l', '200'],
+          ...['-f', 'shop@postfix-bench.example', '-t', 'to@example.com', `127.0.0.1:${postfix.port}`],
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      ),
+    stopChild,
+  );
+  let errors = '';
+  source.stderr!.on('data', (chunk) => (errors += chunk));
+  const code = await new Promise<number | null>((resolve) => source.once('exit', resolve));
+  if (code !== 0) throw new Error(`smtp-source exited with ${code}: ${errors}`);
+  const acceptedAt = now();
+  // Every message on hold (the cleanup daemon files each one before smtpd answers 250).
+  const held = postfix.queued();
+  if (held !== COUNT || arrivals.length > 0) {
+    throw new Error(`Postfix holds ${held} messages, ${arrivals.length} arrived: expected ${COUNT} held, none sent`);
+  }
+  const scheduledAt = Math.ceil((Date.now() + 1000) / 1000) * 1000;
+  await new Promise((resolve) => setTimeout(resolve, scheduledAt - Date.now()));
+  postfix.release();
+  await allArrived(scheduledAt);
+  return {
+    sorted: arrivals.map((at) => at - scheduledAt).sort((a, b) => a - b),
+    scheduledIso: new Date(scheduledAt).toISOString(),
+    acceptSeconds: (acceptedAt - acceptStart) / 1000,
+    aheadSeconds: (scheduledAt - acceptedAt) / 1000,
+  };
+}
+
+const ms = (value: number) => `${value.toFixed(0)} ms`;
+const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * p) - 1)]!;
+
+function report(name: string, run: Lateness) {
+  const { sorted } = run;
+  const first = sorted[0]!;
+  const last = sorted.at(-1)!;
+  console.log(
+    `${name.padEnd(9)} lateness  p50 ${ms(pct(sorted, 0.5))}   p90 ${ms(pct(sorted, 0.9))}   p99 ${ms(pct(sorted, 0.99))}   max ${ms(last)}   ` +
+      `(first ${ms(first)}; ${(COUNT / ((last - first) / 1000 || 1)).toFixed(0)} delivered/s between first and last; ` +
+      `all accepted in ${run.acceptSeconds.toFixed(2)} s, ${run.aheadSeconds.toFixed(2)} s ahead)`,
+  );
+}
+
+await withTeardown(async (teardown) => {
+  await teardown.own(
+    () => sink,
+    () => sink.close(),
+  );
+  const mailroom = await raceMailroom(teardown);
+  const postfix = RACE_POSTFIX ? await racePostfix(teardown) : undefined;
 
   console.log(
-    `${COUNT} messages scheduled for one second (${scheduledIso}), one recipient each, worker concurrency ${CONCURRENCY ?? 'default'}, PostgreSQL, SMTP sink on loopback`,
+    `${COUNT} messages due at one second, one recipient each, relayed to an SMTP sink on loopback (worker concurrency ${CONCURRENCY ?? 'default'}, PostgreSQL)`,
   );
-  console.log(
-    `all accepted in ${((acceptedAt - acceptStart) / 1000).toFixed(2)} s, ${((scheduledAt - acceptedAt) / 1000).toFixed(2)} s before the scheduled second`,
-  );
-  console.log(
-    `lateness (arrival − scheduled)  p50 ${ms(pct(0.5))}   p90 ${ms(pct(0.9))}   p99 ${ms(pct(0.99))}   max ${ms(lastArrival)}   (target p99 ≤ ${ms(TARGET_P99_MS)})`,
-  );
-  console.log(
-    `first arrived ${ms(firstArrival)} after the scheduled second; all ${COUNT} left within ${(lastArrival / 1000).toFixed(2)} s (${(COUNT / ((lastArrival - firstArrival) / 1000 || 1)).toFixed(0)} delivered/s between first and last)`,
-  );
+  if (postfix) {
+    console.log(
+      `  Postfix ${postfixVersion()}: all ${COUNT} on its hold queue, released at the second (postsuper -H ALL; postqueue -f); smtp-source bodies of 200 bytes, not signed`,
+    );
+  }
+  report('Mailroom', mailroom);
+  if (postfix) report('Postfix', postfix);
+  const p99 = pct(mailroom.sorted, 0.99);
+  console.log(`Mailroom p99 ${ms(p99)} (target ≤ ${ms(TARGET_P99_MS)})`);
+  if (postfix) console.log(`ratio (Postfix p99 / Mailroom p99): ${(pct(postfix.sorted, 0.99) / p99).toFixed(3)}`);
 });
