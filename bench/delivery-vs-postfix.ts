@@ -12,7 +12,6 @@
 // 50: Mailroom's own default),
 // SIZE (smtp-source's body in bytes, default 1500: a Mailroom message of this benchmark, signed and tracked,
 // is about 1,500 bytes at the sink, headers included).
-import { spawn } from 'node:child_process';
 import pg from 'pg';
 import { loadConfig } from '../src/platform/config.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
@@ -20,7 +19,7 @@ import { migrate } from '../src/platform/db/migrate.ts';
 import { createTestOrganization } from '../test/helpers/app.ts';
 import { createPostgresDatabase } from '../test/helpers/database.ts';
 import { startServerProcess, type ServerProcess } from '../test/helpers/server-process.ts';
-import { ensurePostfix, postfixVersion, SMTP_SOURCE, startPostfix, startSmtpSink, stopChild } from './postfix.ts';
+import { ensurePostfix, feedPostfix, postfixVersion, startPostfix, startSmtpSink, stopChild } from './postfix.ts';
 import { type Teardown, withTeardown } from './teardown.ts';
 
 const MESSAGES = Number(process.env.MESSAGES ?? 2000);
@@ -92,32 +91,7 @@ async function raceMailroom(teardown: Teardown, sink: Sink) {
 async function racePostfix(teardown: Teardown, sink: Sink, smtpdPort: number) {
   const before = sink.count();
   const started = performance.now();
-  const source = await teardown.own(
-    () =>
-      spawn(
-        SMTP_SOURCE,
-        [
-          '-d', // one connection per session, messages one after another on it
-          '-s',
-          String(CONCURRENCY),
-          '-m',
-          String(MESSAGES),
-          '-l',
-          String(SIZE),
-          '-f',
-          'shop@postfix-bench.example',
-          '-t',
-          'to@example.com',
-          `127.0.0.1:${smtpdPort}`,
-        ],
-        { stdio: ['ignore', 'ignore', 'pipe'] },
-      ),
-    stopChild,
-  );
-  let errors = '';
-  source.stderr!.on('data', (chunk) => (errors += chunk));
-  const code = await new Promise<number | null>((resolve) => source.once('exit', resolve));
-  if (code !== 0) throw new Error(`smtp-source exited with ${code}: ${errors}`);
+  await feedPostfix(teardown, smtpdPort, { sessions: CONCURRENCY, messages: MESSAGES, size: SIZE });
   const acceptedAt = performance.now();
   await sink.until(before + MESSAGES);
   const seconds = (performance.now() - started) / 1000;

@@ -13,7 +13,7 @@ import type { Teardown } from './teardown.ts';
 export const SBIN = '/usr/sbin';
 const POSTFIX = `${SBIN}/postfix`;
 const SMTP_SINK = `${SBIN}/smtp-sink`;
-export const SMTP_SOURCE = `${SBIN}/smtp-source`;
+const SMTP_SOURCE = `${SBIN}/smtp-source`;
 
 /** Whether something accepts TCP connections on 127.0.0.1:port. */
 export function listening(port: number): Promise<boolean> {
@@ -211,4 +211,31 @@ export async function startPostfix(teardown: Teardown, sinkPort: number, options
 /** The installed Postfix's version (mail_version). */
 export function postfixVersion(): string {
   return execFileSync(`${SBIN}/postconf`, ['-d', '-h', 'mail_version'], { encoding: 'utf8' }).trim();
+}
+
+/**
+ * smtp-source feeding `messages` messages of `size` bytes, one recipient each, to smtpd on `port` over
+ * `sessions` connections (each sending its messages one after another); resolves when all were accepted.
+ */
+export async function feedPostfix(
+  teardown: Teardown,
+  port: number,
+  { sessions, messages, size }: { sessions: number; messages: number; size: number },
+): Promise<void> {
+  const source = await teardown.own(
+    () =>
+      spawn(
+        SMTP_SOURCE,
+        [
+          ...['-d', '-s', String(sessions), '-m', String(messages), '-l', String(size)],
+          ...['-f', 'shop@postfix-bench.example', '-t', 'to@example.com', `127.0.0.1:${port}`],
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      ),
+    stopChild,
+  );
+  let errors = '';
+  source.stderr!.on('data', (chunk) => (errors += chunk));
+  const code = await new Promise<number | null>((resolve) => source.once('exit', resolve));
+  if (code !== 0) throw new Error(`smtp-source exited with ${code}: ${errors}`);
 }

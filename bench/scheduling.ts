@@ -11,7 +11,6 @@
 // accept COUNT messages at 500 a second, at least 5), CONCURRENCY (the worker's, default Mailroom's own;
 // smtp-source's sessions: 50), POSTFIX=0 to leave Postfix out. Runs as root when Postfix is raced (it is
 // installed from Debian when missing).
-import { spawn } from 'node:child_process';
 import { SMTPServer } from 'smtp-server';
 import { loadConfig } from '../src/platform/config.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
@@ -19,7 +18,7 @@ import { migrate } from '../src/platform/db/migrate.ts';
 import { createTestOrganization } from '../test/helpers/app.ts';
 import { createPostgresDatabase } from '../test/helpers/database.ts';
 import { startServerProcess } from '../test/helpers/server-process.ts';
-import { ensurePostfix, postfixVersion, SMTP_SOURCE, startPostfix, stopChild } from './postfix.ts';
+import { ensurePostfix, feedPostfix, postfixVersion, startPostfix, stopChild } from './postfix.ts';
 import { type Teardown, withTeardown } from './teardown.ts';
 
 const COUNT = Number(process.env.COUNT ?? 10_000);
@@ -173,22 +172,7 @@ async function racePostfix(teardown: Teardown): Promise<Lateness> {
   const postfix = await startPostfix(teardown, sinkPort, { hold: true });
   resetSink();
   const acceptStart = now();
-  const source = await teardown.own(
-    () =>
-      spawn(
-        SMTP_SOURCE,
-        [
-          ...['-d', '-s', String(POSTFIX_SESSIONS), '-m', String(COUNT), '-l', '200'],
-          ...['-f', 'shop@postfix-bench.example', '-t', 'to@example.com', `127.0.0.1:${postfix.port}`],
-        ],
-        { stdio: ['ignore', 'ignore', 'pipe'] },
-      ),
-    stopChild,
-  );
-  let errors = '';
-  source.stderr!.on('data', (chunk) => (errors += chunk));
-  const code = await new Promise<number | null>((resolve) => source.once('exit', resolve));
-  if (code !== 0) throw new Error(`smtp-source exited with ${code}: ${errors}`);
+  await feedPostfix(teardown, postfix.port, { sessions: POSTFIX_SESSIONS, messages: COUNT, size: 200 });
   const acceptedAt = now();
   // Every message on hold (the cleanup daemon files each one before smtpd answers 250).
   const held = postfix.queued();
