@@ -42,7 +42,8 @@ describe('accepted', () => {
     const body = res.json();
     assert.deepEqual(Object.keys(body).sort(), ['id', 'object']);
     assert.equal(body.object, 'email');
-    assert.match(body.id, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    // A UUID, time-ordered (version 7): new messages land at the end of the indexes keyed by id.
+    assert.match(body.id, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
 
     const email = (await t.db.query('SELECT * FROM emails WHERE id = $1', [body.id])).rows[0] as Record<
       string,

@@ -1,9 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import type { Config } from '../platform/config.ts';
 import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { findSendingDomain } from '../domains/domains.ts';
-import { isUuid } from '../platform/ids.ts';
+import { isUuid, newRowId } from '../platform/ids.ts';
 import { renderTemplate } from '../templates/render-template.ts';
 import type { EmailMessage } from './message-schema.ts';
 import { validateMessage, type ValidMessage } from './validate-message.ts';
@@ -57,6 +56,6 @@ export async function prepareMessage(
     if (rowCount === 0) throw new ServiceError('validation_error', `Topic ${valid.topicId} not found`, 'topic_id');
   }
 
-  const id = randomUUID();
+  const id = newRowId();
   return { ...valid, subject: subject!, html, text, id, domainId: domain.id, messageId: `<${id}@${domain.name}>` };
 }

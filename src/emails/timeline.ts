@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { newRowId } from '../platform/ids.ts';
 import type { Queryable } from '../platform/db/database.ts';
 import { fanOutCtes } from '../webhooks/fan-out.ts';
 import type { EventType } from '../webhooks/event-types.ts';
@@ -59,7 +59,7 @@ const webhookDataOf = (entry: TimelineEntry) => ({
  * event id (the webhook's evt_<id>), or null when a `once` entry was a repeat.
  */
 export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): Promise<string | null> {
-  const id = randomUUID();
+  const id = newRowId();
   const { rows } = await tx.query(
     `WITH event AS (
        INSERT INTO email_events (id, email_id, organization_id, type, recipient, data)
@@ -118,7 +118,7 @@ export const TIMELINE_ENTRY_COLUMNS = `event_id uuid, email_id uuid, organizatio
  */
 export function timelineEntryRow(entry: TimelineEntry, message: Record<string, unknown> = {}): TimelineEntryRow {
   return {
-    event_id: randomUUID(),
+    event_id: newRowId(),
     email_id: entry.emailId,
     organization_id: entry.organizationId,
     kind: entry.kind,
