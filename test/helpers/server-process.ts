@@ -9,12 +9,22 @@ export interface ServerProcess {
   exited: Promise<number | null>;
 }
 
+// Ports already handed out by this process. The kernel may hand the same just-closed port to the next
+// listen(0), so two freePort() calls in a row (an HTTP port and an SMTP port for one server) could collide.
+const handedOut = new Set<number>();
+
+/** A loopback port nobody listens on, never one this process has handed out before. */
 export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+  for (;;) {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    await new Promise((resolve) => server.close(resolve));
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
 }
 
 /** `mailroom serve ARGS` in a child process with the given environment; resolves once it has started. */
