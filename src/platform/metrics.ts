@@ -42,7 +42,7 @@ export const acceptGroupSize = new Histogram({
 /** Items done by one batch of the workers' bookkeeping (platform/db/batcher.ts), by what was batched. */
 export const workerBatchSize = new Histogram({
   name: 'mailroom_worker_batch_items',
-  help: 'Items written (or read) by one batch of a worker: messages taken, copies recorded, jobs finished, webhook jobs claimed with their deliveries, attempts recorded',
+  help: 'Items written (or read) by one batch of a worker: jobs claimed, messages taken, copies recorded, jobs finished, webhook jobs claimed with their deliveries, attempts recorded',
   labelNames: ['batch'] as const,
   buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500],
   registers: [registry],

@@ -1,5 +1,6 @@
 import type { Logger } from '../platform/logger.ts';
 import type { Database } from '../platform/db/database.ts';
+import { workerBatchSize } from '../platform/metrics.ts';
 import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
 import { CLAIMABLE, CLAIMED, jobOf, LEASE, runJob, type ClaimedRow, type Job, type JobResult } from './leases.ts';
 
@@ -33,6 +34,7 @@ export async function startWorker(
   options: WorkerOptions,
 ): Promise<Worker> {
   const queues = Object.keys(handlers);
+  const minimumClaim = Math.max(1, Math.floor(options.concurrency / 5));
   let running = 0;
   let stopping = false;
   let claiming = false;
@@ -49,7 +51,9 @@ export async function startWorker(
     try {
       do {
         claimAgain = false;
-        while (!stopping && running < options.concurrency) {
+        // While jobs run, a claim waits until a fifth of the slots are free: a few larger claims (and
+        // the larger batches of the steps their jobs run together) instead of one per finished job.
+        while (!stopping && options.concurrency - running >= (running === 0 ? 1 : minimumClaim)) {
           const jobs = await claim(db, queues, options.concurrency - running, options.leaseSeconds);
           if (jobs.length === 0) break;
           for (const job of jobs) void run(job);
@@ -102,5 +106,6 @@ async function claim(db: Database, queues: string[], limit: number, leaseSeconds
       ${CLAIMED}`,
     [queues, limit, leaseSeconds],
   );
+  if (rows.length > 0) workerBatchSize.observe({ batch: 'claim-jobs' }, rows.length);
   return rows.map((row) => jobOf(row, leaseEndsAt));
 }
