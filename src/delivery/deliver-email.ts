@@ -10,7 +10,7 @@ import { outgoingMessage } from './outgoing-message.ts';
 import { personalizeCopies } from './personalize-copy.ts';
 import { sendCopy } from './send-copy.ts';
 import { attemptNumbers, earliest, recordOutcomes, recordOutcomesAgain } from './record-outcome.ts';
-import { finishOrRetry } from './finish-or-retry.ts';
+import { finishOrRetry, retryForDeferred } from './finish-or-retry.ts';
 import type { ReturnPath } from './return-path.ts';
 
 // One 'deliver-email' job delivers one message to every recipient that has no outcome yet, in steps,
@@ -46,23 +46,27 @@ export function deliverEmailHandler(db: Database, config: Config, transport: Tra
     // Each copy's outcomes commit as soon as it is sent: a crash sends again only the copies not recorded.
     // A copy sent while the database is away is recorded once it is back (within the job's lease), not
     // sent again.
-    // A message sent as one copy (the common case) is marked `sent` in the transaction that records it.
-    let markedSent = copies.length === 1;
+    // A message sent as one copy (the common case) is marked `sent`, and its job settled, by the statement
+    // that records its outcomes; not when that statement had to be tried again (its first try may have
+    // committed), nor for several copies: then the last step below does it.
+    let settledWithOutcomes = copies.length === 1;
     let deferredUntil: Date | undefined;
     for (let i = 0; i < copies.length; i += COPIES_IN_FLIGHT) {
       await Promise.all(
         copies.slice(i, i + COPIES_IN_FLIGHT).map(async (copy) => {
           const results = await sendCopy(transport, copy);
           const retryAt = await retryWhileUnreachable((again) => {
-            if (!again) return recordOutcomes(db, email, results, attempts, retrySchedule, copies.length === 1);
-            markedSent = false;
+            if (!again) {
+              return recordOutcomes(db, email, results, attempts, retrySchedule, settledWithOutcomes ? job : undefined);
+            }
+            settledWithOutcomes = false;
             return recordOutcomesAgain(db, email, results, attempts, retrySchedule);
           }, job.leaseEndsAt);
           deferredUntil = earliest(deferredUntil, retryAt);
         }),
       );
     }
-    if (markedSent && !deferredUntil) return { done: true };
+    if (settledWithOutcomes) return { ...retryForDeferred(deferredUntil), settled: true };
     return finishOrRetry(db, email.id, deferredUntil);
   };
 }

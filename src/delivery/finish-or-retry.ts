@@ -6,9 +6,14 @@ import type { JobResult } from '../queue/worker.ts';
 // is `sent`: every recipient has its outcome.
 
 export async function finishOrRetry(db: Database, emailId: string, retryAt: Date | undefined): Promise<JobResult> {
-  if (retryAt) return { retryAt, reason: 'deferred recipients' };
+  if (retryAt) return retryForDeferred(retryAt);
   await markSent(db, [emailId]);
   return { done: true };
+}
+
+/** The job's result once its message's outcomes are stored: again at `retryAt` if any were deferred. */
+export function retryForDeferred(retryAt: Date | undefined): JobResult {
+  return retryAt ? { retryAt, reason: 'deferred recipients' } : { done: true };
 }
 
 /** Marks `sent` those of the messages that are `sending` and have no pending recipient left. */

@@ -12,7 +12,8 @@ import {
 import { batcherPerDatabase } from '../platform/db/batcher.ts';
 import type { RecipientFailureReason, RecipientStatus } from '../emails/statuses.ts';
 import { suppressionsFrom } from '../suppressions/suppressions.ts';
-import { markSentStatement } from './finish-or-retry.ts';
+import { settleJobsFrom, settlementOf, type Job, type JobSettlement } from '../queue/leases.ts';
+import { markSentStatement, retryForDeferred } from './finish-or-retry.ts';
 import type { RecipientResult } from './transport.ts';
 import { isBadMailbox } from './smtp-outcome.ts';
 import type { EmailToSend, PendingRecipient } from './take-message.ts';
@@ -37,8 +38,11 @@ interface CopyResults {
   results: RecipientResult[];
   attempts: Map<string, number>;
   retrySchedule: number[];
-  /** The copy is the message's only one: once its recipients have outcomes the message is `sent`. */
-  last: boolean;
+  /**
+   * The copy is the message's only one, sent by this job: once its recipients have outcomes the message
+   * is `sent`, and the job is settled (finished, or due again for the deferred) in the same statement.
+   */
+  onlyCopyOf: Job | undefined;
 }
 
 interface Recorded {
@@ -72,16 +76,20 @@ async function writeOutcomes(db: Queryable, copies: CopyResults[]): Promise<Reco
     return { retryAt, counted };
   });
   // The message of a copy that was its only one, with no recipient deferred: `sent` once none is pending.
-  const finished = new Set(copies.filter((copy, i) => copy.last && !recorded[i]!.retryAt).map((c) => c.email.id));
+  const finished = new Set(copies.filter((copy, i) => copy.onlyCopyOf && !recorded[i]!.retryAt).map((c) => c.email.id));
   for (const row of rows) row.mark_sent = finished.has(row.email_id);
-  await writeOutcomeRows(db, rows);
+  const settlements = copies.flatMap(({ onlyCopyOf: job, email }, i) =>
+    job ? [{ ...settlementOf(job, retryForDeferred(recorded[i]!.retryAt)), email_id: email.id }] : [],
+  );
+  await writeOutcomeRows(db, rows, settlements);
   return recorded;
 }
 
 /**
- * Stores the outcomes of one copy, in one transaction (shared with other copies sent meanwhile). Returns
- * when to try again for the earliest of its deferred recipients that have retries left. With `last` (the
- * message's only copy) a message left with no pending recipient is marked `sent` in that transaction.
+ * Stores the outcomes of one copy, in one statement (shared with other copies sent meanwhile). Returns
+ * when to try again for the earliest of its deferred recipients that have retries left. With
+ * `onlyCopyOf` (the message's only copy, sent by that job) a message left with no pending recipient is
+ * marked `sent`, and the job settled, by that statement: the worker has nothing more to write.
  */
 export async function recordOutcomes(
   db: Database,
@@ -89,9 +97,9 @@ export async function recordOutcomes(
   results: RecipientResult[],
   attempts: Map<string, number>,
   retrySchedule: number[],
-  last = false,
+  onlyCopyOf?: Job,
 ): Promise<Date | undefined> {
-  const { retryAt, counted } = await outcomeWriter(db).add({ email, results, attempts, retrySchedule, last });
+  const { retryAt, counted } = await outcomeWriter(db).add({ email, results, attempts, retrySchedule, onlyCopyOf });
   countOutcomes(email, counted);
   return retryAt;
 }
@@ -216,9 +224,14 @@ export function decideOutcome(
  * Writes decided outcomes with one statement (in a transaction when given one, else as its own): each
  * recipient's new state (only while it is still pending), its timeline entry with its webhook fan-out
  * and its count in the overview, the bad mailboxes on the suppression list (in a fixed order, so two
- * such statements cannot deadlock), and `sent` for the messages left with no pending recipient.
+ * such statements cannot deadlock), `sent` for the messages left with no pending recipient, and the
+ * settlements of the jobs that sent them (each only while the job still has the lease it names).
  */
-export async function writeOutcomeRows(db: Queryable, rows: OutcomeRow[]): Promise<void> {
+export async function writeOutcomeRows(
+  db: Queryable,
+  rows: OutcomeRow[],
+  settlements: (JobSettlement & { email_id: string })[] = [],
+): Promise<void> {
   if (rows.length === 0) return;
   await db.query(
     `WITH outcome AS (
@@ -232,8 +245,20 @@ export async function writeOutcomeRows(db: Queryable, rows: OutcomeRow[]): Promi
      ),
      ${timelineEntriesFrom('outcome', { readMessage: true })},
      suppressed AS (${suppressionsFrom('outcome', 'suppress', 'hard_bounce')}),
-     sent AS (${markSentStatement('SELECT email_id FROM outcome WHERE mark_sent', 'updated')})
+     sent AS (${markSentStatement('SELECT email_id FROM outcome WHERE mark_sent', 'updated')} RETURNING e.id),
+     -- A job whose message this statement could not mark sent (a recipient changed concurrently, e.g.
+     -- by an inbound bounce, which this statement's snapshot does not see) is not finished but due again
+     -- at once: its next run finds the message's state and marks it.
+     settlement AS (
+       SELECT s.job_id, s.lease_id,
+              CASE WHEN s.retry_at IS NOT NULL OR s.email_id IN (SELECT id FROM sent) THEN s.retry_at ELSE now() END
+                AS retry_at,
+              COALESCE(s.reason, 'message not marked sent with its outcomes') AS reason
+         FROM jsonb_to_recordset($2::jsonb)
+           AS s(job_id bigint, lease_id uuid, retry_at timestamptz, reason text, email_id uuid)
+     ),
+     ${settleJobsFrom('settlement')}
      SELECT 1`,
-    [JSON.stringify(rows)],
+    [JSON.stringify(rows), JSON.stringify(settlements)],
   );
 }
