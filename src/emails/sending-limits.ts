@@ -209,7 +209,10 @@ export interface QuotaCharge {
  * `quota_charged` then charges each organization's recipients to one usage row. When `ok` is false the
  * statement must write nothing (each of its writes filtered by it), and the caller takes the exact path:
  * reserveQuota in a transaction. Before any row lock is asked for, the statement's lock_timeout is set
- * to `lockTimeout`.
+ * to `lockTimeout` (set_config local to the transaction): the statement must run as its own implicit
+ * transaction, else the setting would outlive it for the statements after it. Two such statements for
+ * different organizations may lock their usage rows in different orders; PostgreSQL's deadlock check
+ * ends one of them after deadlock_timeout, and the group commit writes its requests again, each alone.
  */
 export function quotaGuardCtes(charges: string, lockTimeout: string): string {
   if (!/^[0-9]+(ms|s)$/.test(lockTimeout)) throw new Error(`Invalid lock timeout ${lockTimeout}`);
