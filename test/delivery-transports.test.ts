@@ -334,6 +334,34 @@ test('relay: one transaction, outcome per recipient (accepted, deferred at RCPT,
   assert.equal((await received!.parse()).messageId, message.messageId);
 });
 
+test('relay: messages one after another share one kept connection', async () => {
+  resetSinks();
+  const results = await using(relay(), async (t) => {
+    const all = [];
+    for (let i = 0; i < 5; i++) all.push(...(await t.send(outgoing())));
+    return all;
+  });
+  assert.deepEqual(
+    results.map((r) => r.outcome),
+    ['delivered', 'delivered', 'delivered', 'delivered', 'delivered'],
+  );
+  assert.equal(sink.transactions.length, 5);
+  assert.equal(sink.connections, 1, 'one connection carried all five');
+});
+
+test('relay: a kept connection the relay dropped while idle is replaced; the next message is delivered', async () => {
+  resetSinks();
+  await using(relay(), async (t) => {
+    assert.equal((await t.send(outgoing()))[0]!.outcome, 'delivered');
+    sink.dropConnections();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const [second] = await t.send(outgoing());
+    assert.equal(second!.outcome, 'delivered', second!.response);
+  });
+  assert.equal(sink.transactions.length, 2);
+  assert.equal(sink.connections, 2);
+});
+
 test('relay: every recipient refused at RCPT still gets its own outcome', async () => {
   resetSinks();
   sink.replyToRecipient('full@one.test', { code: 452, message: 'Mailbox full' });

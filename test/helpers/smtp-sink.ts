@@ -36,6 +36,8 @@ export interface SmtpSink {
   failData(reply: SmtpReply): void;
   /** Wait this long before the greeting, or before answering DATA. */
   slow(where: 'greeting' | 'data', ms: number): void;
+  /** Closes every open connection at once, as a relay drops clients it finds idle. */
+  dropConnections(): void;
   /** Back to accepting everything promptly; the record is emptied. */
   reset(): void;
   close(): Promise<void>;
@@ -123,6 +125,11 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
     replyToRecipient: (address, reply) => void recipientReplies.set(address.toLowerCase(), reply),
     failData: (reply) => void (dataReply = reply),
     slow: (where, ms) => void (delays = { ...delays, [where]: ms }),
+    dropConnections() {
+      // smtp-server keeps its open connections in a set it does not type.
+      const open = (server as unknown as { connections: Set<{ close(): void }> }).connections;
+      for (const connection of open) connection.close();
+    },
     reset() {
       recipientReplies.clear();
       dataReply = undefined;
