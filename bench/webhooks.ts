@@ -124,8 +124,10 @@ receiver.close();
 await db.close();
 await created.drop();
 const sorted = [...ratios].sort((a, b) => a - b);
+// With an even number of rounds, the mean of the middle two.
+const median = (sorted[Math.floor((sorted.length - 1) / 2)]! + sorted[Math.floor(sorted.length / 2)]!) / 2;
 console.log(
-  `ratio (Mailroom / raw): median ${sorted[Math.floor(sorted.length / 2)]!.toFixed(3)}, from ${sorted[0]!.toFixed(3)} to ${sorted.at(-1)!.toFixed(3)}`,
+  `ratio (Mailroom / raw): median ${median.toFixed(3)}, from ${sorted[0]!.toFixed(3)} to ${sorted.at(-1)!.toFixed(3)}`,
 );
 // What the database saw: statements per kind of batch, and items per statement.
 const batches = (await workerBatchSize.get()).values;
