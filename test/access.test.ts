@@ -26,6 +26,8 @@ interface Row {
   registered?: string;
   /** For a public route taking a signed link token: makes one (replaces `:token`). */
   token?: (t: TestApp, org: TestOrganization) => Promise<string>;
+  /** The route never parses its body (any body gets `ok`). */
+  bodyUnread?: true;
 }
 
 /** A fixture that creates a resource of the organization with POST and returns its id. */
@@ -263,7 +265,8 @@ export const ROUTES: Row[] = [
     fixture: contactFixture,
   },
   { method: 'GET', url: '/unsubscribe/:token', access: 'public', ok: 200, token: unsubscribeToken },
-  { method: 'POST', url: '/unsubscribe/:token', access: 'public', ok: 200, token: unsubscribeToken },
+  // RFC 8058's one-click POST: the link is the request, whatever body a mail client sends is not read.
+  { method: 'POST', url: '/unsubscribe/:token', access: 'public', ok: 200, token: unsubscribeToken, bodyUnread: true },
   { method: 'GET', url: '/t/o/:token', access: 'public', ok: 200, token: openToken },
   { method: 'GET', url: '/t/c/:token', access: 'public', ok: 302, token: clickToken },
   { method: 'GET', url: '/organization', access: 'full', ok: 200 },
@@ -444,6 +447,48 @@ describe('access to every route', () => {
         });
         assert.equal(res.statusCode, 400, `${leaf.join('.')}: ${res.body}`);
         assert.deepEqual([res.json().name, res.json().field], ['validation_error', leaf.join('.')]);
+      }
+    });
+  }
+
+  // Every route that takes a body, sent one nested 10,000 levels deep (as arrays, as objects, and as one
+  // deep value in place of a string of a valid body): refused where it is parsed, never a 500.
+  const DEPTH = 10_000;
+  const deepBodies = (route: Row, org: TestOrganization): Array<[string, string]> => {
+    const bodies: Array<[string, string]> = [
+      ['arrays', '['.repeat(DEPTH) + ']'.repeat(DEPTH)],
+      ['objects', '{"a":'.repeat(DEPTH) + '1' + '}'.repeat(DEPTH)],
+    ];
+    const body = route.body?.(org);
+    const leaf = body === undefined ? undefined : stringPaths(body)[0];
+    const inside = body === undefined ? undefined : leaf ? withString(body, leaf, 'DEEP') : { ...body, deep: 'DEEP' };
+    if (inside !== undefined)
+      bodies.push(['a deep value inside a valid body', JSON.stringify(inside).replace('"DEEP"', bodies[0]![1])]);
+    return bodies;
+  };
+  for (const route of ROUTES.filter((r) => r.method !== 'GET')) {
+    test(`${route.method} ${route.url}: a body nested ${DEPTH} levels deep is 400 validation_error`, async () => {
+      for (const [shape, payload] of deepBodies(route, orgs.a)) {
+        const url = route.fixture ? route.url.replace(':own', await route.fixture(t, orgs.a)) : route.url;
+        const res = await t.app.inject({
+          method: route.method,
+          url: route.token ? url.replace(':token', await route.token(t, orgs.a)) : url,
+          headers: {
+            ...(await tokenOf(
+              route.access === 'session' ? 'session' : route.access === 'public' ? 'none' : 'full',
+              orgs.a,
+            )),
+            'content-type': 'application/json',
+          },
+          payload,
+        });
+        if (route.bodyUnread) {
+          assert.equal(res.statusCode, route.ok, `${shape}: ${res.body}`);
+          continue;
+        }
+        assert.equal(res.statusCode, 400, `${shape}: ${res.body}`);
+        assert.equal(res.json().name, 'validation_error', shape);
+        assert.match(res.json().message, /nested more than 64 levels/, shape);
       }
     });
   }

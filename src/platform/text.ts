@@ -41,22 +41,25 @@ export function storableText(text: string): string {
 /**
  * The dotted path (`tags.0.name`) of the first string, or object key, at any depth of `value` that holds
  * a character that cannot be stored; undefined when there is none. `path` names `value` itself.
+ * An explicit stack, not recursion: a value nested however deep cannot exhaust the call stack.
  */
 export function findUnstorableText(value: unknown, path = ''): string | undefined {
-  const at = (key: string | number) => (path === '' ? String(key) : `${path}.${key}`);
-  if (typeof value === 'string') return UNSTORABLE.test(value) ? path : undefined;
-  if (Array.isArray(value)) {
-    for (const [index, item] of value.entries()) {
-      const found = findUnstorableText(item, at(index));
-      if (found !== undefined) return found;
-    }
-    return undefined;
-  }
-  if (value !== null && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) {
-      if (UNSTORABLE.test(key)) return at(key);
-      const found = findUnstorableText(item, at(key));
-      if (found !== undefined) return found;
+  const at = (parent: string, key: string | number) => (parent === '' ? String(key) : `${parent}.${key}`);
+  // Depth first, in document order: children are pushed last-first so the first one is popped first.
+  const stack: Array<{ value: unknown; path: string }> = [{ value, path }];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const { value: item, path: where } = next;
+    if (typeof item === 'string') {
+      if (UNSTORABLE.test(item)) return where;
+    } else if (Array.isArray(item)) {
+      for (let i = item.length - 1; i >= 0; i--) stack.push({ value: item[i], path: at(where, i) });
+    } else if (item !== null && typeof item === 'object') {
+      const entries = Object.entries(item);
+      for (const [key] of entries) if (UNSTORABLE.test(key)) return at(where, key);
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, child] = entries[i]!;
+        stack.push({ value: child, path: at(where, key) });
+      }
     }
   }
   return undefined;

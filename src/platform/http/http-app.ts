@@ -11,6 +11,7 @@ import { healthRoutes, type ReadinessCheck } from './health-routes.ts';
 import { httpRequestDuration, httpRequests } from '../metrics.ts';
 import { ServiceError } from '../errors.ts';
 import { findUnstorableText } from '../text.ts';
+import { checkJsonDepth } from './json-body.ts';
 import type { Access, App } from './app-types.ts';
 
 // The HTTP framework as every route finds it: request ids, the one error envelope, body validation, the
@@ -76,11 +77,20 @@ export async function createHttpApp({
   app.decorate('signer', signer);
   app.setValidatorCompiler(validatorCompiler);
   // SDKs (Resend's among them) send Content-Type: application/json on bodiless POSTs such as
-  // /domains/:id/verify: an empty body is no body, not a 400. Anything else parses as Fastify would.
+  // /domains/:id/verify: an empty body is no body, not a 400. Anything else parses as Fastify would,
+  // and a body nested deeper than MAX_JSON_DEPTH is refused here, before anything walks it.
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '') return done(null, undefined);
-    parseJson(request, body as string, done);
+    parseJson(request, body as string, (error, value) => {
+      if (error) return done(error);
+      try {
+        checkJsonDepth(value);
+      } catch (tooDeep) {
+        return done(tooDeep as ServiceError);
+      }
+      done(null, value);
+    });
   });
   app.setErrorHandler(handleError);
   app.setNotFoundHandler(handleNotFound);
