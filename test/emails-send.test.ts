@@ -198,9 +198,9 @@ describe('refused: the spec Errors table', () => {
     }
   });
 
-  test('attachments over the size limit → 400 invalid_attachment', async () => {
+  test('attachments over the size limit → 413 payload_too_large', async () => {
     const content = Buffer.alloc(1025).toString('base64');
-    await expectError(message(org, { attachments: [{ filename: 'big.bin', content }] }), 400, 'invalid_attachment');
+    await expectError(message(org, { attachments: [{ filename: 'big.bin', content }] }), 413, 'payload_too_large');
   });
 
   test('a from domain of another organization, unverified, or unknown → 400 invalid_from_address', async () => {

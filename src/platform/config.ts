@@ -68,7 +68,7 @@ const SETTING_TABLE = {
   attachmentsMaxBytes: setting(
     'MAILROOM_ATTACHMENTS_MAX_BYTES',
     '31457280',
-    "Largest total size of one message's attachments once decoded from base64 (30 MiB); more is 400 `invalid_attachment`.",
+    "Largest total size of one message's attachments once decoded from base64 (30 MiB); more is 413 `payload_too_large`.",
     integer(0, 1024 ** 3),
   ),
   requestTimeoutMs: setting(
