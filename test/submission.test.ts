@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import nodemailer from 'nodemailer';
 import { loadTlsCertificate } from '../src/submission/tls-certificate.ts';
 import { messagesAccepted } from '../src/platform/metrics.ts';
+import { MAX_RECIPIENTS } from '../src/emails/validate-message.ts';
 import { mayAuthenticate, startSubmissionServer, type SubmissionServer } from '../src/submission/submission-server.ts';
 import { bearer, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { startRelayTestBed, type RelayTestBed } from './helpers/delivery.ts';
@@ -381,12 +382,48 @@ describe('refusals', () => {
     assert.match(reply, /^550 5\.7\.1 .*not-verified\.example/);
   });
 
-  test('51 recipients: the 51st RCPT gets 452 4.5.3', async () => {
+  test('a 51st RCPT TO: 452 4.5.3 with the limit in words, whatever the headers say; the 50 accepted get the message', async () => {
+    const overLimit = new RegExp(
+      `^452 4\\.5\\.3 Too many recipients: at most ${MAX_RECIPIENTS} recipients per message`,
+    );
     const session = await rawSession(startTls.port);
     await session.start();
-    for (let i = 0; i < 50; i++) assert.match(await session.command(`RCPT TO:<r${i}@example.com>`), /^250 /);
-    assert.match(await session.command('RCPT TO:<r50@example.com>'), /^452 4\.5\.3 /);
+    for (let i = 0; i < MAX_RECIPIENTS; i++) {
+      assert.match(await session.command(`RCPT TO:<r${i}@example.com>`), /^250 /);
+    }
+    assert.match(await session.command(`RCPT TO:<r${MAX_RECIPIENTS}@example.com>`), overLimit);
+    // The transaction goes on with the 50 accepted: named in To and Cc, or sent to as Bcc.
+    const id = idOf(
+      await session.data(
+        `From: hello@${org.domain}\r\nTo: r0@example.com\r\nCc: r1@example.com\r\nSubject: 50\r\n\r\nhi`,
+      ),
+    );
+    assert.ok(id);
+    const email = (await t.app.inject({ method: 'GET', url: `/emails/${id}`, headers: bearer(org.fullKey) })).json();
+    assert.deepEqual(
+      [email.to, email.cc, email.bcc.length],
+      [['r0@example.com'], ['r1@example.com'], MAX_RECIPIENTS - 2],
+    );
+
+    // Counted in RCPT TO commands of the transaction: a new one starts from 0, and a repeated address counts.
+    assert.match(await session.command(`MAIL FROM:<hello@${org.domain}>`), /^250 /);
+    for (let i = 0; i < MAX_RECIPIENTS; i++) assert.match(await session.command('RCPT TO:<same@example.com>'), /^250 /);
+    assert.match(await session.command('RCPT TO:<same@example.com>'), overLimit);
     session.end();
+
+    // A mail library sends every recipient it was given, goes on with those accepted (the 51st got 452),
+    // and its headers name the one refused: the message is refused for the limit, not for naming someone
+    // the envelope does not.
+    const before = await counts(t.db, org.id);
+    const to = Array.from({ length: MAX_RECIPIENTS + 1 }, (_, i) => `n${i}@example.com`);
+    const reply = await refusal(transport().sendMail({ from: `hello@${org.domain}`, to, subject: 's', text: 't' }));
+    assert.match(
+      reply,
+      new RegExp(
+        `^550 5\\.5\\.3 A message may have at most ${MAX_RECIPIENTS} recipients; the to header names n50@example\\.com`,
+      ),
+    );
+    assert.deepEqual(await counts(t.db, org.id), before);
   });
 
   test('the size limit is announced with SIZE and enforced: 552 5.3.4', async () => {

@@ -3,7 +3,7 @@ import { addressKey } from '../platform/address-key.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { formatMailbox } from '../emails/addresses.ts';
 import type { EmailMessage } from '../emails/message-schema.ts';
-import { isOwnedHeader } from '../emails/validate-message.ts';
+import { isOwnedHeader, MAX_RECIPIENTS } from '../emails/validate-message.ts';
 
 // A message handed in over SMTP, read into the same fields a POST /emails body has, so that it is checked,
 // stored, composed and DKIM-signed exactly like an API send. What a client sets that Mailroom writes
@@ -26,7 +26,15 @@ export interface SubmittedMessage {
   idempotencyKey: string | undefined;
 }
 
-export async function messageFromMime(raw: Buffer, envelopeRecipients: string[]): Promise<SubmittedMessage> {
+/**
+ * `refusedOverLimit`: the RCPT TO addresses of this transaction refused over the recipient limit. A header
+ * that names one of them is refused for the limit, which is the reason it is not an envelope recipient.
+ */
+export async function messageFromMime(
+  raw: Buffer,
+  envelopeRecipients: string[],
+  refusedOverLimit: string[] = [],
+): Promise<SubmittedMessage> {
   refuseBrokenHeaderLines(raw);
   let mail: ParsedMail;
   try {
@@ -52,12 +60,20 @@ export async function messageFromMime(raw: Buffer, envelopeRecipients: string[])
   const bcc = mailboxes(mail.bcc).filter((mailbox) => !named.has(addressKey(mailbox.address)));
   for (const mailbox of bcc) named.add(addressKey(mailbox.address));
   const envelope = new Set(envelopeRecipients.map(addressKey));
+  const overLimit = new Set(refusedOverLimit.map(addressKey));
   for (const [field, list] of [
     ['to', to],
     ['cc', cc],
     ['bcc', bcc],
   ] as const) {
     const outside = list.find((mailbox) => !envelope.has(addressKey(mailbox.address)));
+    if (outside && overLimit.has(addressKey(outside.address))) {
+      throw new ServiceError(
+        'too_many_recipients',
+        `A message may have at most ${MAX_RECIPIENTS} recipients; the ${field} header names ${outside.address}, whose RCPT TO was refused over that limit`,
+        field,
+      );
+    }
     if (outside) {
       throw new ServiceError(
         'validation_error',

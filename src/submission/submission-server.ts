@@ -34,6 +34,17 @@ type SessionWithCommands = SMTPServerSession & { disabledCommands?: string[] };
 const MAX_AUTH_FAILURES = 3;
 const authFailures = new WeakMap<SMTPServerSession, number>();
 
+/** Per transaction (keyed by its envelope): RCPT TO commands accepted, and addresses refused over the limit. */
+const transactions = new WeakMap<object, { accepted: number; refusedOverLimit: string[] }>();
+function recipientsOf(session: SMTPServerSession): { accepted: number; refusedOverLimit: string[] } {
+  let transaction = transactions.get(session.envelope);
+  if (!transaction) {
+    transaction = { accepted: 0, refusedOverLimit: [] };
+    transactions.set(session.envelope, transaction);
+  }
+  return transaction;
+}
+
 /** User names accepted with an API key as the password. */
 const USER_NAMES = new Set(['mailroom', 'resend']);
 /** Sessions at once; one more is told 421 (try again later). */
@@ -129,10 +140,21 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
       );
     },
 
-    onRcptTo(_address, session, callback) {
-      if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
-        return callback(new SmtpReply(452, `4.5.3 Too many recipients: at most ${MAX_RECIPIENTS} per message`));
+    onRcptTo(address, session, callback) {
+      // The API's limit, counted in RCPT TO commands of this transaction (smtp-server gives each
+      // transaction a new envelope). The client keeps the recipients accepted so far and sends the
+      // rest in another message.
+      const transaction = recipientsOf(session);
+      if (transaction.accepted >= MAX_RECIPIENTS) {
+        transaction.refusedOverLimit.push(address.address);
+        return callback(
+          new SmtpReply(
+            452,
+            `4.5.3 Too many recipients: at most ${MAX_RECIPIENTS} recipients per message; send the rest in another message`,
+          ),
+        );
       }
+      transaction.accepted += 1;
       callback();
     },
 
@@ -169,7 +191,11 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
     const principal = session.user as unknown as Principal;
     const recipients = session.envelope.rcptTo.map((rcpt) => rcpt.address);
     try {
-      const { message, idempotencyKey: key } = await messageFromMime(raw, recipients);
+      const { message, idempotencyKey: key } = await messageFromMime(
+        raw,
+        recipients,
+        recipientsOf(session).refusedOverLimit,
+      );
       // What cannot be stored is refused by name, as the HTTP edge refuses it in a JSON body.
       const unstorable = findUnstorableText(message);
       if (unstorable !== undefined) {
