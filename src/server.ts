@@ -11,17 +11,58 @@ import { startInboundServer } from './inbound/inbound-server.ts';
 import { startSubmission } from './submission/start-submission.ts';
 import { startRetention } from './retention/start-retention.ts';
 import type { Worker } from './queue/worker.ts';
+import { listenOrExplain } from './platform/listen-error.ts';
 
 export type Role = 'all' | 'api' | 'worker';
 
 export async function runServer(config: Config, role: Role = 'all'): Promise<void> {
   const db = await openDatabase(config);
   await migrate(db);
-  const dev = db.kind === 'pglite' ? await bootstrapDevOrganization(db, config) : undefined;
-
   const app = await buildApp({ db, config, runsWorkers: role !== 'api' });
-  // A worker-only process does not take the API's port, so api and worker processes can share a host.
-  if (role !== 'worker') await app.listen({ port: config.port, host: config.host });
+  // What is listening so far, closed again if a later port cannot be bound: a start that fails leaves
+  // nothing running and, on the embedded default, has created nothing (see the bootstrap below).
+  const listening: Array<{ close(): Promise<unknown> }> = [];
+  let inbound: Awaited<ReturnType<typeof startInboundServer>> | undefined;
+  let ops: Awaited<ReturnType<typeof buildOpsApp>> | undefined;
+  let submission: Awaited<ReturnType<typeof startSubmission>> = [];
+  try {
+    const { host } = config;
+    // A worker-only process does not take the API's port, so api and worker processes can share a host.
+    if (role !== 'worker') {
+      const where = { what: 'the HTTP API', host, port: config.port, setting: 'PORT' };
+      await listenOrExplain(where, () => app.listen({ port: config.port, host }));
+      listening.push(app);
+    }
+    // Bounce reports and complaints arrive like API traffic: the listener runs beside the HTTP API.
+    if (role !== 'worker' && config.inboundPort !== undefined) {
+      const port = config.inboundPort;
+      const where = { what: 'the inbound SMTP listener', host, port, setting: 'MAILROOM_INBOUND_PORT' };
+      inbound = await listenOrExplain(where, () =>
+        startInboundServer({ db, signer: app.signer, host, port, log: app.log }),
+      );
+      listening.push(inbound);
+    }
+    // Health, readiness and metrics on a port of their own: how a worker-only process is probed and scraped.
+    if (config.metricsPort !== undefined) {
+      const port = config.metricsPort;
+      const opsApp = await buildOpsApp({ db, config, runsWorkers: role !== 'api' });
+      listening.push(opsApp);
+      const where = { what: 'metrics and health', host, port, setting: 'MAILROOM_METRICS_PORT' };
+      await listenOrExplain(where, () => opsApp.listen({ port, host }));
+      ops = opsApp;
+    }
+    // Applications hand messages in over SMTP like API traffic: beside the HTTP API too.
+    if (role !== 'worker') submission = await startSubmission({ db, config, log: app.log });
+  } catch (error) {
+    for (const listener of listening.reverse()) await listener.close().catch(() => {});
+    if (!listening.includes(app)) await app.close().catch(() => {});
+    await db.close().catch(() => {});
+    throw error;
+  }
+
+  // Every port is bound: only now is the development organization made, so that its credentials, shown
+  // only once, are never created by a start that then fails.
+  const dev = db.kind === 'pglite' ? await bootstrapDevOrganization(db, config) : undefined;
   if (dev) {
     // The port bound (PORT=0 picks one), so that the printed dashboard address is the real one.
     const address = app.server.address();
@@ -30,17 +71,6 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
       dashboardUrl(config.host, typeof address === 'object' && address ? address.port : config.port),
     );
   }
-  // Bounce reports and complaints arrive like API traffic: the listener runs beside the HTTP API.
-  const inbound =
-    role !== 'worker' && config.inboundPort !== undefined
-      ? await startInboundServer({ db, signer: app.signer, host: config.host, port: config.inboundPort, log: app.log })
-      : undefined;
-  // Health, readiness and metrics on a port of their own: how a worker-only process is probed and scraped.
-  const ops =
-    config.metricsPort === undefined ? undefined : await buildOpsApp({ db, config, runsWorkers: role !== 'api' });
-  if (ops) await ops.listen({ port: config.metricsPort!, host: config.host });
-  // Applications hand messages in over SMTP like API traffic: beside the HTTP API too.
-  const submission = role !== 'worker' ? await startSubmission({ db, config, log: app.log }) : [];
   let worker: Worker | undefined;
   const transport = role === 'api' ? undefined : createTransport(config);
   if (transport) worker = await startDelivery(db, config, transport, app.log);

@@ -239,13 +239,15 @@ test("the docs' sh blocks run as written", async (t: TestContext) => {
     return res.json!;
   };
 
-  // On PostgreSQL there is no development organization: the CLI makes one like it (docs/operations.md).
+  // On PostgreSQL there is no development organization: the CLI makes one like it (docs/operations.md),
+  // with its dashboard user.
   let fullAccessKey: string | undefined;
   if (onPostgres) {
     const org = await cli('org', 'create', '--name', 'Development');
     await cli('domain', 'add', '--org', org.id as string, 'example.test');
     await cli('domain', 'verify', '--org', org.id as string, 'example.test', '--trust');
     const key = await cli('key', 'create', '--org', org.id as string, '--name', 'docs', '--permission', 'full_access');
+    await cli('user', 'create', '--org', org.id as string, '--email', 'admin@example.test');
     fullAccessKey = key.token as string;
   }
 

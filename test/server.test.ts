@@ -6,7 +6,7 @@ import dgram from 'node:dgram';
 import { databaseForProcesses, onPostgres } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 import { freePort, startServerProcess } from './helpers/server-process.ts';
-import { createConnection } from 'node:net';
+import { createConnection, createServer, type AddressInfo } from 'node:net';
 
 let env: Record<string, string>;
 let cleanup: () => Promise<void>;
@@ -165,5 +165,91 @@ test('serve --role worker answers /metrics, /healthz and /readyz on MAILROOM_MET
     assert.equal(await worker.exited, 0, worker.output());
   } finally {
     worker.child.kill('SIGKILL');
+  }
+});
+
+test('a port already taken: one plain line naming it and its setting, nothing created; the next start prints the credentials', async () => {
+  const data = await databaseForProcesses('busy');
+  const busy = createServer();
+  await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+  const taken = (busy.address() as AddressInfo).port;
+  const cli = (args: string[], extra: Record<string, string> = {}) => runCli(args, { ...data.env, ...extra });
+  try {
+    for (const [setting, ports] of [
+      ['PORT', { PORT: String(taken) }],
+      ['MAILROOM_INBOUND_PORT', { PORT: String(await freePort()), MAILROOM_INBOUND_PORT: String(taken) }],
+    ] as const) {
+      const failed = await cli(['serve'], { ...ports, MAILROOM_SUBMISSION_PORT: 'off' });
+      assert.equal(failed.code, 1);
+      assert.equal(failed.stdout, '');
+      const lines = failed.stderr.trimEnd().split('\n');
+      assert.equal(lines.length, 1, failed.stderr);
+      assert.match(
+        lines[0]!,
+        new RegExp(`^mailroom: cannot listen on 127\\.0\\.0\\.1:${taken} .*already in use.*${setting}`),
+      );
+      // Nothing was made whose credentials were never shown.
+      const orgs = await cli(['org', 'list', '--json']);
+      assert.deepEqual(orgs.json, { data: [] }, orgs.stderr);
+    }
+  } finally {
+    busy.close();
+  }
+  if (onPostgres) return data.cleanup(); // no development organization on PostgreSQL
+
+  // The next start that succeeds prints the credentials; while it runs, the CLI says the directory is held.
+  const server = await startServerProcess(data.env);
+  const fullKey = /full_access key\s+(mr_\S+)/.exec(server.output())?.[1];
+  assert.ok(fullKey, server.output());
+  const held = await cli(['org', 'list']);
+  assert.equal(held.code, 1);
+  assert.match(held.stderr, /in use by process/);
+  server.child.kill('SIGTERM');
+  assert.equal(await server.exited, 0);
+
+  // Output lost: the CLI finds the organization, its users and its keys (never a key's token), and
+  // makes what is needed to get back in.
+  try {
+    const orgs = (await cli(['org', 'list', '--json'])).json as { data: Array<{ id: string; name: string }> };
+    assert.deepEqual(
+      orgs.data.map((org) => org.name),
+      ['Development'],
+    );
+    const orgId = orgs.data[0]!.id;
+    const users = (await cli(['user', 'list', '--org', orgId, '--json'])).json as { data: Array<{ email: string }> };
+    assert.deepEqual(
+      users.data.map((user) => user.email),
+      ['admin@example.test'],
+    );
+    const keys = (await cli(['key', 'list', '--org', orgId, '--json'])).json as { data: Array<object> };
+    assert.deepEqual(keys.data.map((key) => Object.keys(key).sort()).sort(), [
+      ['created_at', 'id', 'name', 'permission'],
+      ['created_at', 'id', 'name', 'permission'],
+    ]);
+    const readable = await cli(['key', 'list', '--org', orgId]);
+    assert.match(readable.stdout, /^full_access key [0-9a-f-]{36} "Development \(full access\)"/m);
+    const reset = await cli(['user', 'password', '--org', orgId, '--email', 'admin@example.test', '--json']);
+    const password = (reset.json as { password: string }).password;
+    assert.match(password, /^[\w-]{24}$/);
+
+    const again = await startServerProcess(data.env);
+    try {
+      const login = await fetch(`${again.base}/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: 'admin@example.test', password }),
+      });
+      assert.equal(login.status, 200);
+      // The key printed on the first start still works; nothing new was printed.
+      assert.doesNotMatch(again.output(), /full_access key/);
+      const res = await fetch(`${again.base}/api-keys`, { headers: { authorization: `Bearer ${fullKey}` } });
+      assert.equal(res.status, 200);
+      again.child.kill('SIGTERM');
+      assert.equal(await again.exited, 0);
+    } finally {
+      again.child.kill('SIGKILL');
+    }
+  } finally {
+    await data.cleanup();
   }
 });

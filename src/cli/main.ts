@@ -2,17 +2,18 @@
 // line without it; failures exit 1 with the reason (as {"error": {...}} under --json).
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../platform/config.ts';
-import type { Database } from '../platform/db/database.ts';
+import { isConnectionLost, type Database } from '../platform/db/database.ts';
 import { migrate } from '../platform/db/migrate.ts';
 import { openDatabase } from '../platform/db/open.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { runServer, type Role } from '../server.ts';
-import { createApiKey } from '../tenancy/api-keys.ts';
-import { createOrganization, findOrganization } from '../tenancy/organizations.ts';
+import { StartupError } from '../platform/listen-error.ts';
+import { createApiKey, listApiKeys } from '../tenancy/api-keys.ts';
+import { createOrganization, findOrganization, listOrganizations } from '../tenancy/organizations.ts';
 import { createSession } from '../tenancy/sessions.ts';
-import { createUser, findUserByEmail } from '../tenancy/users.ts';
+import { createUser, findUserByEmail, listUsers, setUserPassword } from '../tenancy/users.ts';
+import { generatePassword } from '../tenancy/passwords.ts';
 import { addDomain, findDomainByName, trustDomain, verifyDomain } from '../domains/domains.ts';
-import { randomBytes } from 'node:crypto';
 
 type Values = Record<string, string | boolean | (string | boolean)[] | undefined>;
 
@@ -104,6 +105,25 @@ const COMMANDS: Record<string, Command> = {
     },
   },
 
+  'org list': {
+    usage: 'org list',
+    options: {},
+    async run({ config }) {
+      const orgs = await withDatabase(config, (db) => listOrganizations(db));
+      const data = orgs.map((org) => ({
+        id: org.id,
+        name: org.name,
+        monthly_quota: org.monthly_quota,
+        rate_limit: org.rate_limit,
+        created_at: org.created_at.toISOString(),
+      }));
+      return {
+        json: { data },
+        text: listing(data, (org) => `organization ${org.id} "${org.name}" (created ${org.created_at})`),
+      };
+    },
+  },
+
   'domain add': {
     usage: 'domain add --org ID NAME',
     options: { org: { type: 'string' } },
@@ -153,12 +173,29 @@ const COMMANDS: Record<string, Command> = {
     },
   },
 
+  'key list': {
+    usage: 'key list --org ID',
+    options: { org: { type: 'string' } },
+    async run({ config, values }) {
+      const keys = await withDatabase(config, async (db) => {
+        await requireOrganization(db, text(values, 'org'));
+        return listApiKeys(db, text(values, 'org'));
+      });
+      // Only a hash of each token is stored: a lost token is replaced with `key create`, never shown again.
+      const data = keys.map((key) => ({ ...key, created_at: key.created_at.toISOString() }));
+      return {
+        json: { data },
+        text: listing(data, (key) => `${key.permission} key ${key.id} "${key.name}" (created ${key.created_at})`),
+      };
+    },
+  },
+
   'user create': {
     usage: 'user create --org ID --email E [--password P]',
     options: { org: { type: 'string' }, email: { type: 'string' }, password: { type: 'string' } },
     async run({ config, values }) {
       // Without --password one is generated and printed once, so the user can log in.
-      const generated = values.password === undefined ? randomBytes(18).toString('base64url') : undefined;
+      const generated = values.password === undefined ? generatePassword() : undefined;
       const password = (values.password as string | undefined) ?? generated!;
       const user = await withDatabase(config, async (db) => {
         await requireOrganization(db, text(values, 'org'));
@@ -168,6 +205,39 @@ const COMMANDS: Record<string, Command> = {
       return {
         json,
         text: `user ${user.id} <${user.email}>${generated ? ` password: ${generated}  (shown only now)` : ''}`,
+      };
+    },
+  },
+
+  'user list': {
+    usage: 'user list --org ID',
+    options: { org: { type: 'string' } },
+    async run({ config, values }) {
+      const users = await withDatabase(config, async (db) => {
+        await requireOrganization(db, text(values, 'org'));
+        return listUsers(db, text(values, 'org'));
+      });
+      const data = users.map((user) => ({ id: user.id, email: user.email, created_at: user.created_at.toISOString() }));
+      return { json: { data }, text: listing(data, (user) => `user ${user.id} <${user.email}>`) };
+    },
+  },
+
+  'user password': {
+    usage: 'user password --org ID --email E [--password P]',
+    options: { org: { type: 'string' }, email: { type: 'string' }, password: { type: 'string' } },
+    async run({ config, values }) {
+      // Without --password one is generated and printed once; the user's sessions end either way.
+      const generated = values.password === undefined ? generatePassword() : undefined;
+      const password = (values.password as string | undefined) ?? generated!;
+      const user = await withDatabase(config, async (db) => {
+        await requireOrganization(db, text(values, 'org'));
+        return setUserPassword(db, { organizationId: text(values, 'org'), email: text(values, 'email'), password });
+      });
+      if (!user) throw new UsageError(`no user ${values.email} in organization ${values.org}`);
+      const json = { id: user.id, email: user.email, ...(generated ? { password: generated } : {}) };
+      return {
+        json,
+        text: `password of ${user.email} set${generated ? `: ${generated}  (shown only now)` : ''}`,
       };
     },
   },
@@ -195,9 +265,17 @@ const REQUIRED: Record<string, string[]> = {
   'domain add': ['org'],
   'domain verify': ['org'],
   'key create': ['org', 'name', 'permission'],
+  'key list': ['org'],
   'user create': ['org', 'email'],
+  'user list': ['org'],
+  'user password': ['org', 'email'],
   'session create': ['org', 'email'],
 };
+
+/** A readable listing: one line a row, or a line saying there is none. */
+function listing<T>(rows: T[], line: (row: T) => string): string {
+  return rows.length === 0 ? '(none)' : rows.map(line).join('\n');
+}
 
 function help(): string {
   return ['usage: mailroom <command> [--json]', ...Object.values(COMMANDS).map((c) => `  mailroom ${c.usage}`)].join(
@@ -243,6 +321,11 @@ export async function main(argv: string[]): Promise<number> {
     if (error instanceof ConfigError) return fail({ name: 'configuration', message: error.message });
     if ((error as Error).name === 'DataDirInUseError')
       return fail({ name: 'data_dir_in_use', message: (error as Error).message });
+    if (error instanceof StartupError) return fail({ name: 'startup', message: error.message });
+    if (isConnectionLost(error)) {
+      const message = `cannot reach the database (DATABASE_URL): ${(error as Error).message}`;
+      return fail({ name: 'database_unreachable', message });
+    }
     return fail({ name: 'error', message: (error as Error).stack ?? String(error) });
   }
 }

@@ -3,6 +3,7 @@ import type { Database } from '../platform/db/database.ts';
 import type { Logger } from '../platform/logger.ts';
 import { startSubmissionServer, type SubmissionServer } from './submission-server.ts';
 import { loadTlsCertificate } from './tls-certificate.ts';
+import { explainListenError } from '../platform/listen-error.ts';
 
 /**
  * The port of the STARTTLS listener on the embedded default (no DATABASE_URL, no
@@ -35,19 +36,24 @@ export async function startSubmission(options: {
   }
   const listeners: SubmissionServer[] = [];
   for (const { port, implicitTls } of wanted) {
+    // The embedded default's own listener is for this machine only, whatever HOST is.
+    const host = byDefault ? '127.0.0.1' : config.host;
     try {
-      // The embedded default's own listener is for this machine only, whatever HOST is.
-      const host = byDefault ? '127.0.0.1' : config.host;
       const listener = await startSubmissionServer({ db, config, host, port, implicitTls, tls, log });
       log.info({ host, port: listener.port, implicitTls }, 'SMTP submission listening');
       listeners.push(listener);
     } catch (error) {
       // Only the embedded default's own choice of port may be busy without stopping the service.
-      if (!(byDefault && !implicitTls && (error as NodeJS.ErrnoException).code === 'EADDRINUSE')) throw error;
-      log.warn(
-        { port },
-        'SMTP submission not started: the port is in use; set MAILROOM_SUBMISSION_PORT to another port (or off)',
-      );
+      if (byDefault && !implicitTls && (error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+        log.warn(
+          { port },
+          'SMTP submission not started: the port is in use; set MAILROOM_SUBMISSION_PORT to another port (or off)',
+        );
+        continue;
+      }
+      for (const started of listeners) await started.close();
+      const setting = implicitTls ? 'MAILROOM_SUBMISSIONS_PORT' : 'MAILROOM_SUBMISSION_PORT';
+      throw explainListenError(error, { what: 'SMTP submission', host, port, setting });
     }
   }
   return listeners;

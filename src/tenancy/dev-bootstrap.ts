@@ -1,10 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import type { Database } from '../platform/db/database.ts';
 import { createApiKey } from './api-keys.ts';
 import { createOrganization } from './organizations.ts';
 import { addDomain, trustDomain } from '../domains/domains.ts';
 import type { Config } from '../platform/config.ts';
 import { createUser } from './users.ts';
+import { generatePassword } from './passwords.ts';
 
 export interface DevCredentials {
   organizationId: string;
@@ -21,8 +21,10 @@ export const DEV_USER_LOCAL_PART = 'admin';
 
 /**
  * On the first start of an empty embedded database: a development organization with a verified domain,
- * two keys and a dashboard user with a random password, so that `npm start` can send and sign in at once. Never on PostgreSQL (the caller checks), and
- * never twice: it runs only while there is no organization at all, inside one transaction.
+ * two keys and a dashboard user with a random password, so that `npm start` can send and sign in at once.
+ * Never on PostgreSQL (the caller checks), and never twice: it runs only while there is no organization
+ * at all, inside one transaction. The server calls it only once every port is bound, so that a start
+ * that fails creates nothing whose credentials would never be shown.
  */
 export async function bootstrapDevOrganization(db: Database, config: Config): Promise<DevCredentials | undefined> {
   return db.transaction(async (tx) => {
@@ -41,8 +43,7 @@ export async function bootstrapDevOrganization(db: Database, config: Config): Pr
       name: 'Development (sending)',
       permission: 'sending_access',
     });
-    // 144 random bits, URL-safe (24 characters): typed or pasted once, then changed or kept in a manager.
-    const userPassword = randomBytes(18).toString('base64url');
+    const userPassword = generatePassword();
     const user = await createUser(tx, {
       organizationId: org.id,
       email: `${DEV_USER_LOCAL_PART}@${config.devDomain}`,

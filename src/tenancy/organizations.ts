@@ -33,3 +33,11 @@ export async function findOrganization(db: Queryable, id: string): Promise<Organ
   );
   return rows[0];
 }
+
+/** Every organization, oldest first (the operator CLI's list). */
+export async function listOrganizations(db: Queryable): Promise<Organization[]> {
+  const { rows } = await db.query<Organization>(
+    'SELECT id, name, monthly_quota, rate_limit, created_at FROM organizations ORDER BY created_at, id',
+  );
+  return rows;
+}

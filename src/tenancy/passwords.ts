@@ -45,3 +45,8 @@ export function decoyPasswordHash(): Promise<string> {
   decoyHash ??= hashPassword(randomBytes(16).toString('hex'));
   return decoyHash;
 }
+
+/** A password made for a person to type or paste once: 144 random bits, URL-safe (24 characters). */
+export function generatePassword(): string {
+  return randomBytes(18).toString('base64url');
+}

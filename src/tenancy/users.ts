@@ -48,3 +48,37 @@ export async function findUserByEmail(
   );
   return rows[0];
 }
+
+/** An organization's users, oldest first. */
+export async function listUsers(db: Queryable, organizationId: string): Promise<User[]> {
+  const { rows } = await db.query<User>(
+    'SELECT id, organization_id, email, created_at FROM users WHERE organization_id = $1 ORDER BY created_at, id',
+    [organizationId],
+  );
+  return rows;
+}
+
+/**
+ * Sets a user's password and ends the user's sessions (whoever held one signs in again with the new
+ * password). Undefined when the organization has no such user.
+ */
+export async function setUserPassword(
+  db: Queryable,
+  input: { organizationId: string; email: string; password: string },
+): Promise<User | undefined> {
+  if (input.password.length < MIN_PASSWORD_LENGTH) {
+    throw new ServiceError('validation_error', `Passwords have at least ${MIN_PASSWORD_LENGTH} characters`, 'password');
+  }
+  const passwordHash = await hashPassword(input.password);
+  const { rows } = await db.query<User>(
+    `WITH changed AS (
+       UPDATE users SET password_hash = $3 WHERE organization_id = $1 AND lower(email) = lower($2)
+       RETURNING id, organization_id, email, created_at
+     ), ended AS (
+       DELETE FROM sessions WHERE user_id IN (SELECT id FROM changed)
+     )
+     SELECT * FROM changed`,
+    [input.organizationId, input.email.trim(), passwordHash],
+  );
+  return rows[0];
+}
