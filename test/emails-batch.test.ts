@@ -2,7 +2,7 @@
 import { after, before, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
-import { counts, message, sendBatch, setLimits } from './helpers/emails.ts';
+import { counts, frozenRateClock, message, sendBatch, setLimits } from './helpers/emails.ts';
 
 let t: TestApp;
 let org: TestOrganization;
@@ -117,30 +117,36 @@ test('whole-request errors: not an array, empty, over 100 entries', async () => 
 
 test('each message counts against the rate limit: a large batch trips it partway; the rest are 429 one by one', async () => {
   await setLimits(t.db, org.id, { rateLimit: 5 });
-  const res = await sendBatch(
-    t.app,
-    org.fullKey,
-    Array.from({ length: 8 }, () => message(org)),
-  );
-  assert.equal(res.statusCode, 200, res.body);
-  const { data, errors } = res.json();
-  assert.deepEqual(
-    data.map((d: { object: string }) => d.object),
-    [...Array(5).fill('email'), ...Array(3).fill('error')],
-  );
-  assert.deepEqual(
-    errors.map((e: { index: number; statusCode: number; name: string }) => [e.index, e.statusCode, e.name]),
-    [
-      [5, 429, 'rate_limit_exceeded'],
-      [6, 429, 'rate_limit_exceeded'],
-      [7, 429, 'rate_limit_exceeded'],
-    ],
-  );
-  // Spent before the first entry: the whole request is 429, with retry-after.
-  const spent = await sendBatch(t.app, org.fullKey, [message(org)]);
-  assert.equal(spent.statusCode, 429);
-  assert.equal(spent.json().name, 'rate_limit_exceeded');
-  assert.ok(Number(spent.headers['retry-after']) >= 1);
+  // The bucket's clock stands still: the second request finds it empty however long the first one took.
+  const clock = frozenRateClock(t.db);
+  try {
+    const res = await sendBatch(
+      t.app,
+      org.fullKey,
+      Array.from({ length: 8 }, () => message(org)),
+    );
+    assert.equal(res.statusCode, 200, res.body);
+    const { data, errors } = res.json();
+    assert.deepEqual(
+      data.map((d: { object: string }) => d.object),
+      [...Array(5).fill('email'), ...Array(3).fill('error')],
+    );
+    assert.deepEqual(
+      errors.map((e: { index: number; statusCode: number; name: string }) => [e.index, e.statusCode, e.name]),
+      [
+        [5, 429, 'rate_limit_exceeded'],
+        [6, 429, 'rate_limit_exceeded'],
+        [7, 429, 'rate_limit_exceeded'],
+      ],
+    );
+    // Spent before the first entry: the whole request is 429, with retry-after.
+    const spent = await sendBatch(t.app, org.fullKey, [message(org)]);
+    assert.equal(spent.statusCode, 429);
+    assert.equal(spent.json().name, 'rate_limit_exceeded');
+    assert.ok(Number(spent.headers['retry-after']) >= 1);
+  } finally {
+    clock.release();
+  }
 });
 
 test('strict batches are all or nothing for the limits too', async () => {

@@ -3,9 +3,10 @@
 import { after, before, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildApp, type App } from '../src/app.ts';
+import type { Database } from '../src/platform/db/database.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
-import { counts, message, send, sendBatch, setLimits } from './helpers/emails.ts';
+import { counts, frozenRateClock, message, send, sendBatch, setLimits } from './helpers/emails.ts';
 
 let t: TestApp;
 let org: TestOrganization;
@@ -159,21 +160,22 @@ test('a batch whose every entry is invalid is remembered too: a retry replays it
 
 test('two API processes on one database enforce one rate limit and one quota', async () => {
   // A second app with its own connection pool stands for a second process (PGlite: one process only).
-  let second: { app: App; close(): Promise<void> };
+  let second: { app: App; db: Database; close(): Promise<void> };
   if (t.db.kind === 'postgres') {
     const { rows } = await t.db.query<{ db: string }>('SELECT current_database() AS db');
     const url = new URL(process.env.DATABASE_URL!);
     url.pathname = `/${rows[0]!.db}`;
     const db = openPostgres(url.toString(), 5);
     const app = await buildApp({ db, config: t.config, logger: false });
-    second = { app, close: async () => (await app.close(), await db.close()) };
+    second = { app, db, close: async () => (await app.close(), await db.close()) };
   } else {
     const app = await buildApp({ db: t.db, config: t.config, logger: false });
-    second = { app, close: () => app.close() };
+    second = { app, db: t.db, close: () => app.close() };
   }
+  // One message a second, and the bucket's clock stands still in both processes: exactly one of the
+  // twelve goes through however long they take, where a bucket per process would let two through.
+  const clock = frozenRateClock(t.db, second.db);
   try {
-    // One message a second: a bucket per process would let two through, and the next token is a whole
-    // second away, far longer than these requests take even on a loaded machine.
     await setLimits(t.db, org.id, { rateLimit: 1 });
     const answers = await Promise.all(
       Array.from({ length: 12 }, (_, i) => send(i % 2 ? t.app : second.app, org.fullKey, message(org))),
@@ -181,6 +183,7 @@ test('two API processes on one database enforce one rate limit and one quota', a
     assert.equal(answers.filter((r) => r.statusCode === 200).length, 1, answers.map((r) => r.statusCode).join());
     assert.equal(answers.filter((r) => r.statusCode === 429).length, 11);
   } finally {
+    clock.release();
     await second.close();
   }
 });

@@ -16,7 +16,7 @@ import { MAX_RECIPIENTS } from '../src/emails/validate-message.ts';
 import { mayAuthenticate, startSubmissionServer, type SubmissionServer } from '../src/submission/submission-server.ts';
 import { bearer, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { startRelayTestBed, type RelayTestBed } from './helpers/delivery.ts';
-import { counts, setLimits } from './helpers/emails.ts';
+import { counts, frozenRateClock, setLimits } from './helpers/emails.ts';
 import { dkimResult as checkDkim } from './helpers/dkim.ts';
 import type { SmtpSink } from './helpers/smtp-sink.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -454,12 +454,18 @@ describe('refusals', () => {
 
   test('the rate limit: 451 4.7.1, so the client keeps the message and retries', async () => {
     await setLimits(t.db, org.id, { rateLimit: 1 });
+    // The bucket's clock stands still: the second message is over the limit however slowly it comes.
+    const clock = frozenRateClock(t.db);
     try {
       const mail = { from: `hello@${org.domain}`, to: 'ann@example.com', subject: 'r', text: 't' };
       const sender = transport();
-      await sender.sendMail(mail);
+      assert.ok(idOf((await sender.sendMail(mail)).response));
       assert.match(await refusal(sender.sendMail(mail)), /^451 4\.7\.1 Rate limit/);
+      // A second later the token is back, and the retry goes through.
+      clock.advance(1000);
+      assert.ok(idOf((await sender.sendMail(mail)).response));
     } finally {
+      clock.release();
       await setLimits(t.db, org.id, { rateLimit: 1000 });
     }
   });

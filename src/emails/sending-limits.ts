@@ -26,19 +26,38 @@ const QUOTA_SHARDS = 16;
  */
 export const QUOTA_EXACT_MARGIN = 10_000;
 const MONTH = `date_trunc('month', now() AT TIME ZONE 'UTC')::date`;
-/** The bucket refilled up to now (capacity and rate: the organization's rate_limit), and what a take of $2 grants. */
 const RATE = '(SELECT rate_limit FROM org)::float8';
-const REFILLED = `least(${RATE}, b.tokens + greatest(0, extract(epoch FROM clock_timestamp() - b.refilled_at))::float8 * ${RATE})`;
+/** The bucket's time: the parameter `param` when a clock is set for the handle (tests), else the database's. */
+const bucketNow = (param: string) => `coalesce(${param}::timestamptz, clock_timestamp())`;
+const refilled = (now: string) =>
+  `least(${RATE}, b.tokens + greatest(0, extract(epoch FROM ${now} - b.refilled_at))::float8 * ${RATE})`;
+/** The bucket refilled up to now (capacity and rate: the organization's rate_limit), and what a take of $2 grants. */
+const TAKE_NOW = bucketNow('$3');
+const REFILLED = refilled(TAKE_NOW);
 const GRANTED = `least($2, floor(${REFILLED})::int)`;
+
+/**
+ * Per database handle, a clock that replaces the database's for the bucket: time-dependent behaviour of
+ * the limit is tested with it (a frozen clock refills nothing however slow the machine), never set in
+ * production.
+ */
+const bucketClocks = new WeakMap<object, () => Date>();
+
+export function setRateLimitClock(db: Database, clock: (() => Date) | undefined): void {
+  if (clock) bucketClocks.set(db, clock);
+  else bucketClocks.delete(db);
+}
+
+const bucketTime = (db: Queryable): Date | null => bucketClocks.get(db)?.() ?? null;
 
 /** The organization's bucket as it stands, without taking anything or locking (for error answers). */
 export async function peekRateLimit(db: Queryable, organizationId: string): Promise<RateLimitState> {
   // The same refill expression as takeRateTokens; an organization with no bucket yet has a full one.
   const { rows } = await db.query<{ rate_limit: number; tokens: number }>(
     `WITH org AS (SELECT id, rate_limit FROM organizations WHERE id = $1)
-     SELECT org.rate_limit, coalesce(${REFILLED}, org.rate_limit) AS tokens
+     SELECT org.rate_limit, coalesce(${refilled(bucketNow('$2'))}, org.rate_limit) AS tokens
        FROM org LEFT JOIN rate_limit_buckets b ON b.organization_id = org.id`,
-    [organizationId],
+    [organizationId, bucketTime(db)],
   );
   const row = rows[0]!;
   return rateState(row.rate_limit, row.tokens);
@@ -103,13 +122,13 @@ async function takeTokensNow(db: Queryable, organizationId: string, wanted: numb
     `WITH not_durable AS (${NOT_DURABLE}),
           org AS (SELECT id, rate_limit FROM organizations, not_durable WHERE id = $1)
      INSERT INTO rate_limit_buckets AS b (organization_id, tokens, last_granted, refilled_at)
-     SELECT org.id, org.rate_limit - least($2, org.rate_limit), least($2, org.rate_limit), clock_timestamp() FROM org
+     SELECT org.id, org.rate_limit - least($2, org.rate_limit), least($2, org.rate_limit), ${TAKE_NOW} FROM org
      ON CONFLICT (organization_id) DO UPDATE SET
        last_granted = ${GRANTED},
        tokens = ${REFILLED} - ${GRANTED},
-       refilled_at = clock_timestamp()
+       refilled_at = ${TAKE_NOW}
      RETURNING tokens, last_granted, (SELECT rate_limit FROM org) AS rate_limit`,
-    [organizationId, wanted],
+    [organizationId, wanted, bucketTime(db)],
   );
   const row = rows[0]!;
   return { granted: row.last_granted, state: rateState(row.rate_limit, row.tokens) };

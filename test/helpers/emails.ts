@@ -1,5 +1,6 @@
 import type { Database } from '../../src/platform/db/database.ts';
 import type { App } from '../../src/app.ts';
+import { setRateLimitClock } from '../../src/emails/sending-limits.ts';
 import { bearer, type TestOrganization } from './app.ts';
 
 /** A minimal valid message from the organization's verified domain. */
@@ -31,6 +32,23 @@ export async function setLimits(db: Database, orgId: string, limits: { rateLimit
     [orgId, limits.rateLimit ?? null, limits.monthlyQuota ?? null],
   );
   await db.query('DELETE FROM rate_limit_buckets WHERE organization_id = $1', [orgId]);
+}
+
+/**
+ * Replaces the database's clock for the rate-limit bucket (on each handle given) with one that moves only
+ * when told: no token comes back while the test sends, however slow the machine.
+ */
+export function frozenRateClock(...dbs: Database[]) {
+  let now = Date.now();
+  for (const db of dbs) setRateLimitClock(db, () => new Date(now));
+  return {
+    advance(ms: number) {
+      now += ms;
+    },
+    release() {
+      for (const db of dbs) setRateLimitClock(db, undefined);
+    },
+  };
 }
 
 /** Messages stored for the organization, and the recipients charged this month. */
