@@ -239,6 +239,12 @@ const SETTING_TABLE = {
     "Comma-separated CIDRs the `mx` transport may connect to although they are private, loopback or reserved, e.g. `127.0.0.0/8` for tests or a private relay network. Unset: a recipient domain's mail servers must resolve to public addresses (the `smtp` relay you configure is not checked).",
     cidrList,
   ),
+  shapingFile: setting(
+    'MAILROOM_SHAPING_FILE',
+    undefined,
+    'Traffic-shaping file (TOML, or JSON when its name ends in `.json`): connections, deliveries per connection and rates for each destination site, reply rules and hold durations (`docs/shaping.md`). Checked at start. Unset: the built-in limits.',
+    optionalText,
+  ),
   webhookAllowCidrs: setting(
     'MAILROOM_WEBHOOK_ALLOW_CIDRS',
     undefined,
