@@ -95,6 +95,24 @@ const SETTING_TABLE = {
     'How long a statement waits for a PostgreSQL connection (opening one, or a free one of the pool) before it fails. While the database is unreachable, API requests that need it are answered 503 `service_unavailable` within this time instead of hanging.',
     integer(100, 600_000),
   ),
+  dbStatementTimeoutMs: setting(
+    'MAILROOM_DB_STATEMENT_TIMEOUT_MS',
+    '15000',
+    'Longest a PostgreSQL statement may run before the server cancels it (a request then answers 503; migrations are exempt). The process waits 2 s more for any answer, then counts it lost on the network and drops the connection: the longest a worker stays stuck on a network cut once the link is back. `0`: no limit.',
+    integer(0, 3_600_000),
+  ),
+  dbLockTimeoutMs: setting(
+    'MAILROOM_DB_LOCK_TIMEOUT_MS',
+    '5000',
+    'Longest a PostgreSQL statement waits for a lock another transaction holds before it fails (migrations are exempt). `0`: no limit.',
+    integer(0, 3_600_000),
+  ),
+  dbIdleTransactionTimeoutMs: setting(
+    'MAILROOM_DB_IDLE_TRANSACTION_TIMEOUT_MS',
+    '10000',
+    'PostgreSQL ends a session whose open transaction has waited this long for its process (cut off by the network, or gone), releasing its locks. Mailroom keeps no transaction open while it waits on anything slow. `0`: no limit.',
+    integer(0, 3_600_000),
+  ),
   sessionTtlHours: setting(
     'MAILROOM_SESSION_TTL_HOURS',
     '168',

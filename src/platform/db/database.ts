@@ -106,14 +106,16 @@ export function isForeignKeyViolation(error: unknown): boolean {
 }
 
 // SQLSTATEs of a server that is going away or not there yet: 57P01 admin_shutdown (a fast or immediate
-// stop), 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up or shutting down), and class 08
-// (connection exceptions).
-const CONNECTION_LOST_STATES = /^(57P0[123]|08\d{3})$/;
+// stop), 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up or shutting down), class 08
+// (connection exceptions), and 25P03, the session ended for sitting idle in a transaction (its client
+// fell silent, as behind a cut link).
+const CONNECTION_LOST_STATES = /^(57P0[123]|08\d{3}|25P03)$/;
 // Node's codes for a connection that could not be made or was cut.
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
-// node-postgres and its pool say so in words only: a connection that ended, or could not be had in time.
+// node-postgres and its pool say so in words only: a connection that ended, could not be had in time, or
+// whose answer did not come back in time (lost on the way: the connection is dropped).
 const CONNECTION_LOST_MESSAGES =
-  /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed and is not queryable)/;
+  /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed and is not queryable|Query read timeout)/;
 
 /**
  * Whether an error says the database could not be reached or the connection was lost: the statement

@@ -23,6 +23,10 @@ export async function loadMigrations(): Promise<Migration[]> {
   );
 }
 
+// A migration may rewrite a large table for minutes, and a process starting meanwhile waits for the
+// advisory lock as long: neither is bound by the statement and lock timeouts of ordinary work.
+const UNBOUNDED = { statement_timeout: '0', lock_timeout: '0' };
+
 /** Applies pending migrations, each in its own transaction. Returns the names it applied. */
 export async function migrate(db: Database): Promise<string[]> {
   const applied: string[] = [];
@@ -39,7 +43,7 @@ export async function migrate(db: Database): Promise<string[]> {
       await tx.exec(migration.sql);
       await tx.query('INSERT INTO mailroom_migrations (id, name) VALUES ($1, $2)', [migration.id, migration.name]);
       return true;
-    });
+    }, UNBOUNDED);
     if (ran) applied.push(`${String(migration.id).padStart(4, '0')}_${migration.name}`);
   }
   return applied;

@@ -7,7 +7,12 @@ import { openPGliteDirectory } from './pglite.ts';
 export function openDatabase(config: Config): Promise<Database> {
   if (config.databaseUrl)
     return Promise.resolve(
-      openPostgres(config.databaseUrl, config.dbPoolSize, { connectTimeoutMs: config.dbConnectTimeoutMs }),
+      openPostgres(config.databaseUrl, config.dbPoolSize, {
+        connectTimeoutMs: config.dbConnectTimeoutMs,
+        statementTimeoutMs: config.dbStatementTimeoutMs,
+        lockTimeoutMs: config.dbLockTimeoutMs,
+        idleInTransactionTimeoutMs: config.dbIdleTransactionTimeoutMs,
+      }),
     );
   return openPGliteDirectory(config.dataDir);
 }

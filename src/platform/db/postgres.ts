@@ -3,6 +3,7 @@ import pg from 'pg';
 import {
   channelsToNotify,
   coalescingNotifier,
+  isConnectionLost,
   setLocalStatements,
   type Database,
   type QueryResult,
@@ -30,33 +31,104 @@ function statementName(text: string): string {
 export interface PostgresOptions {
   /** How long to wait for a connection (a new one, or a free one of the pool) before failing. */
   connectTimeoutMs?: number;
+  /**
+   * PostgreSQL's statement_timeout on every connection. The process waits REPLY_GRACE_MS longer for
+   * any answer; past that the answer was lost on the way (a cut link) and the connection is dropped.
+   * 0 or absent: no limit either side.
+   */
+  statementTimeoutMs?: number;
+  /** lock_timeout: how long a statement waits for one lock. 0 or absent: no limit. */
+  lockTimeoutMs?: number;
+  /**
+   * idle_in_transaction_session_timeout: the server ends a session whose open transaction has waited
+   * this long for its client, releasing its locks. 0 or absent: no limit.
+   */
+  idleInTransactionTimeoutMs?: number;
 }
+
+// How much longer than the statement timeout the process waits for an answer: the server's own
+// cancellation ("canceling statement due to statement timeout", the connection kept) comes first
+// whenever the link works. Only an answer that cannot arrive (lost in a network cut, or the request
+// never reached the server) waits the whole time: without this wait the statement would hang until the
+// kernel's retransmission backoff (tens of seconds after a cut, or never behind a silent middlebox),
+// holding up whatever waits on it.
+const REPLY_GRACE_MS = 2000;
+
+// TCP keep-alive after this much silence on a connection (Node then probes every second, 10 times): an
+// idle connection whose other end went away without a word (a host gone, a NAT's state lost) is
+// noticed instead of being handed out by the pool. It does not help a connection waiting for an answer
+// that was lost: the wait above does.
+const KEEPALIVE_IDLE_MS = 10_000;
+
+const UNIT_MS: Record<string, number> = { '': 1, ms: 1, s: 1000, min: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A duration as PostgreSQL reads a time setting (`30s`, `5min`, `1500`: ms without a unit), in ms. */
+function durationMs(value: string): number {
+  const match = /^(\d+)(ms|s|min|h|d)?$/.exec(value);
+  if (!match) throw new Error(`Invalid duration ${value}: a whole number with ms, s, min, h or d`);
+  return Number(match[1]) * UNIT_MS[match[2] ?? '']!;
+}
+
+/** How long to wait for an answer under a statement timeout; undefined: for ever (no timeout). */
+const replyTimeout = (statementTimeoutMs: number | undefined) =>
+  statementTimeoutMs ? statementTimeoutMs + REPLY_GRACE_MS : undefined;
 
 export function openPostgres(connectionString: string, poolSize: number, options: PostgresOptions = {}): Database {
   const connectTimeoutMs = options.connectTimeoutMs ?? 5000;
-  // While the server is away, a statement fails after at most connectTimeoutMs instead of waiting for it.
-  const pool = new pg.Pool({ connectionString, max: poolSize, types, connectionTimeoutMillis: connectTimeoutMs });
+  const connection: pg.ClientConfig = {
+    connectionString,
+    types,
+    // While the server is away, a statement fails after at most connectTimeoutMs instead of waiting for it.
+    connectionTimeoutMillis: connectTimeoutMs,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
+    // Sent with the connection's start-up message: no round trip of their own. node-postgres leaves a 0
+    // out, which keeps the server's default (none unless an administrator set one).
+    statement_timeout: options.statementTimeoutMs ?? false,
+    lock_timeout: options.lockTimeoutMs,
+    idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs,
+  };
+  const sessionReplyTimeout = replyTimeout(options.statementTimeoutMs);
+  const pool = new pg.Pool({ ...connection, max: poolSize });
   // An idle client that loses its connection emits here; without a listener the process would crash.
   pool.on('error', () => {});
 
-  const notify = coalescingNotifier((channel) => pool.query('SELECT pg_notify($1, $2)', [channel, '']));
-
-  const run = async <Row>(client: pg.Pool | pg.PoolClient, text: string, params?: readonly unknown[]) => {
+  // A statement whose answer does not come within `timeoutMs` fails with "Query read timeout". Its
+  // connection is then unusable (the answer may still arrive, and would be taken for the next
+  // statement's): the pool drops a connection released with an error (pool.query does so for every
+  // failed statement), and node-postgres closes the socket of one whose statement is still out.
+  const statement = (text: string, params: readonly unknown[] | undefined, timeoutMs: number | undefined) => {
     // Statements with parameters are prepared once per connection under a name derived from their text,
     // so PostgreSQL parses and plans each of Mailroom's statements once instead of on every call.
     const query = params === undefined ? { text } : { name: statementName(text), text, values: params as unknown[] };
-    const result = await client.query(query);
+    return (timeoutMs === undefined ? query : { ...query, query_timeout: timeoutMs }) as pg.QueryConfig;
+  };
+
+  const notify = coalescingNotifier((channel) =>
+    pool.query(statement('SELECT pg_notify($1, $2)', [channel, ''], sessionReplyTimeout)),
+  );
+
+  const run = async <Row>(
+    client: pg.Pool | pg.PoolClient,
+    text: string,
+    params: readonly unknown[] | undefined,
+    timeoutMs: number | undefined,
+  ) => {
+    const result = await client.query(statement(text, params, timeoutMs));
     return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 } satisfies QueryResult<Row>;
   };
 
   return {
     kind: 'postgres',
     async query<Row>(text: string, params?: readonly unknown[]) {
-      const result = await run<Row>(pool, text, params);
+      const result = await run<Row>(pool, text, params, sessionReplyTimeout);
       for (const channel of channelsToNotify(text)) notify(channel);
       return result;
     },
     async transaction(fn, settings) {
+      // A transaction that sets its own statement timeout waits for answers accordingly (0: for ever).
+      const own = settings?.statement_timeout;
+      const timeoutMs = own === undefined ? sessionReplyTimeout : replyTimeout(durationMs(own));
       const client = await pool.connect();
       // A checked-out client whose connection drops emits 'error' (the pool only listens on idle ones):
       // unheard, it would crash the process. The statement in flight fails on its own, and a client
@@ -67,23 +139,29 @@ export function openPostgres(connectionString: string, poolSize: number, options
       const channels = new Set<string>();
       try {
         // With settings, one simple-protocol query holding several statements: BEGIN and its SET LOCALs.
-        await client.query(settings ? `BEGIN; ${setLocalStatements(settings)}` : 'BEGIN');
+        await client.query(
+          statement(settings ? `BEGIN; ${setLocalStatements(settings)}` : 'BEGIN', undefined, timeoutMs),
+        );
         const tx: Transaction = {
           query: async <Row>(text: string, params?: readonly unknown[]) => {
-            const result = await run<Row>(client, text, params);
+            const result = await run<Row>(client, text, params, timeoutMs);
             for (const channel of channelsToNotify(text)) channels.add(channel);
             return result;
           },
           exec: async (script) => {
-            await client.query(script);
+            await client.query(statement(script, undefined, timeoutMs));
           },
         };
         const result = await fn(tx);
-        await client.query('COMMIT');
+        await client.query(statement('COMMIT', undefined, timeoutMs));
         for (const channel of channels) notify(channel);
         return result;
       } catch (error) {
-        await client.query('ROLLBACK').catch(() => {});
+        // A connection lost (or whose answer never came) is dropped, not rolled back: a ROLLBACK would
+        // wait behind the answer that is not coming, and the server rolls back a session that ends.
+        if (lost === undefined && isConnectionLost(error)) lost = error as Error;
+        if (lost === undefined)
+          await client.query(statement('ROLLBACK', undefined, timeoutMs)).catch((failed: Error) => (lost ??= failed));
         throw error;
       } finally {
         client.off('error', onLost);
@@ -98,7 +176,7 @@ export function openPostgres(connectionString: string, poolSize: number, options
       let stopped = false;
       const connect = async () => {
         // TCP keep-alive: a connection dropped silently on the way (a NAT, a load balancer) is noticed.
-        const next = new pg.Client({ connectionString, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true });
+        const next = new pg.Client(connection);
         next.on('notification', () => onNotify());
         let dropped = false;
         const reconnect = () => {
@@ -114,7 +192,7 @@ export function openPostgres(connectionString: string, poolSize: number, options
         next.on('error', reconnect);
         try {
           await next.connect();
-          await next.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+          await next.query(statement(`LISTEN ${pg.escapeIdentifier(channel)}`, undefined, sessionReplyTimeout));
         } catch (error) {
           reconnect();
           throw error;
