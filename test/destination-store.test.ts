@@ -1,0 +1,133 @@
+// The shared state of destination sites in the database: connection slots that hold across processes
+// (two pools stand for two processes on PostgreSQL), leases that run out when their holder stops renewing
+// them, the message-rate bucket, and sender holds. Time is the caller's clock, injected here.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { openTestDatabase, secondConnection, type TestDatabase } from './helpers/database.ts';
+import type { Database } from '../src/platform/db/database.ts';
+import {
+  holdSender,
+  releaseSlot,
+  renewSlots,
+  senderHold,
+  siteState,
+  takeMessageToken,
+  takeSlot,
+  updateSite,
+} from '../src/shaping/destination-store.ts';
+
+let t: TestDatabase;
+let other: { db: Database; close(): Promise<void> };
+before(async () => {
+  t = await openTestDatabase();
+  other = await secondConnection(t.db);
+});
+after(async () => {
+  await other.close();
+  await t.close();
+});
+
+const at = (seconds: number) => new Date(Date.UTC(2026, 10, 25, 12, 0, seconds));
+const LEASE = 15_000;
+
+test('connection slots: never more than the limit across two processes, renewed, and a dead holder’s run out', async () => {
+  const key = { source: 'default', site: 'google' };
+  await siteState(t.db, key, { connectionLimit: 3, messageRate: undefined }, at(0));
+  const a = randomUUID();
+  const b = randomUUID();
+  const taken = await Promise.all([
+    takeSlot(t.db, key, a, LEASE, at(0)),
+    takeSlot(other.db, key, b, LEASE, at(0)),
+    takeSlot(t.db, key, a, LEASE, at(0)),
+    takeSlot(other.db, key, b, LEASE, at(0)),
+    takeSlot(other.db, key, b, LEASE, at(0)),
+  ]);
+  const granted = taken.filter((slot) => slot !== undefined).sort();
+  assert.deepEqual(granted, [1, 2, 3]);
+
+  // A renews at 10 s; B (dead) does not: at 16 s, B's slots are free again and A's are not.
+  const renewed = await renewSlots(t.db, a, LEASE, at(10));
+  assert.ok(renewed.every((slot) => slot.connectionLimit === 3 && slot.site === 'google'));
+  const heldByA = renewed.length;
+  const later = [];
+  for (let i = 0; i < 4; i++) later.push(await takeSlot(t.db, key, randomUUID(), LEASE, at(16)));
+  assert.equal(later.filter((slot) => slot !== undefined).length, 3 - heldByA);
+
+  // A slot given back is free at once.
+  const mine = renewed[0]!.slot;
+  await releaseSlot(t.db, key, mine, a);
+  assert.equal(await takeSlot(t.db, key, randomUUID(), LEASE, at(17)), mine);
+});
+
+test('a lowered limit: slots above it are not handed out, and the holder learns the new limit on renewal', async () => {
+  const key = { source: 'default', site: 'mx:a.example,b.example' };
+  const limits = { connectionLimit: 4, messageRate: undefined };
+  const holder = randomUUID();
+  await siteState(t.db, key, limits, at(0));
+  for (let i = 0; i < 4; i++) assert.ok(await takeSlot(t.db, key, holder, LEASE, at(0)));
+  await updateSite(t.db, key, limits, at(1), (state) => ({ ...state, connectionLimit: 2 }));
+  const renewed = await renewSlots(t.db, holder, LEASE, at(2));
+  assert.deepEqual(renewed.map((slot) => [slot.slot, slot.connectionLimit]).sort(), [
+    [1, 2],
+    [2, 2],
+    [3, 2],
+    [4, 2],
+  ]);
+  await releaseSlot(t.db, key, 1, holder);
+  await releaseSlot(t.db, key, 3, holder);
+  // Slot 3 is free but above the limit of 2; slot 1 is handed out, then nothing.
+  assert.equal(await takeSlot(t.db, key, randomUUID(), LEASE, at(3)), 1);
+  assert.equal(await takeSlot(t.db, key, randomUUID(), LEASE, at(3)), undefined);
+});
+
+test('the message-rate bucket: paced at the rate, shared by two processes, no limit without a rate', async () => {
+  const key = { source: 'default', site: 'yahoo' };
+  // 60 a minute: one a second, the bucket holds ten seconds' worth.
+  await siteState(t.db, key, { connectionLimit: 5, messageRate: 60 }, at(0));
+  const first = await takeMessageToken(t.db, key, at(0));
+  assert.deepEqual(first, { waitMs: 0 }); // the bucket starts with one
+  const second = await takeMessageToken(other.db, key, at(0));
+  assert.equal(second.waitMs, 1000);
+  // 30 s later it holds ten (its size), no more.
+  let taken = 0;
+  for (let i = 0; i < 12; i++)
+    if ((await takeMessageToken(i % 2 ? other.db : t.db, key, at(30))).waitMs === 0) taken += 1;
+  assert.equal(taken, 10);
+
+  const free = { source: 'default', site: 'free.example' };
+  await siteState(t.db, free, { connectionLimit: 5, messageRate: undefined }, at(0));
+  for (let i = 0; i < 5; i++) assert.deepEqual(await takeMessageToken(t.db, free, at(0)), { waitMs: 0 });
+});
+
+test('changes to a site apply one after the other, and replies are kept', async () => {
+  const key = { source: 'default', site: 'microsoft' };
+  const limits = { connectionLimit: 5, messageRate: undefined };
+  await Promise.all(
+    Array.from({ length: 8 }, (_, i) =>
+      updateSite(i % 2 ? other.db : t.db, key, limits, at(i), (state) => ({
+        ...state,
+        successes: state.successes + 1,
+      })),
+    ),
+  );
+  const state = await updateSite(t.db, key, limits, at(9), () => undefined, {
+    code: 451,
+    text: '451 4.7.650 The mail server [203.0.113.9] has been temporarily rate limited due to IP reputation.',
+    throttle: true,
+  });
+  assert.equal(state.successes, 8);
+  const { rows } = await t.db.query<{ throttle_replies: string; last_reply_code: number }>(
+    `SELECT throttle_replies, last_reply_code FROM destination_sites WHERE site = 'microsoft'`,
+  );
+  assert.deepEqual([Number(rows[0]!.throttle_replies), rows[0]!.last_reply_code], [1, 451]);
+});
+
+test('a sender hold: only that sending domain at that site, until its time; a later hold stands', async () => {
+  await holdSender(t.db, 'google', 'broken.example', at(600), '550 5.7.26 Unauthenticated email');
+  await holdSender(t.db, 'google', 'broken.example', at(300), '550 5.7.26 again');
+  assert.deepEqual((await senderHold(t.db, 'google', 'broken.example', at(10)))?.pausedUntil, at(600));
+  assert.equal(await senderHold(t.db, 'google', 'fine.example', at(10)), undefined);
+  assert.equal(await senderHold(t.db, 'yahoo', 'broken.example', at(10)), undefined);
+  assert.equal(await senderHold(t.db, 'google', 'broken.example', at(601)), undefined);
+});
