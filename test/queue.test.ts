@@ -44,7 +44,13 @@ test('two workers on their own connections deliver 60 messages, each exactly onc
     const res = await sendBatch(t.app, org.fullKey, entries);
     assert.equal(res.statusCode, 200);
     await waitFor(() => sink.transactions.length >= 60, 20_000);
-    await new Promise((resolve) => setTimeout(resolve, 300)); // a double send would show up by now
+    // Every job finished (deleted) and both workers stopped (a stop waits for the jobs running): nothing
+    // more can be sent, so a double send would be in the count.
+    await waitFor(
+      async () => (await t.db.query("SELECT 1 FROM jobs WHERE queue = 'deliver-email'")).rowCount === 0,
+      10_000,
+    );
+    for (const worker of workers.splice(0)) await worker.stop();
     const received = sink.transactions.flatMap((tx) => tx.rcptTo);
     assert.equal(received.length, 60);
     assert.equal(new Set(received).size, 60);
