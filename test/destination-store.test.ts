@@ -12,7 +12,7 @@ import {
   renewSlots,
   senderHold,
   siteState,
-  takeMessageToken,
+  takeToken,
   takeSlot,
   updateSite,
 } from '../src/shaping/destination-store.ts';
@@ -85,19 +85,27 @@ test('the message-rate bucket: paced at the rate, shared by two processes, no li
   const key = { source: 'default', site: 'yahoo' };
   // 60 a minute: one a second, the bucket holds ten seconds' worth.
   await siteState(t.db, key, { connectionLimit: 5, messageRate: 60 }, at(0));
-  const first = await takeMessageToken(t.db, key, at(0));
+  const first = await takeToken(t.db, key, 'message', at(0));
   assert.deepEqual(first, { waitMs: 0 }); // the bucket starts with one
-  const second = await takeMessageToken(other.db, key, at(0));
+  const second = await takeToken(other.db, key, 'message', at(0));
   assert.equal(second.waitMs, 1000);
   // 30 s later it holds ten (its size), no more.
   let taken = 0;
   for (let i = 0; i < 12; i++)
-    if ((await takeMessageToken(i % 2 ? other.db : t.db, key, at(30))).waitMs === 0) taken += 1;
+    if ((await takeToken(i % 2 ? other.db : t.db, key, 'message', at(30))).waitMs === 0) taken += 1;
   assert.equal(taken, 10);
 
   const free = { source: 'default', site: 'free.example' };
   await siteState(t.db, free, { connectionLimit: 5, messageRate: undefined }, at(0));
-  for (let i = 0; i < 5; i++) assert.deepEqual(await takeMessageToken(t.db, free, at(0)), { waitMs: 0 });
+  for (let i = 0; i < 5; i++) assert.deepEqual(await takeToken(t.db, free, 'message', at(0)), { waitMs: 0 });
+
+  // New connections have a bucket of their own: 6 a minute, one every 10 s.
+  const slow = { source: 'default', site: 'slow.example' };
+  await siteState(t.db, slow, { connectionLimit: 5, messageRate: undefined, connectionRate: 6 }, at(0));
+  assert.deepEqual(await takeToken(t.db, slow, 'connection', at(0)), { waitMs: 0 });
+  assert.deepEqual(await takeToken(t.db, slow, 'connection', at(4)), { waitMs: 6000 });
+  assert.deepEqual(await takeToken(t.db, slow, 'message', at(4)), { waitMs: 0 });
+  assert.deepEqual(await takeToken(t.db, slow, 'connection', at(10)), { waitMs: 0 });
 });
 
 test('changes to a site apply one after the other, and replies are kept', async () => {

@@ -53,6 +53,8 @@ export interface ConfiguredLimits {
   connectionLimit: number;
   /** Messages a minute; undefined: no rate limit. */
   messageRate: number | undefined;
+  /** New connections a minute; undefined: no rate limit. */
+  connectionRate?: number | undefined;
 }
 
 /** The site's state, its row made at the configured limits the first time the site is met. */
@@ -60,14 +62,15 @@ export async function siteState(db: Queryable, key: SiteKey, limits: ConfiguredL
   for (;;) {
     const { rows } = await db.query<SiteRow>(
       `WITH made AS (
-         INSERT INTO destination_sites (source, site, connection_limit, message_rate, tokens, tokens_at)
-         VALUES ($1, $2, $3, $4, 1, $5) ON CONFLICT (source, site) DO NOTHING
+         INSERT INTO destination_sites (source, site, connection_limit, message_rate, tokens, tokens_at,
+                                        connection_rate, connection_tokens, connection_tokens_at)
+         VALUES ($1, $2, $3, $4, 1, $5, $6, 1, $5) ON CONFLICT (source, site) DO NOTHING
          RETURNING ${SITE_COLUMNS}
        )
        SELECT ${SITE_COLUMNS} FROM made
        UNION ALL SELECT ${SITE_COLUMNS} FROM destination_sites WHERE source = $1 AND site = $2
        LIMIT 1`,
-      [key.source, key.site, limits.connectionLimit, limits.messageRate ?? null, now],
+      [key.source, key.site, limits.connectionLimit, limits.messageRate ?? null, now, limits.connectionRate ?? null],
     );
     // Empty only when another process made the row after this statement's snapshot: read it again.
     if (rows[0]) return stateOf(rows[0]);
@@ -202,32 +205,43 @@ export async function releaseSlot(db: Queryable, key: SiteKey, slot: number, hol
   ]);
 }
 
-/** The bucket holds ten seconds' worth of the rate (at least one message): sends are paced, not bunched. */
+/** A bucket holds ten seconds' worth of its rate (at least one): sends are paced, not bunched. */
 const BUCKET_SECONDS = 10;
 
+const BUCKETS = {
+  message: { rate: 'message_rate', tokens: 'tokens', at: 'tokens_at' },
+  connection: { rate: 'connection_rate', tokens: 'connection_tokens', at: 'connection_tokens_at' },
+} as const;
+
 /**
- * Takes one message from the site's rate bucket. `{ waitMs: 0 }` when taken (or the site has no rate),
- * else how long until one is there.
+ * Takes one from the site's bucket of messages (or of new connections). `{ waitMs: 0 }` when taken (or
+ * the site has no such rate), else how long until one is there.
  */
-export async function takeMessageToken(db: Queryable, key: SiteKey, now: Date): Promise<{ waitMs: number }> {
-  const { rows } = await db.query<{ taken: boolean; available: number; message_rate: number | null }>(
+export async function takeToken(
+  db: Queryable,
+  key: SiteKey,
+  bucket: keyof typeof BUCKETS,
+  now: Date,
+): Promise<{ waitMs: number }> {
+  const { rate, tokens, at } = BUCKETS[bucket];
+  const { rows } = await db.query<{ taken: boolean; available: number; rate: number | null }>(
     `WITH site AS (
-       SELECT message_rate,
-              LEAST(GREATEST(1, message_rate * ${BUCKET_SECONDS} / 60.0),
-                    tokens + GREATEST(0, extract(epoch FROM $3::timestamptz - tokens_at)) / 60.0 * message_rate) AS available
+       SELECT ${rate} AS rate,
+              LEAST(GREATEST(1, ${rate} * ${BUCKET_SECONDS} / 60.0),
+                    ${tokens} + GREATEST(0, extract(epoch FROM $3::timestamptz - ${at})) / 60.0 * ${rate}) AS available
          FROM destination_sites WHERE source = $1 AND site = $2 FOR UPDATE
      ),
      taken AS (
-       UPDATE destination_sites d SET tokens = s.available - 1, tokens_at = $3
-         FROM site s WHERE d.source = $1 AND d.site = $2 AND s.message_rate IS NOT NULL AND s.available >= 1
+       UPDATE destination_sites d SET ${tokens} = s.available - 1, ${at} = $3
+         FROM site s WHERE d.source = $1 AND d.site = $2 AND s.rate IS NOT NULL AND s.available >= 1
        RETURNING 1
      )
-     SELECT EXISTS (SELECT 1 FROM taken) AS taken, available, message_rate FROM site`,
+     SELECT EXISTS (SELECT 1 FROM taken) AS taken, available, rate FROM site`,
     [key.source, key.site, now],
   );
   const row = rows[0];
-  if (!row || row.message_rate === null || row.taken) return { waitMs: 0 };
-  return { waitMs: Math.ceil(((1 - row.available) / row.message_rate) * 60_000) };
+  if (!row || row.rate === null || row.taken) return { waitMs: 0 };
+  return { waitMs: Math.ceil(((1 - row.available) / row.rate) * 60_000) };
 }
 
 /** The hold of `senderDomain` at `site` in force at `now`, if any. */

@@ -10,6 +10,9 @@ CREATE TABLE destination_sites (
   message_rate double precision,              -- messages a minute in force now; NULL: no limit
   tokens double precision NOT NULL DEFAULT 0, -- what the message-rate bucket holds at tokens_at
   tokens_at timestamptz NOT NULL,
+  connection_rate double precision,           -- new connections a minute; NULL: no limit
+  connection_tokens double precision NOT NULL DEFAULT 0,
+  connection_tokens_at timestamptz NOT NULL,
   paused_until timestamptz,
   pause_reason text,                          -- throttled, site_paused
   pause_reply text,                           -- the reply (or the operator's words) that paused it
@@ -46,6 +49,7 @@ CREATE TABLE destination_sender_holds (
   PRIMARY KEY (site, sender_domain)
 );
 
--- The site a pending recipient was last tried at (or held for), so that a site's queue can be counted.
-ALTER TABLE email_recipients ADD COLUMN site text;
+-- The site a pending recipient was last tried at (or held for), so that a site's queue can be counted,
+-- and the hold it waits in (its delivery_delayed entry is written once per hold, not once per try).
+ALTER TABLE email_recipients ADD COLUMN site text, ADD COLUMN hold_reason text;
 CREATE INDEX email_recipients_pending_site_idx ON email_recipients (site) WHERE status = 'pending' AND site IS NOT NULL;
