@@ -20,9 +20,7 @@ test('a burst to one domain holds at most the limit at once; another domain is n
   const busy = Array.from({ length: 3 * CONNECTIONS_PER_DOMAIN }, (_, i) =>
     slots.run('busy.example', task('busy.example', `busy${i}`)),
   );
-  const started = Date.now();
   const quiet = await slots.run('quiet.example', task('quiet.example', 'quiet'));
-  const quietTook = Date.now() - started;
   assert.equal(quiet, 'quiet');
   assert.deepEqual(
     await Promise.all(busy),
@@ -30,9 +28,9 @@ test('a burst to one domain holds at most the limit at once; another domain is n
   );
   assert.equal(most.get('busy.example'), CONNECTIONS_PER_DOMAIN);
   assert.equal(most.get('quiet.example'), 1);
-  // The other domain ran beside the first wave, not after the queue of 60.
+  // The other domain ran beside the first wave, not after the queue of 60 (an order, not a duration: the
+  // first wave's timers were set before its own, the second wave's after it finished).
   assert.ok(order.indexOf('quiet') < CONNECTIONS_PER_DOMAIN + 1, `quiet finished at ${order.indexOf('quiet')}`);
-  assert.ok(quietTook < 1000);
 });
 
 test('a task that fails frees its slot', async () => {
