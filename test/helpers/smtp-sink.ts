@@ -36,8 +36,11 @@ export interface SmtpSink {
   failData(reply: SmtpReply): void;
   /** Wait this long before the greeting, or before answering DATA. */
   slow(where: 'greeting' | 'data', ms: number): void;
-  /** Closes every open connection at once, as a relay drops clients it finds idle. */
-  dropConnections(): void;
+  /**
+   * Closes every open connection at once, as a relay drops clients it finds idle. Resolves once each is
+   * closed here, which takes the client's own end of it: the client has seen the drop by then.
+   */
+  dropConnections(): Promise<void>;
   /** Back to accepting everything promptly; the record is emptied. */
   reset(): void;
   close(): Promise<void>;
@@ -61,6 +64,8 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
   let delays = { greeting: 0, data: 0 };
   const transactions: ReceivedTransaction[] = [];
   let connections = 0;
+  /** Sessions being dropped, by id: told when their socket has closed. */
+  const dropping = new Map<string, () => void>();
 
   const serverOptions: SMTPServerOptions = {
     authOptional: true,
@@ -80,6 +85,10 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
     onConnect(_session, callback) {
       connections++;
       void sleep(delays.greeting).then(() => callback());
+    },
+    onClose(session) {
+      dropping.get(session.id)?.();
+      dropping.delete(session.id);
     },
     onRcptTo(address, _session, callback) {
       const reply = recipientReplies.get(address.address.toLowerCase());
@@ -125,10 +134,12 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
     replyToRecipient: (address, reply) => void recipientReplies.set(address.toLowerCase(), reply),
     failData: (reply) => void (dataReply = reply),
     slow: (where, ms) => void (delays = { ...delays, [where]: ms }),
-    dropConnections() {
+    async dropConnections() {
       // smtp-server keeps its open connections in a set it does not type.
-      const open = (server as unknown as { connections: Set<{ close(): void }> }).connections;
+      const open = [...(server as unknown as { connections: Set<{ id: string; close(): void }> }).connections];
+      const closed = open.map((connection) => new Promise<void>((resolve) => dropping.set(connection.id, resolve)));
       for (const connection of open) connection.close();
+      await Promise.all(closed);
     },
     reset() {
       recipientReplies.clear();
