@@ -37,6 +37,11 @@ export interface SmtpSink {
   /** Wait this long before the greeting, or before answering DATA. */
   slow(where: 'greeting' | 'data', ms: number): void;
   /**
+   * Once `count` transactions are recorded, every message after them is neither answered nor recorded
+   * until the returned function is called (then it is, as a relay that was only slow).
+   */
+  holdAfter(count: number): () => void;
+  /**
    * Closes every open connection at once, as a relay drops clients it finds idle. Resolves once each is
    * closed here, which takes the client's own end of it: the client has seen the drop by then.
    */
@@ -62,6 +67,7 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
   const recipientReplies = new Map<string, SmtpReply>();
   let dataReply: SmtpReply | undefined;
   let delays = { greeting: 0, data: 0 };
+  let hold: { count: number; released: Promise<void> } | undefined;
   const transactions: ReceivedTransaction[] = [];
   let connections = 0;
   /** Sessions being dropped, by id: told when their socket has closed. */
@@ -99,6 +105,7 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('end', async () => {
         await sleep(delays.data);
+        if (hold && transactions.length >= hold.count) await hold.released;
         if (dataReply) return callback(smtpError(dataReply));
         const raw = Buffer.concat(chunks);
         const mailFrom = session.envelope.mailFrom;
@@ -134,6 +141,14 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
     replyToRecipient: (address, reply) => void recipientReplies.set(address.toLowerCase(), reply),
     failData: (reply) => void (dataReply = reply),
     slow: (where, ms) => void (delays = { ...delays, [where]: ms }),
+    holdAfter(count) {
+      let release!: () => void;
+      hold = { count, released: new Promise<void>((resolve) => (release = resolve)) };
+      return () => {
+        hold = undefined;
+        release();
+      };
+    },
     async dropConnections() {
       // smtp-server keeps its open connections in a set it does not type.
       const open = [...(server as unknown as { connections: Set<{ id: string; close(): void }> }).connections];
