@@ -15,6 +15,7 @@ import {
   type Dashboard,
 } from './helpers/browser.ts';
 import { DASHBOARD_CSP } from '../src/dashboard/dashboard-routes.ts';
+import { waitFor } from './helpers/wait.ts';
 
 let dashboard: Dashboard;
 before(async () => {
@@ -189,10 +190,9 @@ describe('security headers', () => {
         document.body.append(script);
       }`);
       assert.equal(await page.evaluate('window.inlineRan'), undefined);
-      await page.waitForTimeout(100);
-      assert.ok(
-        problems.some((p) => /script-src/.test(p)),
-        `an inline script is refused and reported: ${problems.join('; ')}`,
+      // The report comes as an event of its own: waited for, not given a fixed 100 ms.
+      await waitFor(() => problems.some((p) => /script-src/.test(p)), 10_000).catch(() =>
+        assert.fail(`an inline script is refused and reported: ${problems.join('; ')}`),
       );
     });
   });
