@@ -69,12 +69,15 @@ test('serve: first start, credentials, health, graceful SIGTERM, second start', 
       assert.equal(restricted.status, 401);
     }
 
-    // A request in flight (its DNS look-up waits 1.5 s) when SIGTERM arrives still gets its answer.
+    // A request in flight (its DNS look-up waits 1.5 s) when SIGTERM arrives still gets its answer. The
+    // signal goes once its look-up has reached the DNS server: the server holds the request by then,
+    // however slowly it got there (a fixed wait could signal a server the request had not reached).
+    const lookedUp = new Promise((resolve) => silentDns.once('message', resolve));
     const inFlight = fetch(`${first.base}/domains/${domainId}/verify`, {
       method: 'POST',
       headers: { authorization: `Bearer ${env.KEY}` },
     });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await lookedUp;
     first.child.kill('SIGTERM');
     const answer = await inFlight;
     assert.equal(answer.status, 200);
