@@ -72,7 +72,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     );
   }
   let worker: Worker | undefined;
-  const transport = role === 'api' ? undefined : createTransport(config);
+  const transport = role === 'api' ? undefined : createTransport(config, db, { log: app.log });
   if (transport) worker = await startDelivery(db, config, transport, app.log);
   const webhooks = role === 'api' ? undefined : await startWebhookDelivery(db, config, app.log);
   // Pruning is background work like delivery: it runs where the workers run.

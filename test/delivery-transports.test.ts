@@ -11,10 +11,11 @@ import { ConfigError, loadConfig, type Config } from '../src/platform/config.ts'
 import { composeMessage } from '../src/delivery/compose.ts';
 import { createComposer } from '../src/delivery/composer.ts';
 import { classifySmtpReply } from '../src/delivery/smtp-outcome.ts';
-import { createTransport, readCaptured } from '../src/delivery/transports/index.ts';
+import { createTransport, readCaptured, type TransportOptions } from '../src/delivery/transports/index.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from '../src/delivery/transport.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
 import { startDnsServer, type DnsServer } from './helpers/dns-server.ts';
+import { openTestDatabase, type TestDatabase } from './helpers/database.ts';
 
 // Every transport against real peers on loopback: an SMTP server (smtp-server) that records what it
 // receives and answers as told, and a DNS server (dns2) whose zone each test writes.
@@ -29,6 +30,7 @@ const keys = generateKeyPairSync('rsa', {
 const DKIM_RECORD = `v=DKIM1; k=rsa; p=${keys.publicKey.toString('base64')}`;
 
 let dataDir: string;
+let database: TestDatabase; // the shaping state the SMTP transports share
 let dns: DnsServer;
 let sink: SmtpSink; // 127.0.0.1:P, with STARTTLS
 let backupSink: SmtpSink; // 127.0.0.3:P, the same port: a second MX host
@@ -39,6 +41,7 @@ const DEAD_HOST = '127.0.0.2'; // nothing listens there on P: connection refused
 
 before(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'mailroom-transports-'));
+  database = await openTestDatabase();
   dns = await startDnsServer();
   sink = await startSmtpSink();
   backupSink = await startSmtpSink({ host: '127.0.0.3', port: sink.port });
@@ -50,7 +53,10 @@ before(async () => {
 after(async () => {
   await Promise.all([sink, backupSink, plainSink, brokenTlsSink, authSink, dns].map((server) => server?.close()));
   await rm(dataDir, { recursive: true, force: true });
+  await database.close();
 });
+
+const transportFor = (config: Config, options: TransportOptions = {}) => createTransport(config, database.db, options);
 
 function configWith(env: Record<string, string> = {}): Config {
   return loadConfig({
@@ -68,6 +74,8 @@ function outgoing(overrides: Partial<OutgoingMessage> = {}): OutgoingMessage {
   const to = overrides.to ?? ['ann@one.test'];
   return {
     emailId: randomUUID(),
+    organizationId: randomUUID(),
+    firstAttempt: true,
     messageId: `<${randomUUID()}@${SENDER_DOMAIN}>`,
     from: `Sender <news@${SENDER_DOMAIN}>`,
     to,
@@ -272,13 +280,13 @@ test('compose threads: a message a thread cannot be handed fails alone; a thread
 // ---- Transport choice
 
 test('createTransport: capture on PGlite, mx on PostgreSQL, or as MAILROOM_TRANSPORT says', async () => {
-  assert.equal(createTransport(configWith()).name, 'capture');
-  assert.equal(createTransport(configWith({ DATABASE_URL: 'postgres://u@127.0.0.1:5432/db' })).name, 'mx');
-  const relay = createTransport(configWith({ MAILROOM_TRANSPORT: 'smtp', MAILROOM_SMTP_URL: sink.url }));
+  assert.equal(transportFor(configWith()).name, 'capture');
+  assert.equal(transportFor(configWith({ DATABASE_URL: 'postgres://u@127.0.0.1:5432/db' })).name, 'mx');
+  const relay = transportFor(configWith({ MAILROOM_TRANSPORT: 'smtp', MAILROOM_SMTP_URL: sink.url }));
   assert.equal(relay.name, 'smtp');
   await relay.close();
   assert.throws(
-    () => createTransport(configWith({ MAILROOM_TRANSPORT: 'smtp' })),
+    () => transportFor(configWith({ MAILROOM_TRANSPORT: 'smtp' })),
     (error: unknown) => error instanceof ConfigError && error.variable === 'MAILROOM_SMTP_URL',
   );
 });
@@ -290,7 +298,7 @@ test('capture: stores a parseable, signed .eml and reads every recipient as deli
     to: ['ann@one.test'],
     envelope: { from: 'b@sender.test', to: ['ann@one.test', 'x@y.test'] },
   });
-  const results = await using(createTransport(configWith({ MAILROOM_TRANSPORT: 'capture' })), (t) => t.send(message));
+  const results = await using(transportFor(configWith({ MAILROOM_TRANSPORT: 'capture' })), (t) => t.send(message));
   assert.deepEqual(results, [
     { address: 'ann@one.test', outcome: 'delivered', smtpCode: undefined, response: 'captured' },
     { address: 'x@y.test', outcome: 'delivered', smtpCode: undefined, response: 'captured' },
@@ -308,7 +316,7 @@ test('capture: stores a parseable, signed .eml and reads every recipient as deli
 // ---- SMTP relay
 
 const relayConfig = (url: string) => configWith({ MAILROOM_TRANSPORT: 'smtp', MAILROOM_SMTP_URL: url });
-const relay = (url = sink.url) => createTransport(relayConfig(url), { relayTls: { rejectUnauthorized: false } });
+const relay = (url = sink.url) => transportFor(relayConfig(url), { relayTls: { rejectUnauthorized: false } });
 
 test('relay: one transaction, outcome per recipient (accepted, deferred at RCPT, rejected at RCPT)', async () => {
   resetSinks();
@@ -426,7 +434,7 @@ test('relay: STARTTLS is used when offered, EHLO gives MAILROOM_HELO_NAME; plain
 
 test('relay: the certificate is checked unless told otherwise; a failed check defers, nothing goes in the clear', async () => {
   resetSinks();
-  const strict = createTransport(relayConfig(sink.url)); // the built-in test certificate is self-signed
+  const strict = transportFor(relayConfig(sink.url)); // the built-in test certificate is self-signed
   const results = await using(strict, (t) => t.send(outgoing()));
   assert.deepEqual(outcomes(results), [{ address: 'ann@one.test', outcome: 'deferred', smtpCode: undefined }]);
   assert.match(
@@ -453,7 +461,7 @@ test('relay: logs in with the credentials of MAILROOM_SMTP_URL; refused credenti
 
 // The sinks listen on loopback, which the mx transport refuses unless the operator allows it.
 const mx = (env: Record<string, string> = {}) =>
-  createTransport(configWith({ MAILROOM_TRANSPORT: 'mx', MAILROOM_MX_ALLOW_CIDRS: '127.0.0.0/8', ...env }));
+  transportFor(configWith({ MAILROOM_TRANSPORT: 'mx', MAILROOM_MX_ALLOW_CIDRS: '127.0.0.0/8', ...env }));
 
 test('mx: the most preferred MX host is used, whatever order DNS lists them in', async () => {
   resetSinks();
@@ -666,7 +674,7 @@ test('mx: a domain whose mail servers resolve only to loopback or private addres
   assert.equal(sink.connections, before, 'no connection was made');
   // The operator's relay is not checked: it is the operator's own choice of host.
   const relayed = await using(
-    createTransport(configWith({ MAILROOM_TRANSPORT: 'smtp', MAILROOM_SMTP_URL: plainSink.url })),
+    transportFor(configWith({ MAILROOM_TRANSPORT: 'smtp', MAILROOM_SMTP_URL: plainSink.url })),
     (t) => t.send(outgoing({ to: [`ann@${domain}`] })),
   );
   assert.equal(relayed[0]!.outcome, 'delivered');

@@ -29,7 +29,7 @@ before(async () => {
   t = await buildTestApp({ MAILROOM_TRANSPORT: 'capture', MAILROOM_DATA_DIR: dataDir });
   org = await createTestOrganization(t.db, t.config, 'life');
   other = await createTestOrganization(t.db, t.config, 'life2');
-  const capture = createTransport(t.config);
+  const capture = createTransport(t.config, t.db);
   transport = {
     name: capture.name,
     send(message) {

@@ -34,7 +34,7 @@ after(async () => {
 
 test('two workers on their own connections deliver 60 messages, each exactly once', async () => {
   const other = await secondConnection(t.db);
-  const transports = [createTransport(t.config), createTransport(t.config)];
+  const transports = [createTransport(t.config, t.db), createTransport(t.config, t.db)];
   const workers = [
     await startDelivery(t.db, t.config, transports[0]!, log),
     await startDelivery(other.db, t.config, transports[1]!, log),

@@ -38,13 +38,15 @@ test('without a file: 10 × 100 everywhere, providers at their published limits,
   assert.deepEqual(policy.limitsFor('microsoft'), limits(5, 50));
   assert.deepEqual(policy.limitsFor('yahoo'), limits(10, 20));
   assert.deepEqual(policy.limitsFor('apple'), limits(10, 5));
-  for (const site of ['fastmail', 'relay', 'mx:mx1.shop.test', 'example.test', '__proto__', 'constructor']) {
+  assert.deepEqual(policy.limitsFor('relay'), limits(20, 100));
+  for (const site of ['fastmail', 'mx:mx1.shop.test', 'example.test', '__proto__', 'constructor']) {
     assert.deepEqual(policy.limitsFor(site), limits(10, 100), site);
   }
   assert.deepEqual(policy.holds, {
     google_rate_limit: 10 * 60_000,
     yahoo_tss04: 2 * 3_600_000,
     throttle: 5 * 60_000,
+    sender_fault: 30 * 60_000,
     max: 4 * 3_600_000,
   });
   assert.deepEqual(policy.rules, []);
@@ -271,7 +273,7 @@ test('every check names the key at fault, after the file', () => {
     [
       '[holds]\nmicrosoft = "1h"',
       'holds.microsoft',
-      /unknown key \(expected one of google_rate_limit, yahoo_tss04, throttle, max\)/,
+      /unknown key \(expected one of google_rate_limit, yahoo_tss04, throttle, sender_fault, max\)/,
     ],
     ['[holds]\nyahoo_tss04 = "5h"', 'holds.yahoo_tss04', /holds.yahoo_tss04 \(5h\) is longer than holds.max \(4h\)/],
     ['[holds]\nmax = "1h"', 'holds.max', /holds.yahoo_tss04 \(2h\) is longer than holds.max \(1h\)/],

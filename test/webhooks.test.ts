@@ -74,7 +74,7 @@ before(async () => {
     MAILROOM_WEBHOOK_CONNECTIONS_PER_ENDPOINT: '2',
   });
   org = await createTestOrganization(t.db, t.config, 'hooks');
-  transport = createTransport(t.config);
+  transport = createTransport(t.config, t.db);
   delivery = await startDelivery(t.db, t.config, transport, log);
   webhooks = await startWebhookDelivery(t.db, t.config, log);
 });

@@ -8,6 +8,7 @@ import { openDatabase } from '../platform/db/open.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { runServer, type Role } from '../server.ts';
 import { StartupError } from '../platform/listen-error.ts';
+import { ShapingFileError } from '../shaping/shaping-file.ts';
 import { createApiKey, listApiKeys } from '../tenancy/api-keys.ts';
 import { createOrganization, findOrganization, listOrganizations } from '../tenancy/organizations.ts';
 import { createSession } from '../tenancy/sessions.ts';
@@ -321,7 +322,9 @@ export async function main(argv: string[]): Promise<number> {
     if (error instanceof ConfigError) return fail({ name: 'configuration', message: error.message });
     if ((error as Error).name === 'DataDirInUseError')
       return fail({ name: 'data_dir_in_use', message: (error as Error).message });
-    if (error instanceof StartupError) return fail({ name: 'startup', message: error.message });
+    if (error instanceof StartupError || error instanceof ShapingFileError) {
+      return fail({ name: 'startup', message: error.message });
+    }
     if (isConnectionLost(error)) {
       const message = `cannot reach the database (DATABASE_URL): ${(error as Error).message}`;
       return fail({ name: 'database_unreachable', message });

@@ -42,6 +42,7 @@ export function deliverEmailHandler(db: Database, config: Config, transport: Tra
     const message = await outgoingMessage(db, email, recipients);
     const copies = personalizeCopies(message, email, links, returnPath);
     const attempts = attemptNumbers(recipients);
+    const waitingIn = new Map(recipients.map((r) => [r.address, r.hold_reason]));
 
     // Each copy's outcomes commit as soon as it is sent: a crash sends again only the copies not recorded.
     // A copy sent while the database is away is recorded once it is back (within the job's lease), not
@@ -54,7 +55,12 @@ export function deliverEmailHandler(db: Database, config: Config, transport: Tra
     for (let i = 0; i < copies.length; i += COPIES_IN_FLIGHT) {
       await Promise.all(
         copies.slice(i, i + COPIES_IN_FLIGHT).map(async (copy) => {
-          const results = await sendCopy(transport, copy);
+          const results = (await sendCopy(transport, copy)).map((result) =>
+            // Held again for the reason it already waits for: its delivery_delayed entry is written.
+            result.hold && waitingIn.get(result.address) === result.hold.reason
+              ? { ...result, hold: { ...result.hold, announced: true } }
+              : result,
+          );
           const retryAt = await retryWhileUnreachable((again) => {
             if (!again) {
               return recordOutcomes(db, email, results, attempts, retrySchedule, settledWithOutcomes ? job : undefined);

@@ -26,6 +26,8 @@ export async function outgoingMessage(
   const fromAddress = /<([^<>]+)>$/.exec(email.from)?.[1] ?? email.from;
   return {
     emailId: email.id,
+    organizationId: email.organization_id,
+    firstAttempt: recipients.every((r) => r.attempts === 0),
     messageId: email.message_id,
     from: email.from,
     to: email.to,

@@ -153,8 +153,12 @@ export function earliest(a: Date | undefined, b: Date | undefined): Date | undef
   return b && (!a || b < a) ? b : a;
 }
 
-/** What is written for one recipient's result: its new state, its timeline entry, a suppression. */
-export interface OutcomeRow extends TimelineEntryRow {
+/**
+ * What is written for one recipient's result: its new state, its timeline entry (none when `kind` is
+ * null: a hold already announced), a suppression.
+ */
+export interface OutcomeRow extends Omit<TimelineEntryRow, 'kind'> {
+  kind: TimelineEntryRow['kind'] | null;
   address: string;
   status: RecipientStatus;
   attempts: number;
@@ -164,10 +168,13 @@ export interface OutcomeRow extends TimelineEntryRow {
   suppress: string | null;
   /** Mark the message `sent` if no recipient is left pending once this statement is done. */
   mark_sent: boolean;
+  /** The destination site it was tried at or held for, and the hold it now waits in (null: none). */
+  site: string | null;
+  hold_reason: string | null;
 }
 
 const OUTCOME_COLUMNS = `${TIMELINE_ENTRY_COLUMNS}, address text, status text, attempts int, failure_reason text,
-  last_response text, suppress text, mark_sent boolean`;
+  last_response text, suppress text, mark_sent boolean, site text, hold_reason text`;
 
 /**
  * What a recipient's result means: its new state and timeline entry, what it counts as, and when to try
@@ -197,7 +204,23 @@ export function decideOutcome(
     last_response: smtp.response,
     suppress: suppress ? addressKey(result.address) : null,
     mark_sent: false,
+    site: result.hold?.site ?? null,
+    hold_reason: null,
   });
+
+  if (result.outcome === 'held') {
+    // Traffic shaping keeps it back: it stays pending, this try does not count, and the hold is told
+    // once (a delivery_delayed entry with its reason), not at every try while it lasts.
+    const hold = result.hold!;
+    const data = { ...smtp, reason: hold.reason, next_attempt_at: hold.until.toISOString() };
+    const held = row('pending', null, { ...entry, kind: 'delivery_delayed', data });
+    const announced = hold.announced ? { kind: null } : {};
+    return {
+      row: { ...held, ...announced, attempts: attempts - 1, hold_reason: hold.reason },
+      outcome: 'held',
+      retryAt: hold.until,
+    };
+  }
 
   if (result.outcome === 'delivered') {
     return { row: row('delivered', null, { ...entry, kind: 'delivered', data: smtp }), outcome: 'delivered' };
@@ -239,11 +262,13 @@ export async function writeOutcomeRows(
      ),
      updated AS (
        UPDATE email_recipients r SET status = o.status, attempts = o.attempts, failure_reason = o.failure_reason,
-              last_response = o.last_response, updated_at = now()
+              last_response = o.last_response, site = coalesce(o.site, r.site), hold_reason = o.hold_reason,
+              updated_at = now()
          FROM outcome o WHERE r.email_id = o.email_id AND r.address = o.address AND r.status = 'pending'
        RETURNING r.email_id, r.address, r.status
      ),
-     ${timelineEntriesFrom('outcome', { readMessage: true })},
+     entry AS (SELECT * FROM outcome WHERE kind IS NOT NULL),
+     ${timelineEntriesFrom('entry', { readMessage: true })},
      suppressed AS (${suppressionsFrom('outcome', 'suppress', 'hard_bounce')}),
      sent AS (${markSentStatement('SELECT email_id FROM outcome WHERE mark_sent', 'updated')} RETURNING e.id),
      -- A job whose message this statement could not mark sent (a recipient changed concurrently, e.g.

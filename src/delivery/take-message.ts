@@ -45,6 +45,8 @@ export interface PendingRecipient {
   attempts: number;
   /** On the organization's suppression list. */
   suppressed: boolean;
+  /** The traffic-shaping hold it waits in (its delivery_delayed entry is written), if any. */
+  hold_reason: string | null;
 }
 
 /** What taking a message gives: the message and its pending recipients, 'finished', or a later Date. */
@@ -98,7 +100,7 @@ export async function takeMessages(db: Queryable, emailIds: string[]): Promise<T
      )
      SELECT locked.*,
             CASE WHEN take = 'take' THEN coalesce((
-              SELECT json_agg(json_build_object('address', r.address, 'attempts', r.attempts, 'suppressed',
+              SELECT json_agg(json_build_object('address', r.address, 'attempts', r.attempts, 'hold_reason', r.hold_reason, 'suppressed',
                        EXISTS (SELECT 1 FROM suppressions s
                                 WHERE s.organization_id = locked.organization_id AND s.address = lower(r.address)))
                        ORDER BY r.address)

@@ -11,6 +11,9 @@ export interface OutgoingAttachment {
 
 export interface OutgoingMessage {
   emailId: string;
+  organizationId: string;
+  /** No recipient of it has been tried before: fresh mail goes before retries at a busy destination. */
+  firstAttempt: boolean;
   /** RFC 5322 Message-ID, angle brackets included: `<uuid@domain>`. */
   messageId: string;
   /** Header fields, as stored (`Name <address>` or `address`; domains already in ASCII). */
@@ -33,10 +36,13 @@ export interface OutgoingMessage {
 /**
  * What happened to one recipient, classified in one place (smtp-outcome.ts):
  * - delivered: the receiving server took responsibility (2xx);
- * - deferred: try again later (4xx, or the server could not be reached or answered badly);
- * - bounced: permanently refused (5xx).
+ * - deferred: try again later (4xx, or the server could not be reached or answered badly, or a refusal
+ *   that is not the recipient's fault: a policy or reputation block, the sender's own fault);
+ * - bounced: permanently refused, the recipient's fault (5xx);
+ * - held: not sent now because of traffic shaping (the destination is paused or at its limits): it
+ *   waits until `hold.until` without spending a retry attempt.
  */
-export type Outcome = 'delivered' | 'deferred' | 'bounced';
+export type Outcome = 'delivered' | 'deferred' | 'bounced' | 'held';
 
 export interface RecipientResult {
   address: string;
@@ -45,6 +51,11 @@ export interface RecipientResult {
   smtpCode: number | undefined;
   /** The server's reply text, or what went wrong (for the timeline and the webhook). */
   response: string;
+  /**
+   * With `held`: until when, why, and at which destination site; `announced` when the recipient already
+   * waits in a hold for the same reason (its delivery_delayed entry is written once per hold).
+   */
+  hold?: { until: Date; reason: 'throttled' | 'site_paused' | 'sender_paused'; site: string; announced?: boolean };
 }
 
 export interface Transport {

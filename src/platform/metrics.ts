@@ -49,7 +49,7 @@ export const workerBatchSize = new Histogram({
 });
 
 /** What became of a recipient, as counted: each is one recipient of one message. */
-export type RecipientOutcome = 'delivered' | 'deferred' | 'bounced' | 'failed' | 'complained' | 'suppressed';
+export type RecipientOutcome = 'delivered' | 'deferred' | 'held' | 'bounced' | 'failed' | 'complained' | 'suppressed';
 
 export const recipientOutcomes = new Counter({
   name: 'mailroom_recipient_outcomes_total',

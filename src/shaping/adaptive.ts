@@ -58,7 +58,7 @@ const HOUR = 60 * MINUTE;
  * hours), and half an hour for a sender fault: failing SPF, DKIM or DMARC needs a person to fix DNS,
  * and retrying sooner only adds failures to the domain's reputation.
  */
-export const DEFAULT_HOLDS: HoldDurations = { sender_fault: 30 * MINUTE, ...BUILT_IN_HOLDS };
+export const DEFAULT_HOLDS: HoldDurations = { ...BUILT_IN_HOLDS };
 
 /** Successes that win back one connection (and 10% of the rate). */
 export const SUCCESSES_PER_STEP = 20;

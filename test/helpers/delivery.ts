@@ -10,7 +10,7 @@ export interface TestDelivery {
 
 /** A delivery worker for the test app, with the transport its configuration names, logging nothing. */
 export async function startTestDelivery(t: TestApp): Promise<TestDelivery> {
-  const transport = createTransport(t.config);
+  const transport = createTransport(t.config, t.db);
   const worker = await startDelivery(t.db, t.config, transport, { error: () => {}, warn: () => {} });
   return {
     async stop() {

@@ -1,18 +1,22 @@
 import { isIP } from 'node:net';
-import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Config } from '../../platform/config.ts';
 import { forbiddenAddressReason } from '../../platform/network-address.ts';
+import type { Shaper } from '../../shaping/shaper.ts';
+import type { SiteResolver } from '../../shaping/sites.ts';
 import { composeInline, type Composer } from '../composer.ts';
-import { isTlsFailure, resultsFromSendError, resultsFromSendInfo, type SmtpSendInfo } from '../smtp-outcome.ts';
+import { isTlsFailure } from '../smtp-outcome.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from '../transport.ts';
 import { createMxResolver, findMailRoute, type MailHost } from './mx-lookup.ts';
-import { ConnectionSlots, NoFreeSlot, deferredForNoSlot } from './connection-slots.ts';
+import { RouteFailure, shapedSend } from './shaped-send.ts';
+import { SmtpSession } from './smtp-session.ts';
 
 // Direct delivery: recipients are grouped by domain, and each domain gets one SMTP transaction with
-// all of its recipients. Its mail hosts are tried in preference order while they fail before the
-// transaction begins (no connection, timeout, refusing greeting or EHLO); once one has answered MAIL
-// FROM, its answer stands. Domains are delivered to concurrently, each by at most CONNECTIONS_PER_DOMAIN
-// connections at once (connection-slots.ts).
+// all of its recipients, over a connection to the domain's destination *site* (src/shaping/): the
+// provider that runs its mail, its set of MX hosts, or the domain. Connections are kept and reused
+// across messages and domains of one site, within the site's limits, which hold across every worker
+// process. A new connection tries the domain's mail hosts in preference order while they fail before
+// the transaction begins (no connection, timeout, refusing greeting or EHLO); once one has answered
+// MAIL FROM, its answer stands.
 //
 // TLS is opportunistic, as between MTAs on the Internet without MTA-STS or DANE: STARTTLS is used
 // whenever the server offers it, certificates are not checked (MX certificates are often self-signed
@@ -24,15 +28,31 @@ type MxConfig = Pick<Config, 'mxPort' | 'heloName' | 'smtpTimeoutMs' | 'dnsServe
 /** Addresses tried per domain at most, so a domain listing many dead hosts cannot hold a worker for long. */
 const MAX_ADDRESSES_PER_DOMAIN = 6;
 
-export function createMxTransport(config: MxConfig, composer: Composer = composeInline): Transport {
-  const resolver = createMxResolver(config);
-  const slots = new ConnectionSlots();
+export interface MxTransportOptions {
+  composer?: Composer;
+  /** Traffic shaping: connections, rates and holds per destination site, shared by every process. */
+  shaper: Shaper;
+  /** The site of each recipient domain (from its MX hosts, cached). */
+  sites: SiteResolver;
+}
 
-  async function deliverToDomain(domain: string, recipients: string[], from: string, raw: Buffer) {
+export function createMxTransport(config: MxConfig, options: MxTransportOptions): Transport {
+  const resolver = createMxResolver(config);
+  const composer = options.composer ?? composeInline;
+  const { shaper, sites } = options;
+
+  /**
+   * A connection to one of the domain's mail hosts, tried in preference order while they fail before
+   * the transaction begins (no connection, timeout, refusing greeting or EHLO). A domain that cannot be
+   * reached at all gives its recipients' results (RouteFailure).
+   */
+  async function connectToDomain(domain: string, recipients: string[], tried: { last?: string }): Promise<SmtpSession> {
     const route = await findMailRoute(resolver, domain);
     if (route.kind !== 'hosts') {
       const outcome = route.kind === 'bounce' ? 'bounced' : 'deferred';
-      return recipients.map((address) => ({ address, outcome, smtpCode: undefined, response: route.reason }) as const);
+      throw new RouteFailure(
+        recipients.map((address) => ({ address, outcome, smtpCode: undefined, response: route.reason }) as const),
+      );
     }
     // A recipient domain is anyone's to point at any address: only public ones are connected to, so no
     // organization can make Mailroom talk to hosts on the operator's own network.
@@ -49,17 +69,20 @@ export function createMxTransport(config: MxConfig, composer: Composer = compose
       .filter(({ addresses }) => addresses.length > 0);
     if (hosts.length === 0) {
       const response = `5.4.4 Not delivered: the mail servers of ${domain} resolve only to addresses Mailroom does not connect to (${refused.join('; ')})`;
-      return recipients.map((address) => ({ address, outcome: 'bounced', smtpCode: undefined, response }) as const);
+      throw new RouteFailure(
+        recipients.map((address) => ({ address, outcome: 'bounced', smtpCode: undefined, response }) as const),
+      );
     }
-    let lastFailure: { error: unknown; host: string } | undefined;
+    let lastError: unknown;
     for (const { host, address } of attemptsFor(hosts)) {
-      const attempt = await sendWithTlsFallback(config, { host, address }, { from, to: recipients }, raw);
-      if ('info' in attempt) return resultsFromSendInfo(recipients, attempt.info);
-      // Once the transaction has begun, this server has answered for the message: do not send twice.
-      if (!attempt.beforeTransaction) return resultsFromSendError(recipients, attempt.error);
-      lastFailure = { error: attempt.error, host: `${host} [${address}]` };
+      tried.last = `${host} [${address}]`;
+      try {
+        return await openWithTlsFallback(config, { host, address });
+      } catch (error) {
+        lastError = error;
+      }
     }
-    return resultsFromSendError(recipients, lastFailure!.error, lastFailure!.host);
+    throw lastError;
   }
 
   return {
@@ -67,23 +90,29 @@ export function createMxTransport(config: MxConfig, composer: Composer = compose
     async send(message: OutgoingMessage): Promise<RecipientResult[]> {
       if (message.envelope.to.length === 0) return [];
       const raw = await composer.compose(message);
-      const byDomain = groupByDomain(message.envelope.to);
+      const senderDomain = message.dkim.domain;
       const perDomain = await Promise.all(
-        [...byDomain].map(([domain, recipients]) =>
-          slots
-            .run(domain, () => deliverToDomain(domain, recipients, message.envelope.from, raw))
-            .catch((error: unknown) =>
-              error instanceof NoFreeSlot
-                ? deferredForNoSlot(recipients, error)
-                : resultsFromSendError(recipients, error),
-            ),
-        ),
+        [...groupByDomain(message.envelope.to)].map(async ([domain, recipients]) => {
+          const site = await sites.siteFor(domain);
+          const tried: { last?: string } = {};
+          return shapedSend(
+            shaper,
+            { site, senderDomain, organizationId: message.organizationId, fresh: message.firstAttempt },
+            { from: message.envelope.from, to: recipients },
+            raw,
+            () => connectToDomain(domain, recipients, tried),
+            () => tried.last,
+          );
+        }),
       );
       // Answer in the order the addresses were given.
       const byAddress = new Map(perDomain.flat().map((result) => [result.address, result]));
       return message.envelope.to.map((address) => byAddress.get(address)!);
     },
-    close: () => composer.close(),
+    close: async () => {
+      await shaper.close();
+      await composer.close();
+    },
   };
 }
 
@@ -106,57 +135,32 @@ function* attemptsFor(hosts: MailHost[]): Generator<{ host: string; address: str
   }
 }
 
-type Attempt = { info: SmtpSendInfo } | { error: unknown; beforeTransaction: boolean };
-
-async function sendWithTlsFallback(
-  config: MxConfig,
-  target: { host: string; address: string },
-  envelope: { from: string; to: string[] },
-  raw: Buffer,
-): Promise<Attempt> {
-  const first = await sendOnce(config, target, envelope, raw, { ignoreTLS: false });
-  const failedHandshake = 'error' in first && first.beforeTransaction && isTlsFailure(first.error);
-  return failedHandshake ? sendOnce(config, target, envelope, raw, { ignoreTLS: true }) : first;
+/** A session to one address: STARTTLS when offered, and once more in the clear if the handshake fails. */
+async function openWithTlsFallback(config: MxConfig, target: { host: string; address: string }): Promise<SmtpSession> {
+  try {
+    return await openSession(config, target, false);
+  } catch (error) {
+    if (!isTlsFailure(error)) throw error;
+    return openSession(config, target, true);
+  }
 }
 
-/** One connection, one transaction. Whether it failed before MAIL FROM decides if the next host is tried. */
-function sendOnce(
+function openSession(
   config: MxConfig,
   { host, address }: { host: string; address: string },
-  envelope: { from: string; to: string[] },
-  raw: Buffer,
-  { ignoreTLS }: { ignoreTLS: boolean },
-): Promise<Attempt> {
-  return new Promise((resolve) => {
-    const connection = new SMTPConnection({
-      host: address,
-      port: config.mxPort,
-      secure: false,
-      ignoreTLS,
-      // A server that refuses STARTTLS after offering it gets the message in the clear, as any MTA would.
-      opportunisticTLS: true,
-      name: config.heloName,
-      connectionTimeout: config.smtpTimeoutMs,
-      greetingTimeout: config.smtpTimeoutMs,
-      socketTimeout: config.smtpTimeoutMs,
-      tls: { rejectUnauthorized: false, servername: isIP(host) === 0 ? host : undefined },
-    });
-    let beforeTransaction = true;
-    let settled = false;
-    const finish = (attempt: Attempt) => {
-      if (settled) return;
-      settled = true;
-      if ('info' in attempt) connection.quit();
-      else connection.close();
-      resolve(attempt);
-    };
-    const fail = (error: unknown) => finish({ error, beforeTransaction });
-    connection.once('error', fail);
-    connection.once('end', () => fail(Object.assign(new Error('Connection closed'), { code: 'ECONNECTION' })));
-    connection.connect((error) => {
-      if (error) return fail(error);
-      beforeTransaction = false;
-      connection.send(envelope, raw, (error, info) => (error ? fail(error) : finish({ info })));
-    });
+  ignoreTLS: boolean,
+): Promise<SmtpSession> {
+  return SmtpSession.open({
+    host: address,
+    port: config.mxPort,
+    secure: false,
+    ignoreTLS,
+    // A server that refuses STARTTLS after offering it gets the message in the clear, as any MTA would.
+    opportunisticTLS: true,
+    name: config.heloName,
+    connectionTimeout: config.smtpTimeoutMs,
+    greetingTimeout: config.smtpTimeoutMs,
+    socketTimeout: config.smtpTimeoutMs,
+    tls: { rejectUnauthorized: false, servername: isIP(host) === 0 ? host : undefined },
   });
 }

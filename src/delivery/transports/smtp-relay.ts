@@ -1,15 +1,17 @@
 import type { ConnectionOptions } from 'node:tls';
-import nodemailer from 'nodemailer';
+import { parseConnectionUrl } from 'nodemailer/lib/shared';
 import { ConfigError, type Config } from '../../platform/config.ts';
+import type { Shaper } from '../../shaping/shaper.ts';
 import { composeInline, type Composer } from '../composer.ts';
-import { resultsFromSendError, resultsFromSendInfo } from '../smtp-outcome.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from '../transport.ts';
-import { ConnectionSlots, NoFreeSlot, deferredForNoSlot } from './connection-slots.ts';
+import { shapedSend } from './shaped-send.ts';
+import { SmtpSession } from './smtp-session.ts';
 
-// Delivery through one relay (MAILROOM_SMTP_URL): a pool of connections kept open between messages,
-// one SMTP transaction per message carrying all of its recipients. STARTTLS is used when the relay
-// offers it; if the upgrade fails the message is deferred rather than sent (and credentials given) in
-// the clear. smtps:// URLs use TLS from the first byte.
+// Delivery through one relay (MAILROOM_SMTP_URL): connections kept open between messages, one SMTP
+// transaction per message carrying all of its recipients, shaped like any destination site (the site
+// `relay`: its connections, messages per connection and rates hold across every worker process).
+// STARTTLS is used when the relay offers it; if the upgrade fails the message is deferred rather than
+// sent (and credentials given) in the clear. smtps:// URLs use TLS from the first byte.
 
 export interface SmtpRelayOptions {
   /**
@@ -19,54 +21,51 @@ export interface SmtpRelayOptions {
   tls?: ConnectionOptions;
   /** Composes and signs each message (default: on the event loop). */
   composer?: Composer;
+  /** Traffic shaping of the relay's connections and rates. */
+  shaper: Shaper;
 }
 
-/**
- * Connections to the relay at once, per process (Postfix's default for one destination); each carries
- * up to 100 messages before it is renewed. Five held a busy worker back: each SMTP command waits for an
- * answer, so more messages in conversation at once keep the event loop fed (3,000 messages: 317-348/s
- * with 5, 376-401/s with 20).
- */
-const RELAY_CONNECTIONS = 20;
+/** The relay's destination site: its limits are the shaping file's `[site.relay]` (e.g. an ESP's 14/s). */
+export const RELAY_SITE = 'relay';
 
 export function createSmtpRelayTransport(
   config: Pick<Config, 'smtpUrl' | 'heloName' | 'smtpTimeoutMs'>,
-  options: SmtpRelayOptions = {},
+  options: SmtpRelayOptions,
 ): Transport {
   if (config.smtpUrl === undefined) {
     throw new ConfigError('MAILROOM_SMTP_URL', 'is required when MAILROOM_TRANSPORT is smtp');
   }
-  const pool = nodemailer.createTransport({
-    pool: true,
-    maxConnections: RELAY_CONNECTIONS,
-    url: config.smtpUrl,
-    name: config.heloName,
-    connectionTimeout: config.smtpTimeoutMs,
-    greetingTimeout: config.smtpTimeoutMs,
-    socketTimeout: config.smtpTimeoutMs,
-    tls: options.tls,
-  });
-  const slots = new ConnectionSlots(RELAY_CONNECTIONS);
+  const url = parseConnectionUrl(config.smtpUrl);
   const composer = options.composer ?? composeInline;
+  const { shaper } = options;
+  const connect = () =>
+    SmtpSession.open({
+      host: url.host,
+      port: url.port ?? (url.secure ? 465 : 587),
+      secure: url.secure ?? false,
+      auth: url.auth,
+      name: config.heloName,
+      connectionTimeout: config.smtpTimeoutMs,
+      greetingTimeout: config.smtpTimeoutMs,
+      socketTimeout: config.smtpTimeoutMs,
+      tls: { ...(url.tls as ConnectionOptions | undefined), ...options.tls },
+    });
   return {
     name: 'smtp',
     async send(message: OutgoingMessage): Promise<RecipientResult[]> {
       const recipients = message.envelope.to;
       if (recipients.length === 0) return [];
       const raw = await composer.compose(message);
-      try {
-        // Queued here rather than in the pool, so a message waits a bounded time for a connection.
-        const info = await slots.run('the relay', () =>
-          pool.sendMail({ envelope: { from: message.envelope.from, to: recipients }, raw }),
-        );
-        return resultsFromSendInfo(recipients, info);
-      } catch (error) {
-        if (error instanceof NoFreeSlot) return deferredForNoSlot(recipients, error);
-        return resultsFromSendError(recipients, error);
-      }
+      const request = {
+        site: RELAY_SITE,
+        senderDomain: message.dkim.domain,
+        organizationId: message.organizationId,
+        fresh: message.firstAttempt,
+      };
+      return shapedSend(shaper, request, { from: message.envelope.from, to: recipients }, raw, connect);
     },
     async close() {
-      pool.close();
+      await shaper.close();
       await composer.close();
     },
   };

@@ -1,0 +1,313 @@
+import { randomUUID } from 'node:crypto';
+import type { Database } from '../platform/db/database.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { Rate, SiteLimits } from './limits.ts';
+import {
+  releaseSlot,
+  renewSlots,
+  senderHold,
+  siteState,
+  takeSlot,
+  takeToken,
+  type ConfiguredLimits,
+  type SiteKey,
+} from './destination-store.ts';
+
+// One process's side of traffic shaping: the SMTP connections it has open to each destination site,
+// reused message after message (up to the site's deliveries per connection), each holding one of the
+// site's numbered connection slots in the database so that the limit holds across processes. Before a
+// message goes out, the site's holds and rate buckets are consulted; a message that cannot go now is
+// *held* (it waits without spending a retry attempt) rather than sent into a throttle.
+
+export type HoldReason = 'throttled' | 'site_paused' | 'sender_paused';
+
+/** The message is not sent now: it waits until `until`, for `reason`. */
+export interface Held {
+  held: true;
+  until: Date;
+  reason: HoldReason;
+  /** What caused it: the provider's reply, the operator's words, or the limit that was reached. */
+  reply: string;
+}
+
+export const isHeld = (value: unknown): value is Held =>
+  typeof value === 'object' && value !== null && (value as Held).held === true;
+
+/** A connection the shaper keeps: how it is closed, and whether it can still carry another message. */
+export interface ShapedConnection {
+  close(): void;
+  readonly usable: boolean;
+}
+
+export interface ShapeRequest {
+  site: string;
+  /** The sending domain (a sender hold at this site keeps its mail back). */
+  senderDomain: string;
+  organizationId: string;
+  /** A first attempt (not a retry): goes before retries when connections are scarce. */
+  fresh: boolean;
+}
+
+export interface ShaperOptions {
+  db: Database;
+  limitsFor(site: string): SiteLimits;
+  log: Pick<Logger, 'warn'>;
+  now?: () => Date;
+  source?: string;
+  /** How long a connection slot is leased; renewed every third of it while the connection is open. */
+  leaseMs?: number;
+  /** How long a message waits in this process for a connection of a busy site before it is held. */
+  waitMs?: number;
+  /** A rate wait longer than this holds the message instead of waiting in the worker. */
+  maxInlineWaitMs?: number;
+  /** An idle connection is closed (and its slot given back) after this long. */
+  idleMs?: number;
+}
+
+export interface Shaper {
+  /**
+   * Sends over a connection to the site: an idle one of this process, or a new one (`connect`) on a free
+   * slot. `use` returns its value and whether the connection may carry another message. Returns Held
+   * when the message must wait.
+   */
+  run<C extends ShapedConnection, T>(
+    request: ShapeRequest,
+    connect: () => Promise<C>,
+    use: (connection: C) => Promise<T>,
+  ): Promise<T | Held>;
+  /** Connections open now, per site (for metrics). */
+  openConnections(): Map<string, number>;
+  close(): Promise<void>;
+}
+
+interface Entry {
+  connection: ShapedConnection;
+  key: SiteKey;
+  slot: number;
+  deliveries: number;
+  idleTimer?: NodeJS.Timeout;
+}
+
+interface Waiter {
+  fresh: boolean;
+  organizationId: string;
+  /** Hands over a connection, or (undefined) says a slot came free: look again. */
+  give(entry: Entry | undefined): void;
+}
+
+interface SitePool {
+  idle: Entry[];
+  /** Connections of this process to the site, idle or in use. */
+  open: number;
+  waiters: Waiter[];
+  /** When each organization last got a connection here: the longest-waiting organization goes next. */
+  served: Map<string, number>;
+}
+
+/** Messages a minute, from a rate. */
+const perMinute = (rate: Rate | undefined) => (rate ? (rate.count / rate.perMs) * 60_000 : undefined);
+
+export const configuredLimits = (limits: SiteLimits): ConfiguredLimits => ({
+  connectionLimit: limits.connectionLimit,
+  messageRate: perMinute(limits.maxMessageRate),
+  connectionRate: perMinute(limits.maxConnectionRate),
+});
+
+export function createShaper(options: ShaperOptions): Shaper {
+  const { db } = options;
+  const now = options.now ?? (() => new Date());
+  const source = options.source ?? 'default';
+  const leaseMs = options.leaseMs ?? 15_000;
+  const waitMs = options.waitMs ?? 5_000;
+  const maxInlineWaitMs = options.maxInlineWaitMs ?? 2_000;
+  const idleMs = options.idleMs ?? 10_000;
+  const holder = randomUUID();
+  const pools = new Map<string, SitePool>();
+  let closed = false;
+
+  const poolOf = (site: string): SitePool => {
+    let pool = pools.get(site);
+    if (!pool) pools.set(site, (pool = { idle: [], open: 0, waiters: [], served: new Map() }));
+    return pool;
+  };
+  const held = (until: Date, reason: HoldReason, reply: string): Held => ({ held: true, until, reason, reply });
+
+  /** Closes a connection and gives its slot back. */
+  const retire = (entry: Entry) => {
+    clearTimeout(entry.idleTimer);
+    poolOf(entry.key.site).open -= 1;
+    entry.connection.close();
+    releaseSlot(db, entry.key, entry.slot, holder).catch((error: unknown) =>
+      options.log.warn(
+        { err: error, site: entry.key.site },
+        'could not give a connection slot back; its lease runs out',
+      ),
+    );
+  };
+
+  /** A connection done with a message: to a waiting message (fresh first, then the least-served organization), idle, or closed. */
+  const giveBack = (entry: Entry, limits: SiteLimits) => {
+    const pool = poolOf(entry.key.site);
+    if (closed || !entry.connection.usable || entry.deliveries >= limits.maxDeliveriesPerConnection) {
+      retire(entry);
+      // The slot is free: a waiter may open its own.
+      nextWaiter(pool)?.give(undefined);
+      return;
+    }
+    const next = nextWaiter(pool);
+    if (next) return next.give(entry);
+    entry.idleTimer = setTimeout(() => {
+      pool.idle.splice(pool.idle.indexOf(entry), 1);
+      retire(entry);
+    }, idleMs);
+    entry.idleTimer.unref();
+    pool.idle.push(entry);
+  };
+
+  const nextWaiter = (pool: SitePool): Waiter | undefined => {
+    if (pool.waiters.length === 0) return undefined;
+    const served = (w: Waiter) => pool.served.get(w.organizationId) ?? 0;
+    let best = 0;
+    for (let i = 1; i < pool.waiters.length; i++) {
+      const [a, b] = [pool.waiters[i]!, pool.waiters[best]!];
+      if ((a.fresh && !b.fresh) || (a.fresh === b.fresh && served(a) < served(b))) best = i;
+    }
+    return pool.waiters.splice(best, 1)[0];
+  };
+
+  /** An idle connection, a new one on a free slot, or one handed over within waitMs; undefined if none. */
+  async function connectionFor<C extends ShapedConnection>(
+    request: ShapeRequest,
+    key: SiteKey,
+    connect: () => Promise<C>,
+  ): Promise<Entry | Held | undefined> {
+    const pool = poolOf(request.site);
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const idle = pool.idle.pop();
+      if (idle) {
+        clearTimeout(idle.idleTimer);
+        return idle;
+      }
+      const slot = await takeSlot(db, key, holder, leaseMs, now());
+      if (slot !== undefined) {
+        const { waitMs: connectionWait } = await takeToken(db, key, 'connection', now());
+        if (connectionWait > 0) {
+          await releaseSlot(db, key, slot, holder);
+          return held(
+            new Date(now().getTime() + connectionWait),
+            'throttled',
+            'new connections to this site are rate limited',
+          );
+        }
+        pool.open += 1;
+        try {
+          return { connection: await connect(), key, slot, deliveries: 0 };
+        } catch (error) {
+          pool.open -= 1;
+          await releaseSlot(db, key, slot, holder).catch(() => {});
+          throw error;
+        }
+      }
+      const left = deadline - Date.now();
+      if (left <= 0) return undefined;
+      // Every slot is held: wait for one of this process's connections to be handed over (or a slot
+      // to be freed here), and look at the database again at least every quarter second for the others'.
+      const handed = await new Promise<Entry | undefined>((resolve) => {
+        const waiter: Waiter = {
+          fresh: request.fresh,
+          organizationId: request.organizationId,
+          give: (entry) => {
+            clearTimeout(timer);
+            resolve(entry);
+          },
+        };
+        const timer = setTimeout(
+          () => {
+            pool.waiters.splice(pool.waiters.indexOf(waiter), 1);
+            resolve(undefined);
+          },
+          Math.min(left, pool.open > 0 ? 1000 : 250),
+        );
+        pool.waiters.push(waiter);
+      });
+      if (handed) return handed;
+    }
+  }
+
+  const renewal = setInterval(() => {
+    if ([...pools.values()].every((pool) => pool.open === 0)) return;
+    renewSlots(db, holder, leaseMs, now())
+      .then((slots) => {
+        // A slot above the site's limit in force (back-off lowered it): its connection closes when idle.
+        for (const slot of slots) {
+          if (slot.slot <= slot.connectionLimit) continue;
+          const pool = poolOf(slot.site);
+          const idle = pool.idle.find((entry) => entry.slot === slot.slot);
+          if (idle) {
+            pool.idle.splice(pool.idle.indexOf(idle), 1);
+            retire(idle);
+          }
+        }
+      })
+      .catch((error: unknown) => options.log.warn({ err: error }, 'could not renew connection slots'));
+  }, leaseMs / 3);
+  renewal.unref();
+
+  return {
+    async run<C extends ShapedConnection, T>(
+      request: ShapeRequest,
+      connect: () => Promise<C>,
+      use: (connection: C) => Promise<T>,
+    ): Promise<T | Held> {
+      const key = { source, site: request.site };
+      const limits = options.limitsFor(request.site);
+      const configured = configuredLimits(limits);
+      const state = await siteState(db, key, configured, now());
+      if (state.pausedUntil && state.pausedUntil > now()) {
+        const reason = state.pauseReason === 'throttled' ? 'throttled' : 'site_paused';
+        return held(state.pausedUntil, reason, state.pauseReply ?? `${request.site} is paused`);
+      }
+      const senderHeld = await senderHold(db, request.site, request.senderDomain, now());
+      if (senderHeld) return held(senderHeld.pausedUntil, 'sender_paused', senderHeld.reply);
+      if (state.messageRate !== undefined) {
+        for (;;) {
+          const { waitMs: rateWait } = await takeToken(db, key, 'message', now());
+          if (rateWait === 0) break;
+          const rule = `at most ${Math.round(state.messageRate)} messages a minute to ${request.site}`;
+          if (rateWait > maxInlineWaitMs) return held(new Date(now().getTime() + rateWait), 'throttled', rule);
+          await new Promise((resolve) => setTimeout(resolve, rateWait));
+        }
+      }
+      const entry = await connectionFor(request, key, connect);
+      if (entry === undefined) {
+        // Busy: back in a moment, spread so that the held messages do not all return at once.
+        const until = new Date(now().getTime() + 5_000 + Math.random() * 10_000);
+        return held(until, 'throttled', `all ${state.connectionLimit} connections to ${request.site} are busy`);
+      }
+      if ('held' in entry) return entry;
+      const pool = poolOf(request.site);
+      pool.served.set(request.organizationId, Date.now());
+      try {
+        const value = await use(entry.connection as C);
+        entry.deliveries += 1;
+        giveBack(entry, limits);
+        return value;
+      } catch (error) {
+        retire(entry);
+        throw error;
+      }
+    },
+
+    openConnections: () => new Map([...pools].map(([site, pool]) => [site, pool.open])),
+
+    async close() {
+      closed = true;
+      clearInterval(renewal);
+      for (const pool of pools.values()) {
+        for (const entry of pool.idle.splice(0)) retire(entry);
+        for (const waiter of pool.waiters.splice(0)) waiter.give(undefined);
+      }
+    },
+  };
+}
