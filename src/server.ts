@@ -25,6 +25,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
   let inbound: Awaited<ReturnType<typeof startInboundServer>> | undefined;
   let ops: Awaited<ReturnType<typeof buildOpsApp>> | undefined;
   let submission: Awaited<ReturnType<typeof startSubmission>> = [];
+  let transport: ReturnType<typeof createTransport> | undefined;
   try {
     const { host } = config;
     // A worker-only process does not take the API's port, so api and worker processes can share a host.
@@ -53,6 +54,9 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     }
     // Applications hand messages in over SMTP like API traffic: beside the HTTP API too.
     if (role !== 'worker') submission = await startSubmission({ db, config, log: app.log });
+    listening.push(...submission);
+    // Reads the shaping file: a mistake in it stops the start here, before anything is created.
+    if (role !== 'api') transport = createTransport(config, db, { log: app.log });
   } catch (error) {
     for (const listener of listening.reverse()) await listener.close().catch(() => {});
     if (!listening.includes(app)) await app.close().catch(() => {});
@@ -60,8 +64,13 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     throw error;
   }
 
-  // Every port is bound: only now is the development organization made, so that its credentials, shown
-  // only once, are never created by a start that then fails.
+  let worker: Worker | undefined;
+  if (transport) worker = await startDelivery(db, config, transport, app.log);
+  const webhooks = role === 'api' ? undefined : await startWebhookDelivery(db, config, app.log);
+  // Pruning is background work like delivery: it runs where the workers run.
+  const retention = role === 'api' ? undefined : startRetention(db, config, app.log);
+  // Everything is running: only now is the development organization made, so that its credentials,
+  // shown only once, are never created by a start that then fails.
   const dev = db.kind === 'pglite' ? await bootstrapDevOrganization(db, config) : undefined;
   if (dev) {
     // The port bound (PORT=0 picks one), so that the printed dashboard address is the real one.
@@ -71,12 +80,6 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
       dashboardUrl(config.host, typeof address === 'object' && address ? address.port : config.port),
     );
   }
-  let worker: Worker | undefined;
-  const transport = role === 'api' ? undefined : createTransport(config, db, { log: app.log });
-  if (transport) worker = await startDelivery(db, config, transport, app.log);
-  const webhooks = role === 'api' ? undefined : await startWebhookDelivery(db, config, app.log);
-  // Pruning is background work like delivery: it runs where the workers run.
-  const retention = role === 'api' ? undefined : startRetention(db, config, app.log);
   app.log.info(
     {
       role,

@@ -7,6 +7,9 @@ import { databaseForProcesses, onPostgres } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 import { freePort, startServerProcess } from './helpers/server-process.ts';
 import { createConnection, createServer, type AddressInfo } from 'node:net';
+import { rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 
 let env: Record<string, string>;
 let cleanup: () => Promise<void>;
@@ -195,6 +198,15 @@ test('a port already taken: one plain line naming it and its setting, nothing cr
       const orgs = await cli(['org', 'list', '--json']);
       assert.deepEqual(orgs.json, { data: [] }, orgs.stderr);
     }
+    // Any other start-up failure creates nothing either: a shaping file with a mistake, named by its key.
+    const shaping = path.join(tmpdir(), `mailroom-bad-shaping-${process.pid}.toml`);
+    await writeFile(shaping, '[site.google]\nconnection_limit = 0\n');
+    const bad = await cli(['serve'], { PORT: String(await freePort()), MAILROOM_SHAPING_FILE: shaping });
+    await rm(shaping, { force: true });
+    assert.equal(bad.code, 1);
+    assert.equal(bad.stdout, '');
+    assert.match(bad.stderr.trim(), /^mailroom: .*site\.google\.connection_limit: .*$/);
+    assert.deepEqual((await cli(['org', 'list', '--json'])).json, { data: [] });
   } finally {
     busy.close();
   }

@@ -48,7 +48,10 @@ export async function startServerProcess(env: Record<string, string>, args: stri
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const deadline = Date.now() + 30_000;
   while (!output.includes('mailroom started')) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`server did not start:\n${output}`);
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGKILL'); // not left running behind a failed test or benchmark
+      throw new Error(`server did not start:\n${output}`);
+    }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   return { child, base: `http://127.0.0.1:${port}`, output: () => output, exited };

@@ -73,6 +73,22 @@ function durationMs(value: string): number {
 const replyTimeout = (statementTimeoutMs: number | undefined) =>
   statementTimeoutMs ? statementTimeoutMs + REPLY_GRACE_MS : undefined;
 
+// A statement whose parameters are large (a 29 MiB attachment is 39 MB of base64) takes time to send
+// before the server starts on it: the wait for its answer grows by a second per MiB sent (8 Mbit/s), so
+// a slower link to the database is still given the time to carry it.
+const MS_PER_MIB_SENT = 1000;
+
+/** The wait for an answer to a statement with these parameters. */
+function replyTimeoutFor(timeoutMs: number | undefined, params: readonly unknown[] | undefined): number | undefined {
+  if (timeoutMs === undefined || params === undefined) return timeoutMs;
+  let bytes = 0;
+  for (const param of params) {
+    if (typeof param === 'string') bytes += param.length;
+    else if (param instanceof Uint8Array) bytes += param.byteLength;
+  }
+  return timeoutMs + Math.floor(bytes / 1_048_576) * MS_PER_MIB_SENT;
+}
+
 export function openPostgres(connectionString: string, poolSize: number, options: PostgresOptions = {}): Database {
   const connectTimeoutMs = options.connectTimeoutMs ?? 5000;
   const connection: pg.ClientConfig = {
@@ -114,7 +130,7 @@ export function openPostgres(connectionString: string, poolSize: number, options
     params: readonly unknown[] | undefined,
     timeoutMs: number | undefined,
   ) => {
-    const result = await client.query(statement(text, params, timeoutMs));
+    const result = await client.query(statement(text, params, replyTimeoutFor(timeoutMs, params)));
     return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 } satisfies QueryResult<Row>;
   };
 
@@ -137,29 +153,38 @@ export function openPostgres(connectionString: string, poolSize: number, options
       const onLost = (error: Error) => void (lost = error);
       client.on('error', onLost);
       const channels = new Set<string>();
+      // Only this connection's own failures say it is lost: a failure of another statement the callback
+      // ran (on the pool, say, waiting for a free connection) leaves this one healthy, to be rolled back.
+      const ownStep = async <T>(step: Promise<T>): Promise<T> => {
+        try {
+          return await step;
+        } catch (error) {
+          if (lost === undefined && isConnectionLost(error)) lost = error as Error;
+          throw error;
+        }
+      };
       try {
         // With settings, one simple-protocol query holding several statements: BEGIN and its SET LOCALs.
-        await client.query(
-          statement(settings ? `BEGIN; ${setLocalStatements(settings)}` : 'BEGIN', undefined, timeoutMs),
+        await ownStep(
+          client.query(statement(settings ? `BEGIN; ${setLocalStatements(settings)}` : 'BEGIN', undefined, timeoutMs)),
         );
         const tx: Transaction = {
           query: async <Row>(text: string, params?: readonly unknown[]) => {
-            const result = await run<Row>(client, text, params, timeoutMs);
+            const result = await ownStep(run<Row>(client, text, params, timeoutMs));
             for (const channel of channelsToNotify(text)) channels.add(channel);
             return result;
           },
           exec: async (script) => {
-            await client.query(statement(script, undefined, timeoutMs));
+            await ownStep(client.query(statement(script, undefined, timeoutMs)));
           },
         };
         const result = await fn(tx);
-        await client.query(statement('COMMIT', undefined, timeoutMs));
+        await ownStep(client.query(statement('COMMIT', undefined, timeoutMs)));
         for (const channel of channels) notify(channel);
         return result;
       } catch (error) {
         // A connection lost (or whose answer never came) is dropped, not rolled back: a ROLLBACK would
         // wait behind the answer that is not coming, and the server rolls back a session that ends.
-        if (lost === undefined && isConnectionLost(error)) lost = error as Error;
         if (lost === undefined)
           await client.query(statement('ROLLBACK', undefined, timeoutMs)).catch((failed: Error) => (lost ??= failed));
         throw error;
