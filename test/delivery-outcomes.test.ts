@@ -83,11 +83,16 @@ test('a hard-bounced address is suppressed: the next message to it fails without
   );
 });
 
-test('a content refusal at DATA bounces every recipient but suppresses none', async () => {
+test('a content refusal at DATA fails every recipient (refused, not a bounce) and suppresses none', async () => {
   sink.failData({ code: 554, message: '5.7.1 Message rejected as spam' });
   const id = await sendOne({ to: ['a1@example.com', 'a2@example.com'] });
   await waitFor(async () => Object.keys(await outcomesOf(id)).length === 2);
-  assert.deepEqual(await outcomesOf(id), { 'a1@example.com': 'bounced', 'a2@example.com': 'bounced' });
+  assert.deepEqual(await outcomesOf(id), { 'a1@example.com': 'failed', 'a2@example.com': 'failed' });
+  const reasons = await t.db.query<{ failure_reason: string }>(
+    'SELECT DISTINCT failure_reason FROM email_recipients WHERE email_id = $1',
+    [id],
+  );
+  assert.deepEqual(reasons.rows, [{ failure_reason: 'refused' }]);
   const suppressed = await t.db.query(
     "SELECT 1 FROM suppressions WHERE address IN ('a1@example.com', 'a2@example.com')",
   );

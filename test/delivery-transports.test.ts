@@ -383,15 +383,15 @@ test('relay: every recipient refused at RCPT still gets its own outcome', async 
   assert.equal(sink.transactions.length, 0);
 });
 
-test('relay: a 554 at the end of DATA bounces every recipient, a 451 defers every recipient', async () => {
+test('relay: a 554 spam refusal at the end of DATA fails every recipient (not a bounce), a 451 defers every recipient', async () => {
   resetSinks();
   const to = ['ann@one.test', 'bob@two.test'];
   await using(relay(), async (t) => {
     sink.failData({ code: 554, message: 'Message rejected as spam' });
     const rejected = await t.send(outgoing({ to }));
     assert.deepEqual(outcomes(rejected), [
-      { address: 'ann@one.test', outcome: 'bounced', smtpCode: 554 },
-      { address: 'bob@two.test', outcome: 'bounced', smtpCode: 554 },
+      { address: 'ann@one.test', outcome: 'failed', smtpCode: 554 },
+      { address: 'bob@two.test', outcome: 'failed', smtpCode: 554 },
     ]);
     assert.match(rejected[0]!.response, /554 Message rejected as spam/);
 

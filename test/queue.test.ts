@@ -61,33 +61,65 @@ test('two workers on their own connections deliver 60 messages, each exactly onc
   }
 });
 
-test('a job added without any NOTIFY is found by polling; an expired lease is taken over', async () => {
+test('a job added without any NOTIFY is found by polling; the lease of a worker that died is taken over', async () => {
   const ran: number[] = [];
   const handler = async (job: Job) => {
     ran.push(job.attempts);
-    // The first claim "dies": it never answers, so its lease (1 s) runs out.
-    if (job.attempts === 1) await new Promise(() => {});
     return { done: true as const };
   };
-  // Written straight to the table: the statement carries no after-commit NOTIFY tag.
-  await t.db.query(`INSERT INTO jobs (queue, payload) VALUES ('deliver-email', '{"email_id": "none"}')`);
-  const first = await startWorker(
+  // Written straight to the table (the statement carries no after-commit NOTIFY tag), as a worker that
+  // then died left it: claimed once, its lease running out in a second, nobody renewing it.
+  await t.db.query(
+    `INSERT INTO jobs (queue, payload, attempts, locked_until, lease_id)
+     VALUES ('deliver-email', '{"email_id": "none"}', 1, now() + interval '1 second', gen_random_uuid())`,
+  );
+  const worker = await startWorker(
     t.db,
     { 'deliver-email': handler },
     { concurrency: 1, leaseSeconds: 1, pollIntervalMs: 100, log },
   );
-  const second = await startWorker(
-    t.db,
-    { 'deliver-email': handler },
-    { concurrency: 1, leaseSeconds: 1, pollIntervalMs: 100, log },
-  );
-  await waitFor(() => ran.length >= 2, 5000);
-  assert.deepEqual(ran.slice(0, 2), [1, 2]);
+  await waitFor(() => ran.length >= 1, 5000);
+  assert.deepEqual(ran, [2]);
   await waitFor(
     async () => (await t.db.query("SELECT 1 FROM jobs WHERE payload->>'email_id' = 'none'")).rowCount === 0,
   );
-  await second.stop();
-  void first.stop(); // its handler never returns
+  await worker.stop();
+});
+
+test('a live worker renews the lease of a job that runs longer than it: nobody else takes the job', async () => {
+  const ran: number[] = [];
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const handler = async (job: Job) => {
+    ran.push(job.attempts);
+    await released;
+    return { done: true as const };
+  };
+  await t.db.query(`INSERT INTO jobs (queue, payload) VALUES ('deliver-email', '{"email_id": "long"}')`);
+  const options = { concurrency: 1, leaseSeconds: 1, pollIntervalMs: 100, log };
+  const first = await startWorker(t.db, { 'deliver-email': handler }, options);
+  await waitFor(() => ran.length === 1);
+  const second = await startWorker(t.db, { 'deliver-email': handler }, options);
+  // Three leases' worth: without renewal the second worker would have taken the job twice over. The
+  // job's row shows it is still held, by the first claim.
+  const { rows } = await t.db.query<{ locked_until: Date; attempts: number }>(
+    "SELECT locked_until, attempts FROM jobs WHERE payload->>'email_id' = 'long'",
+  );
+  const heldUntil = rows[0]!.locked_until;
+  await waitFor(async () => {
+    const now = await t.db.query<{ locked_until: Date }>(
+      "SELECT locked_until FROM jobs WHERE payload->>'email_id' = 'long'",
+    );
+    return now.rows[0]!.locked_until.getTime() >= heldUntil.getTime() + 2000;
+  }, 10_000);
+  assert.deepEqual(ran, [1]);
+  assert.equal(rows[0]!.attempts, 1);
+  release();
+  await waitFor(
+    async () => (await t.db.query("SELECT 1 FROM jobs WHERE payload->>'email_id' = 'long'")).rowCount === 0,
+  );
+  await Promise.all([first.stop(), second.stop()]);
+  assert.deepEqual(ran, [1]);
 });
 
 test('every statement that queues a job wakes the workers of another process once it commits', async () => {

@@ -232,6 +232,11 @@ export function decideOutcome(
     const timeline: TimelineEntry = { ...entry, once: true, kind: 'bounced', data: { bounce } };
     return { row: row('bounced', null, timeline, suppressBadMailbox && isBadMailbox(result)), outcome: 'bounced' };
   }
+  if (result.outcome === 'failed') {
+    // Refused for good, but not for the recipient's sake: given up, not a bounce, nobody suppressed.
+    const timeline: TimelineEntry = { ...entry, kind: 'failed', data: { reason: 'refused', ...smtp } };
+    return { row: row('failed', 'refused', timeline), outcome: 'failed' };
+  }
   // Deferred: try again after the next delay of the schedule, or give up.
   const delay = schedule[attempts - 1];
   if (delay === undefined) {
@@ -262,7 +267,9 @@ export async function writeOutcomeRows(
      ),
      updated AS (
        UPDATE email_recipients r SET status = o.status, attempts = o.attempts, failure_reason = o.failure_reason,
-              last_response = o.last_response, site = coalesce(o.site, r.site), hold_reason = o.hold_reason,
+              last_response = o.last_response, site = coalesce(o.site, r.site),
+              -- a hold that writes no entry (already announced, or a moment's wait) keeps the one announced
+              hold_reason = CASE WHEN o.kind IS NULL THEN r.hold_reason ELSE o.hold_reason END,
               updated_at = now()
          FROM outcome o WHERE r.email_id = o.email_id AND r.address = o.address AND r.status = 'pending'
        RETURNING r.email_id, r.address, r.status

@@ -1,6 +1,7 @@
 import { addressKey } from '../platform/address-key.ts';
 import { isTlsErrorCode } from '../platform/network-errors.ts';
 import type { Outcome, RecipientResult } from './transport.ts';
+import { classifyReply, isRecipientsFault, isTemporary } from '../shaping/reply-classes.ts';
 
 // The one place where SMTP replies and send failures become outcomes (RFC 5321 §4.2.1): the
 // transports only report what the server said, or what went wrong before it could say anything.
@@ -26,18 +27,25 @@ export interface SmtpSendInfo {
 }
 
 /**
- * 2xx delivered, 5xx bounced, 4xx deferred, no reply at all (refused connection, timeout, TLS failure,
- * unexpected close, DNS failure) deferred. Two 5xx replies are about the session, not the recipient,
- * so they defer instead of bouncing: 503 (bad sequence of commands: a new session may go through) and
- * any rejection of AUTH (the relay's credentials are wrong: the operator can fix them, the recipient
- * is not at fault and must not be marked as hard-bounced).
+ * 2xx delivered, 4xx deferred, no reply at all (refused connection, timeout, TLS failure, unexpected
+ * close, DNS failure) deferred; a 5xx bounces only when it is the recipient's fault (the classes of
+ * shaping/reply-classes.ts). A permanent policy, reputation or content block, or the sender's own fault,
+ * fails (not a bounce: the recipient must not be marked as hard-bounced or suppressed); 503 (bad
+ * sequence of commands: a new session may go through) and any rejection of AUTH (the relay's
+ * credentials are wrong: the operator can fix them) defer.
  */
 export function classifySmtpReply(code: number | undefined, error?: unknown): Outcome {
   if (code === undefined) return 'deferred';
   const failure = asSendError(error);
   if (failure !== undefined && isAuthenticationFailure(failure)) return 'deferred';
   if (code >= 200 && code < 300) return failure === undefined ? 'delivered' : 'deferred';
-  if (code >= 500 && code < 600 && code !== 503) return 'bounced';
+  // Only a refusal that is the recipient's own bounces (a bad address, or a 5xx nothing else explains):
+  // a policy or reputation block, or the sender's own fault, is tried again and never suppresses anyone.
+  if (code >= 500 && code < 600) {
+    const cls = classifyReply(code, failure?.response ?? '').class;
+    if (isRecipientsFault(cls)) return 'bounced';
+    return isTemporary(cls, code) ? 'deferred' : 'failed';
+  }
   return 'deferred';
 }
 

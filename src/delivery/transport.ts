@@ -39,10 +39,12 @@ export interface OutgoingMessage {
  * - deferred: try again later (4xx, or the server could not be reached or answered badly, or a refusal
  *   that is not the recipient's fault: a policy or reputation block, the sender's own fault);
  * - bounced: permanently refused, the recipient's fault (5xx);
+ * - failed: permanently refused for a reason that is not the recipient's (a policy, reputation or
+ *   content block, the sender's own authentication): given up, never a bounce, never suppressed;
  * - held: not sent now because of traffic shaping (the destination is paused or at its limits): it
  *   waits until `hold.until` without spending a retry attempt.
  */
-export type Outcome = 'delivered' | 'deferred' | 'bounced' | 'held';
+export type Outcome = 'delivered' | 'deferred' | 'bounced' | 'failed' | 'held';
 
 export interface RecipientResult {
   address: string;

@@ -32,6 +32,9 @@ export type RecipientStatus = (typeof RECIPIENT_STATUSES)[number];
  * Why a recipient failed (email_recipients.failure_reason, set with status `failed` only):
  * - suppressed: on the organization's suppression list when the message was sent, so not sent to;
  * - unsubscribed: a topic send, and the recipient is not subscribed to the topic, so not sent to;
- * - retries_exhausted: deferred at every attempt of the retry schedule.
+ * - retries_exhausted: deferred at every attempt of the retry schedule;
+ * - refused: the receiving server refused the message for good for a reason that is not the
+ *   recipient's (a policy, reputation or content block, or the sender's own authentication): not a
+ *   bounce, and the address is not suppressed.
  */
-export type RecipientFailureReason = 'suppressed' | 'unsubscribed' | 'retries_exhausted';
+export type RecipientFailureReason = 'suppressed' | 'unsubscribed' | 'retries_exhausted' | 'refused';

@@ -247,8 +247,8 @@ const SETTING_TABLE = {
   ),
   jobLeaseSeconds: setting(
     'MAILROOM_JOB_LEASE_SECONDS',
-    '300',
-    'How long a worker holds a job it claimed. If the worker dies, the job is picked up again once this has passed; it must exceed the longest delivery attempt (a message to many recipients goes out as a copy each, 4 at a time, so allow about recipients / 4 × MAILROOM_SMTP_TIMEOUT_MS against a slow server).',
+    '30',
+    'How long a worker holds a job it claimed unless it renews the claim, which it does every third of this while the job runs. If the worker dies (or loses the database), another takes its jobs once this has passed.',
     integer(1, 86_400),
   ),
   mxAllowCidrs: setting(

@@ -7,15 +7,17 @@ import { CLAIMABLE, CLAIMED, jobOf, LEASE, runJob, type ClaimedRow, type Job, ty
 export type { Job, JobResult } from './leases.ts';
 
 // A worker claims due jobs with FOR UPDATE SKIP LOCKED (so several workers, in several processes, never
-// take the same job), under a lease: a job whose worker died returns to the queue when the lease ends.
-// It wakes on NOTIFY and polls as well, so a lost notification costs at most one poll interval.
+// take the same job), under a short lease that it renews every third of the lease while the job runs:
+// a job whose worker died (or lost the database) returns to the queue when the lease ends, within one
+// lease, however long a job of a live worker takes. It wakes on NOTIFY and polls as well, so a lost
+// notification costs at most one poll interval.
 
 export type JobHandler = (job: Job) => Promise<JobResult>;
 
 export interface WorkerOptions {
   /** Jobs run at the same time by this worker. */
   concurrency: number;
-  /** How long a claim lasts: longer than any job can take. */
+  /** How long a claim lasts unless renewed; renewed every third of it while the job runs. */
   leaseSeconds: number;
   pollIntervalMs: number;
   log: Pick<Logger, 'error' | 'warn'>;
@@ -35,6 +37,8 @@ export async function startWorker(
 ): Promise<Worker> {
   const queues = Object.keys(handlers);
   const minimumClaim = Math.max(1, Math.floor(options.concurrency / 5));
+  /** The jobs running now, whose leases the heartbeat renews. */
+  const runningJobs = new Set<Job>();
   let running = 0;
   let stopping = false;
   let claiming = false;
@@ -68,6 +72,7 @@ export async function startWorker(
 
   const run = async (job: Job) => {
     running += 1;
+    runningJobs.add(job);
     await runJob(
       db,
       job,
@@ -75,11 +80,19 @@ export async function startWorker(
       options.log,
       () => void claimAndRun(),
     );
+    runningJobs.delete(job);
     running -= 1;
     if (running === 0) idle?.();
     void claimAndRun();
   };
 
+  const heartbeat = setInterval(
+    () =>
+      void renewLeases(db, [...runningJobs], options.leaseSeconds).catch((error: unknown) =>
+        options.log.warn({ err: error }, 'could not renew the leases of running jobs'),
+      ),
+    (options.leaseSeconds * 1000) / 3,
+  );
   const unlisten = await db.listen(JOBS_CHANNEL, () => void claimAndRun());
   const timer = setInterval(() => void claimAndRun(), options.pollIntervalMs);
   void claimAndRun();
@@ -91,8 +104,23 @@ export async function startWorker(
       clearInterval(timer);
       await unlisten();
       if (running > 0) await new Promise<void>((resolve) => (idle = resolve));
+      clearInterval(heartbeat);
     },
   };
+}
+
+/** Extends the leases of jobs still held under the lease they were claimed with; their ends move on too. */
+async function renewLeases(db: Database, jobs: Job[], leaseSeconds: number): Promise<void> {
+  if (jobs.length === 0) return;
+  // Taken before the statement, so the lease as reckoned here never outlasts the one in the database.
+  const leaseEndsAt = Date.now() + leaseSeconds * 1000;
+  const { rows } = await db.query<{ id: string }>(
+    `UPDATE jobs SET locked_until = now() + make_interval(secs => $3)
+      WHERE id = ANY($1::bigint[]) AND lease_id = ANY($2::uuid[]) RETURNING id`,
+    [jobs.map((job) => job.id), jobs.map((job) => job.leaseId), leaseSeconds],
+  );
+  const renewed = new Set(rows.map((row) => Number(row.id)));
+  for (const job of jobs) if (renewed.has(job.id)) job.leaseEndsAt = leaseEndsAt;
 }
 
 async function claim(db: Database, queues: string[], limit: number, leaseSeconds: number): Promise<Job[]> {

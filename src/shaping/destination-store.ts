@@ -20,6 +20,7 @@ export interface SiteState {
   pauseReply: string | undefined;
   holdCount: number;
   lastHoldMs: number | undefined;
+  lastHoldUntil: Date | undefined;
   successes: number;
 }
 
@@ -31,11 +32,12 @@ interface SiteRow {
   pause_reply: string | null;
   hold_count: number;
   last_hold_ms: string | null;
+  last_hold_until: Date | null;
   successes: number;
 }
 
 const SITE_COLUMNS =
-  'connection_limit, message_rate, paused_until, pause_reason, pause_reply, hold_count, last_hold_ms, successes';
+  'connection_limit, message_rate, paused_until, pause_reason, pause_reply, hold_count, last_hold_ms, last_hold_until, successes';
 
 const stateOf = (row: SiteRow): SiteState => ({
   connectionLimit: row.connection_limit,
@@ -45,6 +47,7 @@ const stateOf = (row: SiteRow): SiteState => ({
   pauseReply: row.pause_reply ?? undefined,
   holdCount: row.hold_count,
   lastHoldMs: row.last_hold_ms === null ? undefined : Number(row.last_hold_ms),
+  lastHoldUntil: row.last_hold_until ?? undefined,
   successes: row.successes,
 });
 
@@ -103,7 +106,8 @@ export async function updateSite(
               throttle_replies = throttle_replies + $11,
               last_reply_code = CASE WHEN $12 THEN $13 ELSE last_reply_code END,
               last_reply_text = CASE WHEN $12 THEN $14 ELSE last_reply_text END,
-              last_reply_at = CASE WHEN $12 THEN $15 ELSE last_reply_at END
+              last_reply_at = CASE WHEN $12 THEN $15 ELSE last_reply_at END,
+              last_hold_until = $16
         WHERE source = $1 AND site = $2`,
       [
         key.source,
@@ -121,6 +125,7 @@ export async function updateSite(
         reply?.code ?? null,
         reply?.text.slice(0, 1000) ?? null,
         now,
+        after.lastHoldUntil ?? null,
       ],
     );
     return after;

@@ -3,15 +3,20 @@ import type { Database } from '../platform/db/database.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { Rate, SiteLimits } from './limits.ts';
 import {
+  holdSender,
   releaseSlot,
   renewSlots,
   senderHold,
   siteState,
   takeSlot,
   takeToken,
+  updateSite,
   type ConfiguredLimits,
   type SiteKey,
+  type SiteState,
 } from './destination-store.ts';
+import { DEFAULT_HOLDS, onHold, onSuccess, onThrottle, type AdaptiveState, type HoldDurations } from './adaptive.ts';
+import type { ClassifiedReply } from './reply-classes.ts';
 
 // One process's side of traffic shaping: the SMTP connections it has open to each destination site,
 // reused message after message (up to the site's deliveries per connection), each holding one of the
@@ -51,6 +56,8 @@ export interface ShapeRequest {
 export interface ShaperOptions {
   db: Database;
   limitsFor(site: string): SiteLimits;
+  /** Hold durations by key (the shaping file's `[holds]`). */
+  holds?: HoldDurations;
   log: Pick<Logger, 'warn'>;
   now?: () => Date;
   source?: string;
@@ -75,6 +82,16 @@ export interface Shaper {
     connect: () => Promise<C>,
     use: (connection: C) => Promise<T>,
   ): Promise<T | Held>;
+  /**
+   * What a site answered (classified): a delivery counts towards winning limits back; a throttle lowers
+   * the site's limits and pauses it briefly; a provider hold pauses the site, or the sending domain at
+   * the site. Returns the hold the message now waits in, when the reply put it in one.
+   */
+  reply(
+    request: ShapeRequest,
+    reply: { code: number | undefined; text: string },
+    cls: ClassifiedReply,
+  ): Promise<Held | undefined>;
   /** Connections open now, per site (for metrics). */
   openConnections(): Map<string, number>;
   close(): Promise<void>;
@@ -113,8 +130,35 @@ export const configuredLimits = (limits: SiteLimits): ConfiguredLimits => ({
   connectionRate: perMinute(limits.maxConnectionRate),
 });
 
+/** The stored state as back-off reads it, and back. */
+const adaptiveOf = (state: SiteState): AdaptiveState => ({
+  connectionLimit: state.connectionLimit,
+  messageRatePerMinute: state.messageRate,
+  pausedUntil: state.pausedUntil,
+  pauseReason: state.pauseReason,
+  holdCount: state.holdCount,
+  lastHoldMs: state.lastHoldMs,
+  lastHoldUntil: state.lastHoldUntil,
+  successes: state.successes,
+});
+const storedOf = (before: SiteState, after: AdaptiveState, pauseReply?: string): SiteState => ({
+  ...before,
+  connectionLimit: after.connectionLimit,
+  messageRate: after.messageRatePerMinute,
+  pausedUntil: after.pausedUntil,
+  pauseReason: after.pauseReason === 'sender_paused' ? before.pauseReason : after.pauseReason,
+  pauseReply: after.pausedUntil !== before.pausedUntil && pauseReply !== undefined ? pauseReply : before.pauseReply,
+  holdCount: after.holdCount,
+  lastHoldMs: after.lastHoldMs,
+  lastHoldUntil: after.lastHoldUntil,
+  successes: after.successes,
+});
+
 export function createShaper(options: ShaperOptions): Shaper {
   const { db } = options;
+  const holds = options.holds ?? DEFAULT_HOLDS;
+  /** Deliveries per site since the last flush: written with the slot renewal, not one write each. */
+  const successes = new Map<string, number>();
   const now = options.now ?? (() => new Date());
   const source = options.source ?? 'default';
   const leaseMs = options.leaseMs ?? 15_000;
@@ -235,7 +279,23 @@ export function createShaper(options: ShaperOptions): Shaper {
     }
   }
 
+  /** Applies the deliveries counted since the last flush to their sites' limits. */
+  const flushSuccesses = async () => {
+    for (const [site, count] of [...successes]) {
+      successes.delete(site);
+      const limits = options.limitsFor(site);
+      await updateSite(db, { source, site }, configuredLimits(limits), now(), (state) => {
+        let adaptive = adaptiveOf(state);
+        for (let i = 0; i < count; i++) adaptive = onSuccess(adaptive, limits, now());
+        return storedOf(state, adaptive);
+      });
+    }
+  };
+
   const renewal = setInterval(() => {
+    flushSuccesses().catch((error: unknown) =>
+      options.log.warn({ err: error }, 'could not record deliveries per site'),
+    );
     if ([...pools.values()].every((pool) => pool.open === 0)) return;
     renewSlots(db, holder, leaseMs, now())
       .then((slots) => {
@@ -299,11 +359,45 @@ export function createShaper(options: ShaperOptions): Shaper {
       }
     },
 
+    async reply(request, reply, cls) {
+      const key = { source, site: request.site };
+      if (cls.class === 'delivered') {
+        successes.set(request.site, (successes.get(request.site) ?? 0) + 1);
+        return undefined;
+      }
+      const text = reply.text;
+      if (cls.hold?.scope === 'sender') {
+        const until = new Date(now().getTime() + Math.min(holds[cls.hold.key] ?? holds.sender_fault!, holds.max!));
+        await holdSender(db, request.site, request.senderDomain, until, text);
+        return held(until, 'sender_paused', text);
+      }
+      const throttle = cls.class === 'throttled' || cls.class === 'too_many_connections';
+      if (!cls.hold && !throttle) return undefined;
+      const limits = options.limitsFor(request.site);
+      const after = await updateSite(
+        db,
+        key,
+        configuredLimits(limits),
+        now(),
+        (state) => {
+          const adaptive = adaptiveOf(state);
+          const changed = cls.hold
+            ? onHold(adaptive, cls.hold, now(), holds)
+            : onThrottle(adaptive, limits, now(), holds);
+          return storedOf(state, changed, text);
+        },
+        { code: reply.code, text, throttle: true },
+      );
+      if (!after.pausedUntil || after.pausedUntil <= now()) return undefined;
+      return held(after.pausedUntil, after.pauseReason === 'site_paused' ? 'site_paused' : 'throttled', text);
+    },
+
     openConnections: () => new Map([...pools].map(([site, pool]) => [site, pool.open])),
 
     async close() {
       closed = true;
       clearInterval(renewal);
+      await flushSuccesses().catch(() => {});
       for (const pool of pools.values()) {
         for (const entry of pool.idle.splice(0)) retire(entry);
         for (const waiter of pool.waiters.splice(0)) waiter.give(undefined);

@@ -34,6 +34,7 @@ export function createTransport(config: Config, db: Database, options: Transport
     createShaper({
       db,
       limitsFor: (site) => policy.limitsFor(site),
+      holds: policy.holds,
       log: options.log ?? { warn: () => {} },
       ...options.shaping,
     });

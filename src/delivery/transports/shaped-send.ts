@@ -1,3 +1,5 @@
+import { isConnectionLost } from '../../platform/db/database.ts';
+import { classifyReply } from '../../shaping/reply-classes.ts';
 import { isHeld, type Held, type ShapeRequest, type Shaper } from '../../shaping/shaper.ts';
 import { resultsFromSendError, resultsFromSendInfo } from '../smtp-outcome.ts';
 import type { RecipientResult } from '../transport.ts';
@@ -17,6 +19,24 @@ export class RouteFailure extends Error {
   }
 }
 
+/** A failure to open a connection to the destination (not the database's): the recipients' results. */
+class ConnectFailure extends Error {
+  readonly failure: unknown;
+  constructor(failure: unknown) {
+    super('Could not connect');
+    this.failure = failure;
+  }
+}
+
+/** How soon a message is tried again when the shaping state could not be read (the database is away). */
+const UNREACHABLE_RETRY_MS = 2000;
+
+/**
+ * Sends one transaction. The destination's answers and failures become results. When the shaping
+ * state's database cannot be reached before anything is sent, the recipients wait a moment without a
+ * word (no attempt spent, no timeline entry) and are tried again as soon as it is back; any other
+ * failure of it is thrown (nothing was sent).
+ */
 export async function shapedSend(
   shaper: Shaper,
   request: ShapeRequest,
@@ -27,17 +47,64 @@ export async function shapedSend(
 ): Promise<RecipientResult[]> {
   for (let tries = 0; ; tries++) {
     let attempt: SendAttempt | Held;
+    const connectOrSay = () =>
+      connect().catch((error: unknown) => {
+        throw error instanceof RouteFailure ? error : new ConnectFailure(error);
+      });
     try {
-      attempt = await shaper.run(request, connect, (session) => session.send(envelope, raw));
+      attempt = await shaper.run(request, connectOrSay, (session) => session.send(envelope, raw));
     } catch (error) {
       if (error instanceof RouteFailure) return error.results;
-      return resultsFromSendError(envelope.to, error, context?.());
+      if (error instanceof ConnectFailure) return resultsFromSendError(envelope.to, error.failure, context?.());
+      if (!isConnectionLost(error)) throw error;
+      const until = new Date(Date.now() + UNREACHABLE_RETRY_MS);
+      const reply = 'Waiting for the database: the destination limits could not be read';
+      return heldResults(envelope.to, request.site, { held: true, until, reason: 'throttled', reply }).map(
+        (result) => ({
+          ...result,
+          hold: { ...result.hold!, announced: true },
+        }),
+      );
     }
     if (isHeld(attempt)) return heldResults(envelope.to, request.site, attempt);
-    if ('info' in attempt) return resultsFromSendInfo(envelope.to, attempt.info);
-    if (attempt.nothingSent && tries === 0) continue;
-    return resultsFromSendError(envelope.to, attempt.error);
+    if (!('info' in attempt) && attempt.nothingSent && tries === 0) continue;
+    const results =
+      'info' in attempt
+        ? resultsFromSendInfo(envelope.to, attempt.info)
+        : resultsFromSendError(envelope.to, attempt.error);
+    return readReplies(shaper, request, results);
   }
+}
+
+/**
+ * Tells the shaper what the site answered, once per distinct reply of the transaction, and holds the
+ * recipients whose reply put the site (or the sender at the site) on hold: a throttle is the sender's
+ * matter, not the recipient's, so it spends no attempt. A permanent sender fault is still that
+ * recipient's failed try (it is retried, never bounced); the hold keeps the sender's next messages back.
+ */
+async function readReplies(
+  shaper: Shaper,
+  request: ShapeRequest,
+  results: RecipientResult[],
+): Promise<RecipientResult[]> {
+  const holds = new Map<string, Held | undefined>();
+  for (const result of results) {
+    const reply = `${result.smtpCode ?? ''} ${result.response}`;
+    if (holds.has(reply)) continue;
+    const cls = classifyReply(result.smtpCode, result.response);
+    // The message has gone (or been refused): the outcome must be recorded whatever happens here, so a
+    // reply the shaping state cannot take now (the database is away) only goes unlearned.
+    const hold = await shaper
+      .reply(request, { code: result.smtpCode, text: result.response }, cls)
+      .catch(() => undefined);
+    holds.set(reply, hold);
+  }
+  return results.map((result) => {
+    const hold = holds.get(`${result.smtpCode ?? ''} ${result.response}`);
+    const permanent = result.smtpCode !== undefined && result.smtpCode >= 500;
+    if (!hold || result.outcome === 'delivered' || permanent) return result;
+    return heldResults([result.address], request.site, { ...hold, reply: result.response })[0]!;
+  });
 }
 
 /** Every recipient held: it waits until the hold ends, and this try does not count. */

@@ -18,6 +18,7 @@ CREATE TABLE destination_sites (
   pause_reply text,                           -- the reply (or the operator's words) that paused it
   hold_count integer NOT NULL DEFAULT 0,      -- holds in a row: each one longer, up to a cap
   last_hold_ms bigint,
+  last_hold_until timestamptz,                -- when the last hold ends (or ended): repeats count from it
   successes integer NOT NULL DEFAULT 0,       -- since the limits last moved
   throttle_replies bigint NOT NULL DEFAULT 0,
   last_reply_code integer,
