@@ -5,7 +5,9 @@ import type { Database } from './platform/db/database.ts';
 import { createHttpApp } from './platform/http/http-app.ts';
 import type { App } from './platform/http/app-types.ts';
 import { loadSigner } from './platform/signing.ts';
-import { setPoolStatsSource, setQueueStatsSource } from './platform/metrics.ts';
+import { setDestinationStatsSource, setPoolStatsSource, setQueueStatsSource } from './platform/metrics.ts';
+import { loadShapingFile } from './shaping/shaping-file.ts';
+import { destinationStats } from './shaping/destinations.ts';
 import type { ReadinessCheck } from './platform/http/health-routes.ts';
 import { QUEUES, queueStats } from './queue/jobs.ts';
 import { installAuthentication } from './tenancy/authentication.ts';
@@ -26,6 +28,7 @@ import { contactRoutes } from './contacts/contact-routes.ts';
 import { unsubscribeRoutes } from './contacts/unsubscribe-routes.ts';
 import { trackingRoutes } from './tracking/tracking-routes.ts';
 import { suppressionRoutes } from './suppressions/suppression-routes.ts';
+import { destinationRoutes } from './shaping/destination-routes.ts';
 import { dashboardRoutes } from './dashboard/dashboard-routes.ts';
 import { cacheLookups } from './platform/db/lookup-cache.ts';
 
@@ -62,6 +65,7 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
     trackingRoutes,
     organizationRoutes,
     suppressionRoutes,
+    destinationRoutes,
     // The web dashboard's page and files at `/` and `/assets/` (it calls the routes above like any client).
     dashboardRoutes(),
   ]) {
@@ -81,6 +85,7 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
 export async function buildOpsApp({ db, config, logger = true, runsWorkers = false }: AppOptions): Promise<App> {
   setQueueStatsSource(() => queueStats(db, QUEUES));
   setPoolStatsSource(() => db.poolStats?.());
+  setDestinationStatsSource(() => destinationStats(db, loadShapingFile(config.shapingFile)));
   const readinessChecks = runsWorkers ? [queueLagCheck(db, config.readyMaxQueueLagSeconds)] : [];
   return createHttpApp({ db, config, signer: await loadSigner(db), logger, readinessChecks });
 }

@@ -271,6 +271,7 @@ export const ROUTES: Row[] = [
   { method: 'GET', url: '/t/c/:token', access: 'public', ok: 302, token: clickToken },
   { method: 'GET', url: '/organization', access: 'full', ok: 200 },
   { method: 'PATCH', url: '/organization', access: 'full', ok: 200, body: () => ({ open_tracking: true }) },
+  { method: 'GET', url: '/destinations', access: 'full', ok: 200 },
   { method: 'GET', url: '/suppressions', access: 'full', ok: 200 },
   {
     method: 'POST',

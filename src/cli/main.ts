@@ -8,7 +8,10 @@ import { openDatabase } from '../platform/db/open.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { runServer, type Role } from '../server.ts';
 import { StartupError } from '../platform/listen-error.ts';
-import { ShapingFileError } from '../shaping/shaping-file.ts';
+import { loadShapingFile, ShapingFileError } from '../shaping/shaping-file.ts';
+import { listDestinations, pauseSite, resumeSite } from '../shaping/destinations.ts';
+import { parseDuration } from '../shaping/limits.ts';
+import { normalizeSiteId } from '../shaping/sites.ts';
 import { createApiKey, listApiKeys } from '../tenancy/api-keys.ts';
 import { createOrganization, findOrganization, listOrganizations } from '../tenancy/organizations.ts';
 import { createSession } from '../tenancy/sessions.ts';
@@ -240,6 +243,53 @@ const COMMANDS: Record<string, Command> = {
         json,
         text: `password of ${user.email} set${generated ? `: ${generated}  (shown only now)` : ''}`,
       };
+    },
+  },
+
+  'destinations list': {
+    usage: 'destinations list',
+    options: {},
+    async run({ config }) {
+      const policy = loadShapingFile(config.shapingFile);
+      const data = await withDatabase(config, (db) => listDestinations(db, policy, new Date()));
+      return {
+        json: { data },
+        text: listing(
+          data,
+          (d) =>
+            `${d.site}  ${d.connections}/${d.limits.connection_limit} connections, ${d.queued} queued` +
+            (d.paused_until ? `, paused until ${d.paused_until} (${d.pause_reason}: ${d.pause_reply ?? ''})` : ''),
+        ),
+      };
+    },
+  },
+
+  'destinations pause': {
+    usage: 'destinations pause SITE [--for 30m] [--source S]',
+    options: { for: { type: 'string', default: '1h' }, source: { type: 'string', default: 'default' } },
+    positionals: 1,
+    async run({ config, values, positionals }) {
+      const forMs = parseDuration(text(values, 'for'));
+      if (forMs === undefined) throw new UsageError('--for is a duration such as 30m, 2h or 1d');
+      const policy = loadShapingFile(config.shapingFile);
+      const now = new Date();
+      const until = new Date(now.getTime() + forMs);
+      const key = { source: text(values, 'source'), site: normalizeSiteId(positionals[0]!) };
+      await withDatabase(config, (db) => pauseSite(db, policy, key, until, now, 'paused by the operator'));
+      const json = { site: key.site, source: key.source, paused_until: until.toISOString() };
+      return { json, text: `${key.site} paused until ${json.paused_until}` };
+    },
+  },
+
+  'destinations resume': {
+    usage: 'destinations resume SITE [--source S]',
+    options: { source: { type: 'string', default: 'default' } },
+    positionals: 1,
+    async run({ config, values, positionals }) {
+      const policy = loadShapingFile(config.shapingFile);
+      const key = { source: text(values, 'source'), site: normalizeSiteId(positionals[0]!) };
+      await withDatabase(config, (db) => resumeSite(db, policy, key, new Date()));
+      return { json: { site: key.site, source: key.source, paused_until: null }, text: `${key.site} resumed` };
     },
   },
 

@@ -162,3 +162,63 @@ new Gauge({
     this.set({ state: 'waiting' }, pool.waiting);
   },
 });
+
+/** One destination site as the gauges show it: `site` is already a bounded label (see siteLabel). */
+export interface DestinationStats {
+  site: string;
+  connections: number;
+  connectionLimit: number;
+  queued: number;
+  paused: boolean;
+}
+
+let destinationSource: (() => Promise<DestinationStats[]>) | undefined;
+
+/** The destination gauges of one scrape read one answer (kept for a quarter of a second). */
+export function setDestinationStatsSource(source: () => Promise<DestinationStats[]>): void {
+  let cached: { at: number; stats: Promise<DestinationStats[]> } | undefined;
+  destinationSource = () => {
+    if (!cached || Date.now() - cached.at > 250) cached = { at: Date.now(), stats: source().catch(() => []) };
+    return cached.stats;
+  };
+}
+
+/** Sums the stats of sites that share a label (every site without a name of its own is `other`). */
+function destinationGauge(name: string, help: string, value: (stats: DestinationStats) => number) {
+  new Gauge({
+    name,
+    help,
+    labelNames: ['site'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const sums = new Map<string, number>();
+      for (const stats of (await destinationSource?.()) ?? []) {
+        sums.set(stats.site, (sums.get(stats.site) ?? 0) + value(stats));
+      }
+      for (const [site, sum] of sums) this.set({ site }, sum);
+    },
+  });
+}
+
+destinationGauge(
+  'mailroom_destination_connections',
+  'Connections open to a destination site, across every worker process',
+  (s) => s.connections,
+);
+destinationGauge(
+  'mailroom_destination_connection_limit',
+  'Connections a destination site allows now (back-off lowers it below the configured limit)',
+  (s) => s.connectionLimit,
+);
+destinationGauge('mailroom_destination_queued', 'Recipients waiting for a destination site', (s) => s.queued);
+destinationGauge('mailroom_destination_paused', 'Destination sites paused now (a hold or the operator)', (s) =>
+  s.paused ? 1 : 0,
+);
+
+export const destinationThrottles = new Counter({
+  name: 'mailroom_destination_throttle_replies_total',
+  help: 'Replies that throttled or held a destination site (or a sender at it), by site and reply class',
+  labelNames: ['site', 'class'] as const,
+  registers: [registry],
+});

@@ -17,6 +17,8 @@ import {
 } from './destination-store.ts';
 import { DEFAULT_HOLDS, onHold, onSuccess, onThrottle, type AdaptiveState, type HoldDurations } from './adaptive.ts';
 import type { ClassifiedReply } from './reply-classes.ts';
+import { destinationThrottles } from '../platform/metrics.ts';
+import { siteLabel } from './sites.ts';
 
 // One process's side of traffic shaping: the SMTP connections it has open to each destination site,
 // reused message after message (up to the site's deliveries per connection), each holding one of the
@@ -33,6 +35,8 @@ export interface Held {
   reason: HoldReason;
   /** What caused it: the provider's reply, the operator's words, or the limit that was reached. */
   reply: string;
+  /** A moment's wait in the queue (every connection busy), not a hold to tell anyone about. */
+  quiet?: boolean;
 }
 
 export const isHeld = (value: unknown): value is Held =>
@@ -67,7 +71,11 @@ export interface ShaperOptions {
   waitMs?: number;
   /** A rate wait longer than this holds the message instead of waiting in the worker. */
   maxInlineWaitMs?: number;
-  /** An idle connection is closed (and its slot given back) after this long. */
+  /**
+   * An idle connection is closed (and its slot given back) after this long: 2 s, as Postfix keeps a
+   * connection for the next message (smtp_connection_cache_time_limit), so that a connection a process
+   * no longer needs does not keep a slot from another process that does.
+   */
   idleMs?: number;
 }
 
@@ -164,7 +172,7 @@ export function createShaper(options: ShaperOptions): Shaper {
   const leaseMs = options.leaseMs ?? 15_000;
   const waitMs = options.waitMs ?? 5_000;
   const maxInlineWaitMs = options.maxInlineWaitMs ?? 2_000;
-  const idleMs = options.idleMs ?? 10_000;
+  const idleMs = options.idleMs ?? 2_000;
   const holder = randomUUID();
   const pools = new Map<string, SitePool>();
   let closed = false;
@@ -341,9 +349,11 @@ export function createShaper(options: ShaperOptions): Shaper {
       }
       const entry = await connectionFor(request, key, connect);
       if (entry === undefined) {
-        // Busy: back in a moment, spread so that the held messages do not all return at once.
-        const until = new Date(now().getTime() + 5_000 + Math.random() * 10_000);
-        return held(until, 'throttled', `all ${state.connectionLimit} connections to ${request.site} are busy`);
+        // Busy: back in a moment, spread so that the waiting messages do not all return at once. This is
+        // the site's queue doing its work, not a throttle: nothing is written to the timeline.
+        const until = new Date(now().getTime() + 1_000 + Math.random() * 3_000);
+        const busy = held(until, 'throttled', `all ${state.connectionLimit} connections to ${request.site} are busy`);
+        return { ...busy, quiet: true };
       }
       if ('held' in entry) return entry;
       const pool = poolOf(request.site);
@@ -367,12 +377,14 @@ export function createShaper(options: ShaperOptions): Shaper {
       }
       const text = reply.text;
       if (cls.hold?.scope === 'sender') {
+        destinationThrottles.inc({ site: siteLabel(request.site), class: cls.class });
         const until = new Date(now().getTime() + Math.min(holds[cls.hold.key] ?? holds.sender_fault!, holds.max!));
         await holdSender(db, request.site, request.senderDomain, until, text);
         return held(until, 'sender_paused', text);
       }
       const throttle = cls.class === 'throttled' || cls.class === 'too_many_connections';
       if (!cls.hold && !throttle) return undefined;
+      destinationThrottles.inc({ site: siteLabel(request.site), class: cls.class });
       const limits = options.limitsFor(request.site);
       const after = await updateSite(
         db,

@@ -1,4 +1,5 @@
 import { NODATA, NOTFOUND, type Resolver } from 'node:dns/promises';
+import { BUILT_IN_SITE_LIMITS } from './limits.ts';
 
 // A destination *site*: the set of mail servers that shares one set of limits. Large providers run
 // one pool of servers for many domains (gmail.com and every Google Workspace domain), so limits are
@@ -147,4 +148,9 @@ export function createSiteResolver(options: SiteResolverOptions): SiteResolver {
       return lookup;
     },
   };
+}
+
+/** A site's name as a metrics label: the named sites as they are, every other (`mx:…`, a domain) `other`. */
+export function siteLabel(site: string): string {
+  return site in PROVIDER_MX_SUFFIXES || site in BUILT_IN_SITE_LIMITS ? site : 'other';
 }

@@ -59,12 +59,7 @@ export async function shapedSend(
       if (!isConnectionLost(error)) throw error;
       const until = new Date(Date.now() + UNREACHABLE_RETRY_MS);
       const reply = 'Waiting for the database: the destination limits could not be read';
-      return heldResults(envelope.to, request.site, { held: true, until, reason: 'throttled', reply }).map(
-        (result) => ({
-          ...result,
-          hold: { ...result.hold!, announced: true },
-        }),
-      );
+      return heldResults(envelope.to, request.site, { held: true, until, reason: 'throttled', reply, quiet: true });
     }
     if (isHeld(attempt)) return heldResults(envelope.to, request.site, attempt);
     if (!('info' in attempt) && attempt.nothingSent && tries === 0) continue;
@@ -114,6 +109,6 @@ export function heldResults(recipients: string[], site: string, hold: Held): Rec
     outcome: 'held',
     smtpCode: undefined,
     response: hold.reply,
-    hold: { until: hold.until, reason: hold.reason, site },
+    hold: { until: hold.until, reason: hold.reason, site, ...(hold.quiet ? { announced: true } : {}) },
   }));
 }

@@ -62,11 +62,15 @@ export class SmtpSession implements ShapedConnection {
     this.sent += 1;
     return new Promise((resolve) => {
       let answered = false;
+      // After the send's own callback, which comes first when the server ended with a reply (a 421
+      // closes the connection right after it is read): that reply is what the recipients get.
       const onEnd = () =>
-        finish({
-          error: Object.assign(new Error('Connection closed'), { code: 'ECONNECTION' }),
-          nothingSent: reused,
-        });
+        setImmediate(() =>
+          finish({
+            error: Object.assign(new Error('Connection closed'), { code: 'ECONNECTION' }),
+            nothingSent: reused,
+          }),
+        );
       const finish = (attempt: SendAttempt) => {
         if (answered) return;
         answered = true;
@@ -78,7 +82,8 @@ export class SmtpSession implements ShapedConnection {
       this.connection.send(envelope, raw, (error, info) => {
         if (!error) return finish({ info: info as unknown as SmtpSendInfo });
         const code = (error as { code?: string }).code;
-        const transient = code === 'ECONNECTION' || code === 'ESOCKET' || code === 'ETIMEDOUT';
+        const answered = (error as { responseCode?: number }).responseCode !== undefined;
+        const transient = !answered && (code === 'ECONNECTION' || code === 'ESOCKET' || code === 'ETIMEDOUT');
         const refused = code === 'EENVELOPE' || code === 'EMESSAGE';
         if (refused && (error as { responseCode?: number }).responseCode !== 421 && this.open) {
           // The server refused this transaction; the connection is fine once reset.
