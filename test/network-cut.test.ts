@@ -80,10 +80,16 @@ test('the seam: a statement whose answer a cut loses fails as a lost connection 
       (error: unknown) => error,
     );
 
-  // A statement that runs too long is cancelled by the server, which says so: the connection is kept.
+  const backend = async () => (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+
+  // A statement that runs too long is cancelled by the server, which says so: a statement timeout, not a
+  // lost connection. The connection would still work, but pg-pool's query() releases its client with
+  // the error, and the pool destroys a client released with any error: the next statement gets a new one.
+  const beforeSlow = await backend();
   const slow = await failure(db.query('SELECT pg_sleep(3)'));
   assert.ok(waitedTooLong(slow), String(slow));
-  const backend = async () => (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+  assert.ok(!isConnectionLost(slow), String(slow));
+  assert.notEqual(await backend(), beforeSlow, 'the pool dropped the connection of the failed statement');
 
   for (const inTransaction of [true, false]) {
     const before = await backend();
@@ -153,12 +159,16 @@ test('a worker cut off from PostgreSQL holds nothing through the cut, another ta
   };
   const api = await start({}, 'api');
   // Worker A reaches PostgreSQL through the proxy. Its limits are shorter than the defaults (15 s for a
-  // statement, 10 s for a transaction left idle) to keep the test short; they act the same way.
+  // statement, 10 s for a transaction left idle) to keep the test short; they act the same way. The
+  // claim the cut leaves open on the server stays there 8 s: time enough, on a loaded machine, to see it
+  // and its locks before PostgreSQL ends it. The statement timeout does not bear on that (the server's
+  // session is idle, not running a statement); a short one gets worker A going soon after the link is back.
+  const IDLE_TRANSACTION_MS = 8000;
   const workerA = await start(
     {
       DATABASE_URL: viaProxy.toString(),
       MAILROOM_DB_STATEMENT_TIMEOUT_MS: '3000',
-      MAILROOM_DB_IDLE_TRANSACTION_TIMEOUT_MS: '3000',
+      MAILROOM_DB_IDLE_TRANSACTION_TIMEOUT_MS: String(IDLE_TRANSACTION_MS),
     },
     'worker',
   );
@@ -213,7 +223,7 @@ test('a worker cut off from PostgreSQL holds nothing through the cut, another ta
     // The cut lands right after worker A hands over the statement of its webhook claim that renews its
     // endpoints (the request after the claim's BEGIN that names its owner id and an endpoint): on the
     // server the claim stays open, holding the rows it renewed, while its answer is lost.
-    let cut = false;
+    let firedAt: number | undefined;
     void proxy
       .cutAfter(
         (request, previous) =>
@@ -221,15 +231,17 @@ test('a worker cut off from PostgreSQL holds nothing through the cut, another ta
           request.includes(ownerA) &&
           [...endpoints.keys()].some((id) => request.includes(id)),
       )
-      .then(() => (cut = true));
-    await waitFor(() => cut, 10_000);
-    const cutAt = Date.now();
+      .then(() => (firedAt = Date.now()));
+    await waitFor(() => firedAt !== undefined, 10_000);
+    const cutAt = firedAt!;
     const locked = async () =>
       observer.query('SELECT 1 FROM job_group_owners WHERE owner = $1 FOR UPDATE NOWAIT', [ownerA]).then(
         () => false,
         (error: { code?: string }) => error.code === '55P03',
       );
-    await waitFor(locked, 2000);
+    // The claim's statement was handed over as the cut fired: the server runs it (taking the locks) and
+    // then holds the transaction open until IDLE_TRANSACTION_MS, within which both are seen.
+    await waitFor(locked, IDLE_TRANSACTION_MS);
     const openOnServer = async () => {
       const { rows } = await observer.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM pg_stat_activity
@@ -240,7 +252,7 @@ test('a worker cut off from PostgreSQL holds nothing through the cut, another ta
     };
     assert.ok((await openOnServer()) >= 1, 'the cut claim is open on the server');
     // PostgreSQL ends the session after MAILROOM_DB_IDLE_TRANSACTION_TIMEOUT_MS: the rows are free.
-    await waitFor(async () => (await openOnServer()) === 0 && !(await locked()), 10_000, 100);
+    await waitFor(async () => (await openOnServer()) === 0 && !(await locked()), IDLE_TRANSACTION_MS + 10_000, 100);
     const releasedAfter = Date.now() - cutAt;
 
     // Worker B, connected directly, takes over the endpoints worker A owned. Their ownership still runs

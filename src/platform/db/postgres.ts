@@ -46,12 +46,14 @@ export interface PostgresOptions {
   idleInTransactionTimeoutMs?: number;
 }
 
-// How much longer than the statement timeout the process waits for an answer: the server's own
-// cancellation ("canceling statement due to statement timeout", the connection kept) comes first
-// whenever the link works. Only an answer that cannot arrive (lost in a network cut, or the request
-// never reached the server) waits the whole time: without this wait the statement would hang until the
-// kernel's retransmission backoff (tens of seconds after a cut, or never behind a silent middlebox),
-// holding up whatever waits on it.
+// How much longer than the statement timeout the process waits for an answer: the server's own cancellation
+// ("canceling statement due to statement timeout") comes first whenever the link works. The connection
+// itself survives that error, but only a transaction keeps it (it rolls back and gives it back to the
+// pool): a statement run through pool.query loses it, since pg-pool releases the client with the error and
+// destroys a client released with any error. Only an answer that cannot arrive (lost in a network cut, or
+// the request never reached the server) waits the whole time: without this wait the statement would hang
+// until the kernel's retransmission backoff (tens of seconds after a cut, or never behind a silent
+// middlebox), holding up whatever waits on it.
 const REPLY_GRACE_MS = 2000;
 
 // TCP keep-alive after this much silence on a connection (Node then probes every second, 10 times): an
