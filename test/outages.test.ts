@@ -131,14 +131,14 @@ if (onPostgres) {
         (error: unknown) => error,
       );
       assert.ok(isConnectionLost(error), `not seen as a lost connection: ${String(error)}`);
-      // Down: a statement fails at once (connection refused), seen as a lost connection too.
-      const started = Date.now();
+      // Down: a statement fails at once, seen as a lost connection too. "At once" is shown by the error
+      // itself: the connection was refused, not given up on after the connect timeout.
       const refused = await seam.query('SELECT 1').then(
         () => assert.fail('answered without a server'),
         (error: unknown) => error,
       );
       assert.ok(isConnectionLost(refused), String(refused));
-      assert.ok(Date.now() - started < 1500);
+      assert.equal((refused as NodeJS.ErrnoException).code, 'ECONNREFUSED', String(refused));
       await sleep(2500); // several reconnection attempts of the listener fail meanwhile
       const before = wakeUps;
       await postgres.start();
@@ -311,9 +311,14 @@ if (onPostgres) {
       duringOutage.every((a) => a.status === 503),
       `every send while the database was down answered 503\n${summary()}`,
     );
+    // Quick: the server does not hold a send for the database. A refused connection fails at once, and an
+    // attempt that hangs gives up after MAILROOM_DB_CONNECT_TIMEOUT_MS (1 s here). The bound is five
+    // times that, the outage's whole length, which leaves a loaded machine room; a server that retried
+    // the database before answering would take that long, and one that held sends until it was back
+    // would have answered too few of them during the outage (checked above).
     for (const answer of refused) {
       assert.deepEqual([answer.body.statusCode, answer.body.name], [503, 'service_unavailable']);
-      assert.ok(answer.end - answer.start < 2500, `a 503 took ${answer.end - answer.start} ms`);
+      assert.ok(answer.end - answer.start < 5000, `a 503 took ${answer.end - answer.start} ms`);
     }
     assert.ok(
       answers.some((a) => a.end < down && a.status === 200),
