@@ -494,6 +494,36 @@ describe('access to every route', () => {
     });
   }
 
+  // The limit's edge: MAX_JSON_DEPTH (64) levels is the deepest body that is parsed and reaches the
+  // route's validation (its answer is the one the same mistake gets one level deep); 65 is refused for depth.
+  test('POST /emails: a body nested exactly 64 levels deep gets the route validation answer, 65 the depth refusal', async () => {
+    // The message's `to` as an address inside `arrays` arrays: the body's object is one more level.
+    const body = (arrays: number) =>
+      JSON.stringify(message(orgs.a, { to: 'DEEP' })).replace(
+        '"DEEP"',
+        `${'['.repeat(arrays)}"x@example.com"${']'.repeat(arrays)}`,
+      );
+    const post = (payload: string) =>
+      t.app.inject({
+        method: 'POST',
+        url: '/emails',
+        headers: { ...bearer(orgs.a.fullKey), 'content-type': 'application/json' },
+        payload,
+      });
+    const shallow = await post(body(2));
+    assert.equal(shallow.statusCode, 400, shallow.body);
+    assert.equal(shallow.json().field, 'to', shallow.body);
+
+    const atLimit = await post(body(63));
+    assert.equal(atLimit.statusCode, 400, atLimit.body);
+    assert.deepEqual(atLimit.json(), shallow.json());
+
+    const overLimit = await post(body(64));
+    assert.equal(overLimit.statusCode, 400, overLimit.body);
+    assert.equal(overLimit.json().name, 'validation_error');
+    assert.equal(overLimit.json().message, 'The JSON body is nested more than 64 levels deep (arrays and objects)');
+  });
+
   test('every route of the app has a row in this table', () => {
     const declared = new Set(
       ROUTES.map(

@@ -40,12 +40,14 @@ export function storableText(text: string): string {
 
 /**
  * The dotted path (`tags.0.name`) of the first string, or object key, at any depth of `value` that holds
- * a character that cannot be stored; undefined when there is none. `path` names `value` itself.
- * An explicit stack, not recursion: a value nested however deep cannot exhaust the call stack.
+ * a character that cannot be stored; undefined when there is none. `path` names `value` itself. First
+ * in document order: an object's key is checked right before its own value, and that value whole before
+ * the next key. An explicit stack, not recursion: a value nested however deep cannot exhaust the call stack.
  */
 export function findUnstorableText(value: unknown, path = ''): string | undefined {
   const at = (parent: string, key: string | number) => (parent === '' ? String(key) : `${parent}.${key}`);
-  // Depth first, in document order: children are pushed last-first so the first one is popped first.
+  // Depth first: children are pushed last-first so the first one is popped first, and a key (a string,
+  // named by the same path as its value) is pushed after its value so that it is checked before it.
   const stack: Array<{ value: unknown; path: string }> = [{ value, path }];
   for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
     const { value: item, path: where } = next;
@@ -55,10 +57,10 @@ export function findUnstorableText(value: unknown, path = ''): string | undefine
       for (let i = item.length - 1; i >= 0; i--) stack.push({ value: item[i], path: at(where, i) });
     } else if (item !== null && typeof item === 'object') {
       const entries = Object.entries(item);
-      for (const [key] of entries) if (UNSTORABLE.test(key)) return at(where, key);
       for (let i = entries.length - 1; i >= 0; i--) {
         const [key, child] = entries[i]!;
         stack.push({ value: child, path: at(where, key) });
+        stack.push({ value: key, path: at(where, key) });
       }
     }
   }
