@@ -56,12 +56,12 @@ after(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
-const smtp = () =>
+const smtp = (port = submission.port, key = org.sendingKey) =>
   nodemailer.createTransport({
     host: '127.0.0.1',
-    port: submission.port,
+    port,
     requireTLS: true,
-    auth: { user: 'mailroom', pass: org.sendingKey },
+    auth: { user: 'mailroom', pass: key },
     tls: { rejectUnauthorized: false },
   });
 
@@ -149,22 +149,79 @@ test('just over the limits: 413 payload_too_large over HTTP, 552 5.3.4 over SMTP
     assert.deepEqual([res.json().statusCode, res.json().name], [413, 'payload_too_large']);
   }
 
-  // Attachments one byte over 30 MiB once decoded, in a body under its own limit (raised for this).
+  // Attachments one byte over 30 MiB once decoded, in a body under its own limit (raised for this): over
+  // HTTP, in a batch entry and over SMTP.
   const roomy = await startRelayTestBed('roomy', { MAILROOM_BODY_LIMIT_BYTES: String(64 * MiB) });
+  const more = randomBytes(MiB + 1);
+  const overAttachments = [attachment, { filename: 'more.bin', content: more.toString('base64') }];
+  const tooMuch = `Attachments may total at most ${30 * MiB} bytes once decoded`;
+  const roomyConfig = { ...roomy.t.config, dataDir };
+  let roomySubmission: SubmissionServer | undefined;
   try {
     const res = await roomy.t.app.inject({
       method: 'POST',
       url: '/emails',
       headers: { ...bearer(roomy.org.sendingKey), 'content-type': 'application/json' },
-      payload: JSON.stringify(
-        message(roomy.org, {
-          attachments: [attachment, { filename: 'more.bin', content: randomBytes(MiB + 1).toString('base64') }],
-        }),
-      ),
+      payload: JSON.stringify(message(roomy.org, { attachments: overAttachments })),
     });
     assert.equal(res.statusCode, 413, res.body);
     assert.deepEqual([res.json().name, res.json().field], ['payload_too_large', 'attachments.1.content']);
+
+    // A batch: the entry over the limit is refused in its place (413, in the per-entry shape), the
+    // other entry is accepted.
+    const batch = await roomy.t.app.inject({
+      method: 'POST',
+      url: '/emails/batch',
+      headers: { ...bearer(roomy.org.sendingKey), 'content-type': 'application/json' },
+      payload: JSON.stringify([
+        message(roomy.org, { to: 'fits@example.net' }),
+        message(roomy.org, { attachments: overAttachments }),
+      ]),
+    });
+    assert.equal(batch.statusCode, 200, batch.body);
+    const { data, errors } = batch.json();
+    assert.equal(data.length, 2);
+    assert.equal(data[0].object, 'email', JSON.stringify(data[0]));
+    const refusal = {
+      index: 1,
+      statusCode: 413,
+      name: 'payload_too_large',
+      message: tooMuch,
+      field: 'attachments.1.content',
+    };
+    assert.deepEqual(data[1], { object: 'error', id: null, ...refusal });
+    assert.deepEqual(errors, [refusal]);
+
+    // SMTP, the message under the SIZE announced in EHLO: refused for good (552 5.3.4), not a 4xx that
+    // has the client retry it, nor the 550 of a message refused for its content.
+    roomySubmission = await startSubmissionServer({
+      db: roomy.t.db,
+      config: roomyConfig,
+      host: '127.0.0.1',
+      port: 0,
+      tls: await loadTlsCertificate(roomyConfig),
+      implicitTls: false,
+      log,
+    });
+    await assert.rejects(
+      smtp(roomySubmission.port, roomy.org.sendingKey).sendMail({
+        from: `App <app@${roomy.org.domain}>`,
+        to: 'over-attachments@example.net',
+        subject: 'Attachments too large',
+        text: 'x',
+        attachments: [
+          { filename: 'big.bin', content },
+          { filename: 'more.bin', content: more },
+        ],
+      }),
+      (error: { responseCode?: number; response?: string }) => {
+        assert.equal(error.responseCode, 552, error.response);
+        assert.equal(error.response, `552 5.3.4 ${tooMuch} (attachments.1.content)`);
+        return true;
+      },
+    );
   } finally {
+    await roomySubmission?.close();
     await roomy.close();
   }
 
