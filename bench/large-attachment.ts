@@ -16,6 +16,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { finished } from 'node:stream';
 import { SMTPServer } from 'smtp-server';
 import { loadConfig } from '../src/platform/config.ts';
 import type { Database } from '../src/platform/db/database.ts';
@@ -24,7 +25,7 @@ import { openPGliteDirectory } from '../src/platform/db/pglite.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { createTestOrganization } from '../test/helpers/app.ts';
 import { createPostgresDatabase } from '../test/helpers/database.ts';
-import { freePort, startServerProcess } from '../test/helpers/server-process.ts';
+import { freePort, startServerProcess, type ServerProcess } from '../test/helpers/server-process.ts';
 
 const MiB = 1024 * 1024;
 const SENDS = Number(process.env.SENDS ?? 8);
@@ -44,7 +45,12 @@ async function bare() {
   process.stdout.write(`${JSON.stringify({ base: `http://127.0.0.1:${port}` })}\n`);
 }
 
-async function memoryOf(pid: number): Promise<{ peak: number; now: number }> {
+interface Memory {
+  peak: number;
+  now: number;
+}
+
+async function memoryOf(pid: number): Promise<Memory> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)![1]) * 1024;
   return { peak: kib('VmHWM'), now: kib('VmRSS') };
@@ -56,7 +62,9 @@ async function run() {
   const content = randomBytes(29 * MiB);
   const digest = createHash('sha256').update(content).digest('hex');
 
-  // The sink: reads each message whole and checks that the attachment arrived byte-equal.
+  // The sink: reads each message whole and checks that the attachment arrived byte-equal. Each message
+  // lets the send waiting for it go on, a message that does not parse too (counted as corrupted, and
+  // accepted, so that it is not sent again): otherwise the benchmark would wait for it for ever.
   const { simpleParser } = await import('mailparser');
   const delivered: Array<() => void> = [];
   let corrupted = 0;
@@ -67,83 +75,107 @@ async function run() {
     logger: false,
     size: 64 * MiB,
     onData(stream, _session, callback) {
-      simpleParser(stream).then((mail) => {
-        const received = mail.attachments[0]?.content;
-        if (!received || createHash('sha256').update(received).digest('hex') !== digest) corrupted += 1;
+      const received = (intact: boolean) => {
+        if (!intact) corrupted += 1;
         callback();
         delivered.shift()?.();
-      }, callback);
+      };
+      simpleParser(stream).then(
+        (mail) => {
+          const attachment = mail.attachments[0]?.content;
+          received(attachment !== undefined && createHash('sha256').update(attachment).digest('hex') === digest);
+        },
+        () => {
+          // The rest of the message is read before the answer, which must come after its end (or the
+          // stream's failure).
+          finished(stream, () => received(false));
+          stream.resume();
+        },
+      );
     },
   });
   await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
   const sinkPort = (sink.server.address() as { port: number }).port;
 
-  // Mailroom: a fresh database with one organization, a real `mailroom serve` relaying to the sink.
+  // Mailroom: a fresh database with one organization, a real `mailroom serve` relaying to the sink. A
+  // failure on the way leaves neither the server process nor the database behind.
   const dataDir = await mkdtemp(path.join(tmpdir(), 'mailroom-bench-large-'));
-  const created = process.env.DATABASE_URL ? await createPostgresDatabase() : undefined;
-  const storage: Record<string, string> = created ? { DATABASE_URL: created.url } : { MAILROOM_DATA_DIR: dataDir };
-  const config = loadConfig({ ...storage, MAILROOM_LOG_LEVEL: 'silent' });
-  const db: Database = created ? openPostgres(created.url, 2) : await openPGliteDirectory(dataDir);
-  await migrate(db);
-  const org = await createTestOrganization(db, config, 'large');
-  await db.close();
-  const server = await startServerProcess({
-    ...storage,
-    MAILROOM_TRANSPORT: 'smtp',
-    MAILROOM_SMTP_URL: `smtp://127.0.0.1:${sinkPort}`,
-  });
-  const body = JSON.stringify({
-    from: `Files <files@${org.domain}>`,
-    to: 'someone@example.com',
-    subject: 'The file',
-    text: 'Attached.',
-    attachments: [{ filename: 'large.bin', content: content.toString('base64') }],
-  });
-  console.log(`request body ${(body.length / MiB).toFixed(1)} MiB (attachment 29 MiB); ${SENDS} sends in a row`);
-
-  const before = await memoryOf(server.child.pid!);
+  let created: Awaited<ReturnType<typeof createPostgresDatabase>> | undefined;
+  let server: ServerProcess | undefined;
+  let body: string;
+  let before: Memory;
   const rows: Array<{ accept: number; deliver: number; peak: number; now: number }> = [];
-  for (let i = 0; i < SENDS; i++) {
-    const arrived = new Promise<void>((resolve) => delivered.push(resolve));
-    const started = performance.now();
-    const res = await fetch(`${server.base}/emails`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${org.sendingKey}`, 'content-type': 'application/json' },
-      body,
+  try {
+    created = process.env.DATABASE_URL ? await createPostgresDatabase() : undefined;
+    const storage: Record<string, string> = created ? { DATABASE_URL: created.url } : { MAILROOM_DATA_DIR: dataDir };
+    const config = loadConfig({ ...storage, MAILROOM_LOG_LEVEL: 'silent' });
+    const db: Database = created ? openPostgres(created.url, 2) : await openPGliteDirectory(dataDir);
+    await migrate(db);
+    const org = await createTestOrganization(db, config, 'large');
+    await db.close();
+    server = await startServerProcess({
+      ...storage,
+      MAILROOM_TRANSPORT: 'smtp',
+      MAILROOM_SMTP_URL: `smtp://127.0.0.1:${sinkPort}`,
     });
-    if (res.status !== 200) throw new Error(`POST /emails answered ${res.status}: ${await res.text()}`);
-    const accept = performance.now() - started;
-    await arrived;
-    const deliver = performance.now() - started;
-    rows.push({ accept, deliver, ...(await memoryOf(server.child.pid!)) });
+    body = JSON.stringify({
+      from: `Files <files@${org.domain}>`,
+      to: 'someone@example.com',
+      subject: 'The file',
+      text: 'Attached.',
+      attachments: [{ filename: 'large.bin', content: content.toString('base64') }],
+    });
+    console.log(`request body ${(body.length / MiB).toFixed(1)} MiB (attachment 29 MiB); ${SENDS} sends in a row`);
+
+    before = await memoryOf(server.child.pid!);
+    for (let i = 0; i < SENDS; i++) {
+      const arrived = new Promise<void>((resolve) => delivered.push(resolve));
+      const started = performance.now();
+      const res = await fetch(`${server.base}/emails`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${org.sendingKey}`, 'content-type': 'application/json' },
+        body,
+      });
+      if (res.status !== 200) throw new Error(`POST /emails answered ${res.status}: ${await res.text()}`);
+      const accept = performance.now() - started;
+      await arrived;
+      const deliver = performance.now() - started;
+      rows.push({ accept, deliver, ...(await memoryOf(server.child.pid!)) });
+    }
+  } finally {
+    server?.child.kill('SIGTERM'); // no-op once it has exited
+    await server?.exited;
+    sink.close();
+    await created?.drop();
+    await rm(dataDir, { recursive: true, force: true });
   }
-  server.child.kill('SIGTERM');
-  await server.exited;
-  sink.close();
-  await created?.drop();
-  await rm(dataDir, { recursive: true, force: true });
 
   // The baseline, with the same body, as many times.
   const child = spawn(process.execPath, [new URL(import.meta.url).pathname, 'bare'], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
-  const { base } = JSON.parse((await lines.next()).value as string) as { base: string };
-  const bareBefore = await memoryOf(child.pid!);
   const bareAccepts: number[] = [];
-  for (let i = 0; i < SENDS; i++) {
-    const started = performance.now();
-    const res = await fetch(`${base}/emails`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body,
-    });
-    if (res.status !== 200) throw new Error(`bare Fastify answered ${res.status}`);
-    await res.arrayBuffer();
-    bareAccepts.push(performance.now() - started);
+  let bareBefore: Memory;
+  let bareMemory: Memory;
+  try {
+    const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+    const { base } = JSON.parse((await lines.next()).value as string) as { base: string };
+    bareBefore = await memoryOf(child.pid!);
+    for (let i = 0; i < SENDS; i++) {
+      const started = performance.now();
+      const res = await fetch(`${base}/emails`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
+      if (res.status !== 200) throw new Error(`bare Fastify answered ${res.status}`);
+      await res.arrayBuffer();
+      bareAccepts.push(performance.now() - started);
+    }
+    bareMemory = await memoryOf(child.pid!);
+  } finally {
+    child.kill();
   }
-  const bareMemory = await memoryOf(child.pid!);
-  child.kill();
 
   console.log('send  accept ms  delivered ms  peak RSS MiB  RSS now MiB');
   for (const [i, row] of rows.entries()) {
