@@ -13,6 +13,7 @@ import {
   type Dashboard,
   type SendingDashboard,
 } from './helpers/browser.ts';
+import { seedDestinations } from './helpers/destinations.ts';
 
 const DOMAIN = 'a11y.example';
 let dashboard: Dashboard;
@@ -23,9 +24,37 @@ let domainId = '';
 let templateId = '';
 
 before(async () => {
-  sending = await startSendingDashboard(DOMAIN);
+  sending = await startSendingDashboard(DOMAIN, {
+    // Destinations with everything the page can show: a paused site with its reply and a hold of the
+    // organization's domain (a link to its records), a throttled site with its last reply.
+    prepare: (env, org) => {
+      const later = new Date(Date.now() + 3600_000);
+      return seedDestinations(env, {
+        sites: [
+          {
+            site: 'google',
+            connectionLimit: 1,
+            pausedUntil: later,
+            pauseReason: 'throttled',
+            pauseReply: '421 4.7.0 Try again later, closing connection.',
+            throttleReplies: 1,
+            lastReply: { code: 421, text: '421 4.7.0 Try again later, closing connection.', at: new Date() },
+          },
+          {
+            site: 'microsoft',
+            connectionLimit: 2,
+            connections: 1,
+            lastReply: { code: 451, text: '451 4.7.500 Server busy. Please try again later', at: new Date() },
+          },
+        ],
+        senderHolds: [{ site: 'google', senderDomain: DOMAIN, pausedUntil: later, reply: '550 5.7.26 DMARC' }],
+        recipients: [{ organizationId: org, site: 'google', count: 1 }],
+      });
+    },
+  });
   ({ dashboard, api } = sending);
-  // Something on every page: a message, a domain, a template, a topic, a contact, a suppression.
+  // Something on every page: a message, a domain, a template, a topic, a contact, a suppression (and,
+  // written before the server started, destinations).
   emailId = (
     await api('POST', '/emails', {
       from: `Acme <hi@${DOMAIN}>`,
@@ -102,6 +131,7 @@ const PAGES: Array<[string, string | RegExp]> = [
   ['/templates/new', /template/i],
   ['/topics', 'Topics & contacts'],
   ['/suppressions', 'Suppressions'],
+  ['/destinations', 'Destinations'],
   ['/settings', 'Settings'],
 ];
 

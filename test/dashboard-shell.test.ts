@@ -32,6 +32,7 @@ const NAV = [
   ['Templates', '/templates'],
   ['Topics & contacts', '/topics'],
   ['Suppressions', '/suppressions'],
+  ['Destinations', '/destinations'],
   ['Settings', '/settings'],
 ] as const;
 

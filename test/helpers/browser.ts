@@ -59,8 +59,15 @@ export async function startDashboard(
   options: {
     env?: Record<string, string>;
     organizationName?: string;
-    /** Runs CLI commands (domains, keys) before the server starts: a PGlite directory has one user at a time. */
-    prepare?: (cli: (...args: string[]) => Promise<Record<string, unknown>>, organizationId: string) => Promise<void>;
+    /**
+     * Runs CLI commands (domains, keys) or writes to the database (`env` points at it) before the server
+     * starts: a PGlite directory has one user at a time.
+     */
+    prepare?: (
+      cli: (...args: string[]) => Promise<Record<string, unknown>>,
+      organizationId: string,
+      env: Record<string, string>,
+    ) => Promise<void>;
   } = {},
 ): Promise<Dashboard> {
   if (!existsSync(path.join(DASHBOARD_DIST, 'index.html'))) {
@@ -73,7 +80,7 @@ export async function startDashboard(
   const org = await cli(env, 'org', 'create', '--name', options.organizationName ?? 'Acme Test');
   const user = { email: 'owner@acme.example', password: 'correct horse battery staple' };
   await cli(env, 'user', 'create', '--org', org.id as string, '--email', user.email, '--password', user.password);
-  await options.prepare?.((...args) => cli(env, ...args), org.id as string);
+  await options.prepare?.((...args) => cli(env, ...args), org.id as string, env);
   const server = await startServerProcess({ ...env, ...options.env });
   let browser: Browser;
   try {
@@ -208,17 +215,24 @@ export interface SendingDashboard {
  * through the capture transport on either database, so every message reaches `delivered` and keeps its
  * raw source (PostgreSQL's default transport is mx, and there the captured files need a directory).
  */
-export async function startSendingDashboard(domain: string): Promise<SendingDashboard> {
+export async function startSendingDashboard(
+  domain: string,
+  options: {
+    /** Writes to the database (`env` points at it) before the server starts. */
+    prepare?: (env: Record<string, string>, organizationId: string) => Promise<void>;
+  } = {},
+): Promise<SendingDashboard> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'mailroom-dashboard-'));
   const env: Record<string, string> = { MAILROOM_TRANSPORT: 'capture' };
   if (process.env.DATABASE_URL) env.MAILROOM_DATA_DIR = dataDir;
   let key = '';
   const dashboard = await startDashboard({
     env,
-    async prepare(cli, org) {
+    async prepare(cli, org, processEnv) {
       await cli('domain', 'add', '--org', org, domain);
       await cli('domain', 'verify', '--org', org, domain, '--trust');
       key = (await cli('key', 'create', '--org', org, '--name', 'test', '--permission', 'full_access')).token as string;
+      await options.prepare?.(processEnv, org);
     },
   });
   return {

@@ -15,6 +15,7 @@ import { TemplatePage } from './pages/TemplatePage.tsx';
 import { TopicsPage } from './pages/TopicsPage.tsx';
 import { ContactPage } from './pages/ContactPage.tsx';
 import { SuppressionsPage } from './pages/SuppressionsPage.tsx';
+import { DestinationsPage } from './pages/DestinationsPage.tsx';
 import { SettingsPage } from './pages/SettingsPage.tsx';
 
 export interface Route {
@@ -40,6 +41,7 @@ export const ROUTES: Route[] = [
   { path: '/topics', page: TopicsPage, nav: 'Topics & contacts' },
   { path: '/contacts/:id', page: ContactPage, section: '/topics' },
   { path: '/suppressions', page: SuppressionsPage, nav: 'Suppressions' },
+  { path: '/destinations', page: DestinationsPage, nav: 'Destinations' },
   { path: '/settings', page: SettingsPage, nav: 'Settings' },
 ];
 
