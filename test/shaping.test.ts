@@ -319,3 +319,51 @@ test('the operator pauses and resumes a site from the CLI; GET /destinations sho
   const after = (await t.app.inject({ method: 'GET', url: '/destinations', headers: bearer(org.fullKey) })).json();
   assert.equal(after.data.find((site: { site: string }) => site.site === 'google').paused_until, null);
 });
+
+test("the shaping file's rules: a matching reply pauses the site for the rule's time, or lowers its limits", async () => {
+  const policy = compileShapingPolicy({
+    rule: [
+      { regex: '(?i:unusual volume from your block)', action: 'pause', scope: 'site', duration: '30m' },
+      {
+        regex: '(?i:too many messages)',
+        action: 'lower',
+        connection_limit: 1,
+        max_message_rate: '600/m',
+        duration: '1h',
+      },
+    ],
+  });
+  provider.script = () => ({ code: 451, message: '4.7.1 Too many messages from you, slow down' });
+  const stop = await startWorkers(1, policy);
+  try {
+    const lowered = await sendTo(org, 'gil@gmail-one.test');
+    const site = () =>
+      t.db.query<{
+        connection_limit: number;
+        message_rate: number | null;
+        capped_until: Date | null;
+        paused_until: Date | null;
+      }>(
+        `SELECT connection_limit, message_rate, capped_until, paused_until FROM destination_sites WHERE site = 'google'`,
+      );
+    await waitFor(
+      async () => (await site()).rows[0]?.capped_until !== null && (await site()).rows.length === 1,
+      15_000,
+    );
+    const after = (await site()).rows[0]!;
+    assert.deepEqual([after.connection_limit, after.message_rate], [1, 600]);
+    const cappedFor = after.capped_until!.getTime() - Date.now();
+    assert.ok(cappedFor > 59 * 60_000 && cappedFor <= 60 * 60_000 + 1000, `capped for ${cappedFor} ms`);
+    // The temporary refusal did not spend an attempt.
+    assert.equal((await recipients(lowered)).rows[0]!.attempts, 0);
+
+    provider.script = () => ({ code: 421, message: '4.7.0 Unusual volume from your block, try later' });
+    await t.db.query(`UPDATE jobs SET run_at = now() WHERE queue = 'deliver-email'`);
+    await waitFor(async () => (await recipients(lowered)).rows[0]!.hold_reason === 'site_paused', 15_000);
+    const paused = (await site()).rows[0]!;
+    const pausedFor = paused.paused_until!.getTime() - Date.now();
+    assert.ok(pausedFor > 29 * 60_000 && pausedFor <= 30 * 60_000 + 1000, `paused for ${pausedFor} ms`);
+  } finally {
+    await stop();
+  }
+});

@@ -22,6 +22,10 @@ export interface SiteState {
   lastHoldMs: number | undefined;
   lastHoldUntil: Date | undefined;
   successes: number;
+  /** A shaping-file rule lowered the limits until then (back-off does not raise them above the cap). */
+  capUntil: Date | undefined;
+  capConnectionLimit: number | undefined;
+  capMessageRate: number | undefined;
 }
 
 interface SiteRow {
@@ -34,10 +38,13 @@ interface SiteRow {
   last_hold_ms: string | null;
   last_hold_until: Date | null;
   successes: number;
+  capped_until: Date | null;
+  cap_connection_limit: number | null;
+  cap_message_rate: number | null;
 }
 
 const SITE_COLUMNS =
-  'connection_limit, message_rate, paused_until, pause_reason, pause_reply, hold_count, last_hold_ms, last_hold_until, successes';
+  'connection_limit, message_rate, paused_until, pause_reason, pause_reply, hold_count, last_hold_ms, last_hold_until, successes, capped_until, cap_connection_limit, cap_message_rate';
 
 const stateOf = (row: SiteRow): SiteState => ({
   connectionLimit: row.connection_limit,
@@ -49,6 +56,9 @@ const stateOf = (row: SiteRow): SiteState => ({
   lastHoldMs: row.last_hold_ms === null ? undefined : Number(row.last_hold_ms),
   lastHoldUntil: row.last_hold_until ?? undefined,
   successes: row.successes,
+  capUntil: row.capped_until ?? undefined,
+  capConnectionLimit: row.cap_connection_limit ?? undefined,
+  capMessageRate: row.cap_message_rate ?? undefined,
 });
 
 /** The configured limits a site's row starts from. */
@@ -107,7 +117,7 @@ export async function updateSite(
               last_reply_code = CASE WHEN $12 THEN $13 ELSE last_reply_code END,
               last_reply_text = CASE WHEN $12 THEN $14 ELSE last_reply_text END,
               last_reply_at = CASE WHEN $12 THEN $15 ELSE last_reply_at END,
-              last_hold_until = $16
+              last_hold_until = $16, capped_until = $17, cap_connection_limit = $18, cap_message_rate = $19
         WHERE source = $1 AND site = $2`,
       [
         key.source,
@@ -126,6 +136,9 @@ export async function updateSite(
         reply?.text.slice(0, 1000) ?? null,
         now,
         after.lastHoldUntil ?? null,
+        after.capUntil ?? null,
+        after.capConnectionLimit ?? null,
+        after.capMessageRate ?? null,
       ],
     );
     return after;

@@ -71,7 +71,7 @@ export async function listDestinations(
                                                         'reply', h.reply) ORDER BY h.sender_domain)
                         FROM destination_sender_holds h
                        WHERE h.site = d.site AND h.paused_until > $1
-                         AND ($2::uuid IS NULL OR h.sender_domain IN (SELECT name FROM domains WHERE organization_id = $2))),
+                         AND ($2::uuid IS NULL OR h.sender_domain IN (SELECT name FROM domains WHERE organization_id = $2 AND status = 'verified'))),
                      '[]') AS sender_holds
        FROM destination_sites d ORDER BY d.site, d.source`,
     [now, organizationId ?? null],

@@ -17,6 +17,7 @@ import {
 } from './destination-store.ts';
 import { DEFAULT_HOLDS, onHold, onSuccess, onThrottle, type AdaptiveState, type HoldDurations } from './adaptive.ts';
 import type { ClassifiedReply } from './reply-classes.ts';
+import type { ShapingRule } from './shaping-file.ts';
 import { destinationThrottles } from '../platform/metrics.ts';
 import { siteLabel } from './sites.ts';
 
@@ -62,6 +63,8 @@ export interface ShaperOptions {
   limitsFor(site: string): SiteLimits;
   /** Hold durations by key (the shaping file's `[holds]`). */
   holds?: HoldDurations;
+  /** The shaping file's `[[rule]]`s: a reply whose text matches the first one pauses or lowers as it says. */
+  rules?: readonly ShapingRule[];
   log: Pick<Logger, 'warn'>;
   now?: () => Date;
   source?: string;
@@ -162,8 +165,22 @@ const storedOf = (before: SiteState, after: AdaptiveState, pauseReply?: string):
   successes: after.successes,
 });
 
+/** The limits back-off may climb back to: the configured ones, under a rule's cap while it lasts. */
+function cappedLimits(limits: SiteLimits, state: SiteState, now: Date): SiteLimits {
+  if (!state.capUntil || state.capUntil <= now) return limits;
+  const configuredRate = perMinute(limits.maxMessageRate);
+  const rate =
+    state.capMessageRate === undefined ? configuredRate : Math.min(configuredRate ?? Infinity, state.capMessageRate);
+  return {
+    ...limits,
+    connectionLimit: Math.min(limits.connectionLimit, state.capConnectionLimit ?? Infinity),
+    maxMessageRate: rate === undefined ? undefined : { count: rate, perMs: 60_000 },
+  };
+}
+
 export function createShaper(options: ShaperOptions): Shaper {
   const { db } = options;
+  const rules = options.rules ?? [];
   const holds = options.holds ?? DEFAULT_HOLDS;
   /** Deliveries per site since the last flush: written with the slot renewal, not one write each. */
   const successes = new Map<string, number>();
@@ -294,11 +311,60 @@ export function createShaper(options: ShaperOptions): Shaper {
       const limits = options.limitsFor(site);
       await updateSite(db, { source, site }, configuredLimits(limits), now(), (state) => {
         let adaptive = adaptiveOf(state);
-        for (let i = 0; i < count; i++) adaptive = onSuccess(adaptive, limits, now());
+        const ceiling = cappedLimits(limits, state, now());
+        for (let i = 0; i < count; i++) adaptive = onSuccess(adaptive, ceiling, now());
         return storedOf(state, adaptive);
       });
     }
   };
+
+  /** A shaping-file rule matched the reply: it pauses the site (or the sender there), or lowers the limits. */
+  async function applyRule(
+    request: ShapeRequest,
+    rule: ShapingRule,
+    reply: { code: number | undefined; text: string },
+  ): Promise<Held | undefined> {
+    const until = new Date(now().getTime() + rule.durationMs);
+    destinationThrottles.inc({
+      site: siteLabel(request.site),
+      class: rule.action === 'pause' ? 'rule_pause' : 'rule_lower',
+    });
+    if (rule.action === 'pause' && rule.scope === 'sender') {
+      await holdSender(db, request.site, request.senderDomain, until, reply.text);
+      return held(until, 'sender_paused', reply.text);
+    }
+    const limits = options.limitsFor(request.site);
+    const after = await updateSite(
+      db,
+      { source, site: request.site },
+      configuredLimits(limits),
+      now(),
+      (state) => {
+        if (rule.action === 'pause') {
+          const later = state.pausedUntil && state.pausedUntil > until ? state.pausedUntil : until;
+          return { ...state, pausedUntil: later, pauseReason: 'site_paused', pauseReply: reply.text };
+        }
+        const cap = configuredLimits({ ...limits, ...rule.limits });
+        return {
+          ...state,
+          connectionLimit: Math.min(state.connectionLimit, cap.connectionLimit),
+          messageRate:
+            cap.messageRate === undefined
+              ? state.messageRate
+              : Math.min(state.messageRate ?? Infinity, cap.messageRate),
+          capUntil: until,
+          capConnectionLimit: rule.limits.connectionLimit,
+          capMessageRate: rule.limits.maxMessageRate ? cap.messageRate : undefined,
+          successes: 0,
+        };
+      },
+      { code: reply.code, text: reply.text, throttle: true },
+    );
+    if (rule.action === 'pause') return held(after.pausedUntil!, 'site_paused', reply.text);
+    // Lowered: a temporary refusal waits a moment for the slower pace instead of spending an attempt.
+    if (reply.code !== undefined && reply.code >= 500) return undefined;
+    return { ...held(new Date(now().getTime() + 5_000), 'throttled', reply.text), quiet: true };
+  }
 
   const renewal = setInterval(() => {
     flushSuccesses().catch((error: unknown) =>
@@ -343,7 +409,10 @@ export function createShaper(options: ShaperOptions): Shaper {
           const { waitMs: rateWait } = await takeToken(db, key, 'message', now());
           if (rateWait === 0) break;
           const rule = `at most ${Math.round(state.messageRate)} messages a minute to ${request.site}`;
-          if (rateWait > maxInlineWaitMs) return held(new Date(now().getTime() + rateWait), 'throttled', rule);
+          // The site's pace, not a throttle: the message waits its turn without a timeline entry.
+          if (rateWait > maxInlineWaitMs) {
+            return { ...held(new Date(now().getTime() + rateWait), 'throttled', rule), quiet: true };
+          }
           await new Promise((resolve) => setTimeout(resolve, rateWait));
         }
       }
@@ -376,6 +445,8 @@ export function createShaper(options: ShaperOptions): Shaper {
         return undefined;
       }
       const text = reply.text;
+      const rule = rules.find((candidate) => candidate.regex.test(text));
+      if (rule) return applyRule(request, rule, reply);
       if (cls.hold?.scope === 'sender') {
         destinationThrottles.inc({ site: siteLabel(request.site), class: cls.class });
         const until = new Date(now().getTime() + Math.min(holds[cls.hold.key] ?? holds.sender_fault!, holds.max!));

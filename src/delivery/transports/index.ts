@@ -35,6 +35,7 @@ export function createTransport(config: Config, db: Database, options: Transport
       db,
       limitsFor: (site) => policy.limitsFor(site),
       holds: policy.holds,
+      rules: policy.rules,
       log: options.log ?? { warn: () => {} },
       ...options.shaping,
     });

@@ -20,6 +20,9 @@ CREATE TABLE destination_sites (
   last_hold_ms bigint,
   last_hold_until timestamptz,                -- when the last hold ends (or ended): repeats count from it
   successes integer NOT NULL DEFAULT 0,       -- since the limits last moved
+  capped_until timestamptz,                   -- a shaping-file rule lowered the limits until then, to:
+  cap_connection_limit integer,
+  cap_message_rate double precision,
   throttle_replies bigint NOT NULL DEFAULT 0,
   last_reply_code integer,
   last_reply_text text,
