@@ -1,6 +1,7 @@
 // A throw-away Postfix for the benchmarks that race Mailroom against it (delivery-vs-postfix.ts,
-// scheduling.ts): installed from Debian when missing, run from a temporary directory, relaying
-// everything to a loopback sink, and gone when the benchmark ends. Runs as root.
+// scheduling.ts, shaping.ts): installed from Debian when missing, run from a temporary directory, relaying
+// everything to a loopback sink (or given domains to given servers), and gone when the benchmark ends.
+// Runs as root.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -101,13 +102,19 @@ export function stopChild(child: ChildProcess) {
 /**
  * A throw-away Postfix instance: main.cf and master.cf in DIR/etc, queue in DIR/queue, data in DIR/data,
  * log in DIR/maillog; smtpd on 127.0.0.1:port only, everything relayed to the sink, no local delivery, no
- * chroot. Postfix asks for a non-default config directory to be listed in the default main.cf's
+ * chroot. `routes` sends the mail of each given recipient domain to its own next hop instead (a
+ * transport_maps entry, e.g. `one.test` → `smtp:[127.0.0.5]:2525`): each next hop is a destination of
+ * its own to Postfix's queue manager, with its own concurrency, as each domain is when its MX is looked up. Postfix asks for a non-default config directory to be listed in the default main.cf's
  * alternate_config_directories only when the caller is not root (mail_conf_checkdir), so as root
  * `postfix -c DIR/etc start` runs it without touching /etc/postfix. With `hold`, every message it
  * accepts is put on its hold queue (an access table that answers HOLD to every client) until
  * `release()` moves them all to the deferred queue and asks for the queue to be run at once.
  */
-export async function startPostfix(teardown: Teardown, sinkPort: number, options: { hold?: boolean } = {}) {
+export async function startPostfix(
+  teardown: Teardown,
+  sinkPort: number,
+  options: { hold?: boolean; routes?: Record<string, string> } = {},
+) {
   const dir = await teardown.own(
     () => mkdtemp(path.join(tmpdir(), 'mailroom-bench-postfix-')),
     (made) => rm(made, { recursive: true, force: true }),
@@ -144,6 +151,13 @@ export async function startPostfix(teardown: Teardown, sinkPort: number, options
       'biff = no',
       ...(options.hold
         ? ['smtpd_recipient_restrictions = check_client_access static:HOLD, permit_mynetworks, reject']
+        : []),
+      ...(options.routes
+        ? [
+            `transport_maps = inline:{ ${Object.entries(options.routes)
+              .map(([domain, nexthop]) => `${domain}=${nexthop}`)
+              .join(', ')} }`,
+          ]
         : []),
       '',
     ].join('\n'),
@@ -214,13 +228,19 @@ export function postfixVersion(): string {
 }
 
 /**
- * smtp-source feeding `messages` messages of `size` bytes, one recipient each, to smtpd on `port` over
- * `sessions` connections (each sending its messages one after another); resolves when all were accepted.
+ * smtp-source feeding `messages` messages of `size` bytes, one recipient each (`to`, by default
+ * to@example.com), to smtpd on `port` over `sessions` connections (each sending its messages one after
+ * another); resolves when all were accepted.
  */
 export async function feedPostfix(
   teardown: Teardown,
   port: number,
-  { sessions, messages, size }: { sessions: number; messages: number; size: number },
+  {
+    sessions,
+    messages,
+    size,
+    to = 'to@example.com',
+  }: { sessions: number; messages: number; size: number; to?: string },
 ): Promise<void> {
   const source = await teardown.own(
     () =>
@@ -228,7 +248,7 @@ export async function feedPostfix(
         SMTP_SOURCE,
         [
           ...['-d', '-s', String(sessions), '-m', String(messages), '-l', String(size)],
-          ...['-f', 'shop@postfix-bench.example', '-t', 'to@example.com', `127.0.0.1:${port}`],
+          ...['-f', 'shop@postfix-bench.example', '-t', to, `127.0.0.1:${port}`],
         ],
         { stdio: ['ignore', 'ignore', 'pipe'] },
       ),
