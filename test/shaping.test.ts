@@ -32,6 +32,8 @@ interface Provider {
   /** Connections open at once, at most, since the last reset. */
   maxConcurrent: number;
   script: Script;
+  /** What the simulator says at the greeting; undefined: welcome. */
+  greeting: () => { code: number; message: string } | undefined;
   /** Connections open now. */
   open(): number;
   reset(): void;
@@ -45,11 +47,13 @@ async function startProvider(): Promise<Provider> {
     accepted: [],
     maxConcurrent: 0,
     script: () => undefined,
+    greeting: () => undefined,
     open: () => open,
     reset() {
       provider.accepted = [];
       provider.maxConcurrent = open;
       provider.script = () => undefined;
+      provider.greeting = () => undefined;
     },
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
@@ -63,7 +67,8 @@ async function startProvider(): Promise<Provider> {
     onConnect(_session, callback) {
       open += 1;
       provider.maxConcurrent = Math.max(provider.maxConcurrent, open);
-      callback();
+      const refused = provider.greeting();
+      callback(refused ? refuse(refused) : undefined);
     },
     onClose() {
       open -= 1;
@@ -363,6 +368,25 @@ test("the shaping file's rules: a matching reply pauses the site for the rule's 
     const paused = (await site()).rows[0]!;
     const pausedFor = paused.paused_until!.getTime() - Date.now();
     assert.ok(pausedFor > 29 * 60_000 && pausedFor <= 30 * 60_000 + 1000, `paused for ${pausedFor} ms`);
+  } finally {
+    await stop();
+  }
+});
+
+test('a 421 4.7.28 at the greeting is read like any reply: the site is held, no attempt spent', async () => {
+  provider.greeting = () => ({
+    code: 421,
+    message: '4.7.28 Our system has detected an unusual rate of unsolicited mail',
+  });
+  const stop = await startWorkers(1);
+  try {
+    const id = await sendTo(org, 'hal@gmail-one.test');
+    await waitFor(async () => (await recipients(id)).rows[0]!.hold_reason === 'site_paused', 15_000);
+    assert.deepEqual((await recipients(id)).rows[0]!.attempts, 0);
+    const { rows } = await t.db.query<{ throttle_replies: string }>(
+      `SELECT throttle_replies FROM destination_sites WHERE site = 'google'`,
+    );
+    assert.ok(Number(rows[0]!.throttle_replies) >= 1);
   } finally {
     await stop();
   }

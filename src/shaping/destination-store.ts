@@ -223,8 +223,11 @@ export async function releaseSlot(db: Queryable, key: SiteKey, slot: number, hol
   ]);
 }
 
-/** A bucket holds ten seconds' worth of its rate (at least one): sends are paced, not bunched. */
-const BUCKET_SECONDS = 10;
+// A bucket holds one: sends are paced evenly, never bunched, so that no minute ever sees more than the
+// rate (a provider counts over a sliding minute; a bucket of ten seconds' worth let a minute see a sixth
+// more, and the first message over Gmail's limit costs a 10-minute hold). It fills at 98% of the rate:
+// the processes' clocks and the provider's are not the same clock.
+const PACE = 0.98;
 
 const BUCKETS = {
   message: { rate: 'message_rate', tokens: 'tokens', at: 'tokens_at' },
@@ -245,8 +248,8 @@ export async function takeToken(
   const { rows } = await db.query<{ taken: boolean; available: number; rate: number | null }>(
     `WITH site AS (
        SELECT ${rate} AS rate,
-              LEAST(GREATEST(1, ${rate} * ${BUCKET_SECONDS} / 60.0),
-                    ${tokens} + GREATEST(0, extract(epoch FROM $3::timestamptz - ${at})) / 60.0 * ${rate}) AS available
+              LEAST(1, ${tokens} + GREATEST(0, extract(epoch FROM $3::timestamptz - ${at})) / 60.0 * ${rate} * ${PACE})
+                AS available
          FROM destination_sites WHERE source = $1 AND site = $2 FOR UPDATE
      ),
      taken AS (
@@ -259,21 +262,20 @@ export async function takeToken(
   );
   const row = rows[0];
   if (!row || row.rate === null || row.taken) return { waitMs: 0 };
-  return { waitMs: Math.ceil(((1 - row.available) / row.rate) * 60_000) };
+  return { waitMs: Math.ceil(((1 - row.available) / (row.rate * PACE)) * 60_000) };
 }
 
-/** The hold of `senderDomain` at `site` in force at `now`, if any. */
-export async function senderHold(
+/** Every sending domain held at `site` at `now`, by domain. */
+export async function senderHoldsAt(
   db: Queryable,
   site: string,
-  senderDomain: string,
   now: Date,
-): Promise<{ pausedUntil: Date; reply: string } | undefined> {
-  const { rows } = await db.query<{ paused_until: Date; reply: string }>(
-    'SELECT paused_until, reply FROM destination_sender_holds WHERE site = $1 AND sender_domain = $2 AND paused_until > $3',
-    [site, senderDomain, now],
+): Promise<Map<string, { pausedUntil: Date; reply: string }>> {
+  const { rows } = await db.query<{ sender_domain: string; paused_until: Date; reply: string }>(
+    'SELECT sender_domain, paused_until, reply FROM destination_sender_holds WHERE site = $1 AND paused_until > $2',
+    [site, now],
   );
-  return rows[0] ? { pausedUntil: rows[0].paused_until, reply: rows[0].reply } : undefined;
+  return new Map(rows.map((row) => [row.sender_domain, { pausedUntil: row.paused_until, reply: row.reply }]));
 }
 
 /** Holds `senderDomain`'s mail to `site` until `until` (a later hold already there stands). */

@@ -6,7 +6,7 @@ import {
   holdSender,
   releaseSlot,
   renewSlots,
-  senderHold,
+  senderHoldsAt,
   siteState,
   takeSlot,
   takeToken,
@@ -15,6 +15,8 @@ import {
   type SiteKey,
   type SiteState,
 } from './destination-store.ts';
+
+type SenderHold = { pausedUntil: Date; reply: string };
 import { DEFAULT_HOLDS, onHold, onSuccess, onThrottle, type AdaptiveState, type HoldDurations } from './adaptive.ts';
 import type { ClassifiedReply } from './reply-classes.ts';
 import type { ShapingRule } from './shaping-file.ts';
@@ -178,9 +180,39 @@ function cappedLimits(limits: SiteLimits, state: SiteState, now: Date): SiteLimi
   };
 }
 
+/**
+ * How long a process goes by what it last read of a site (its state, its sender holds) before reading
+ * again: a pause or a hold set by another process (or the operator) reaches it within this, and a busy
+ * site costs its database two reads a second instead of two a message.
+ */
+const SITE_READ_MS = 500;
+
 export function createShaper(options: ShaperOptions): Shaper {
   const { db } = options;
   const rules = options.rules ?? [];
+  const siteReads = new Map<
+    string,
+    { at: number; state: Promise<SiteState>; holds: Promise<Map<string, SenderHold>> }
+  >();
+  /** The site's state and sender holds as last read (within SITE_READ_MS), or read now. */
+  const readSite = (key: SiteKey, configured: ConfiguredLimits) => {
+    const cached = siteReads.get(key.site);
+    if (cached && Date.now() - cached.at < SITE_READ_MS) return cached;
+    const read = {
+      at: Date.now(),
+      state: siteState(db, key, configured, now()),
+      holds: senderHoldsAt(db, key.site, now()),
+    };
+    // A failed read is not kept: the next message reads again.
+    Promise.all([read.state, read.holds]).catch(() => siteReads.delete(key.site));
+    siteReads.set(key.site, read);
+    return read;
+  };
+  /** What this process changed it knows at once. */
+  const remember = (site: string, state: SiteState) => {
+    const cached = siteReads.get(site);
+    if (cached) cached.state = Promise.resolve(state);
+  };
   const holds = options.holds ?? DEFAULT_HOLDS;
   /** Deliveries per site since the last flush: written with the slot renewal, not one write each. */
   const successes = new Map<string, number>();
@@ -309,12 +341,13 @@ export function createShaper(options: ShaperOptions): Shaper {
     for (const [site, count] of [...successes]) {
       successes.delete(site);
       const limits = options.limitsFor(site);
-      await updateSite(db, { source, site }, configuredLimits(limits), now(), (state) => {
+      const flushed = await updateSite(db, { source, site }, configuredLimits(limits), now(), (state) => {
         let adaptive = adaptiveOf(state);
         const ceiling = cappedLimits(limits, state, now());
         for (let i = 0; i < count; i++) adaptive = onSuccess(adaptive, ceiling, now());
         return storedOf(state, adaptive);
       });
+      remember(site, flushed);
     }
   };
 
@@ -331,6 +364,7 @@ export function createShaper(options: ShaperOptions): Shaper {
     });
     if (rule.action === 'pause' && rule.scope === 'sender') {
       await holdSender(db, request.site, request.senderDomain, until, reply.text);
+      siteReads.delete(request.site);
       return held(until, 'sender_paused', reply.text);
     }
     const limits = options.limitsFor(request.site);
@@ -360,6 +394,7 @@ export function createShaper(options: ShaperOptions): Shaper {
       },
       { code: reply.code, text: reply.text, throttle: true },
     );
+    remember(request.site, after);
     if (rule.action === 'pause') return held(after.pausedUntil!, 'site_paused', reply.text);
     // Lowered: a temporary refusal waits a moment for the slower pace instead of spending an attempt.
     if (reply.code !== undefined && reply.code >= 500) return undefined;
@@ -397,13 +432,16 @@ export function createShaper(options: ShaperOptions): Shaper {
       const key = { source, site: request.site };
       const limits = options.limitsFor(request.site);
       const configured = configuredLimits(limits);
-      const state = await siteState(db, key, configured, now());
+      const read = readSite(key, configured);
+      const state = await read.state;
       if (state.pausedUntil && state.pausedUntil > now()) {
         const reason = state.pauseReason === 'throttled' ? 'throttled' : 'site_paused';
         return held(state.pausedUntil, reason, state.pauseReply ?? `${request.site} is paused`);
       }
-      const senderHeld = await senderHold(db, request.site, request.senderDomain, now());
-      if (senderHeld) return held(senderHeld.pausedUntil, 'sender_paused', senderHeld.reply);
+      const senderHeld = (await read.holds).get(request.senderDomain);
+      if (senderHeld && senderHeld.pausedUntil > now()) {
+        return held(senderHeld.pausedUntil, 'sender_paused', senderHeld.reply);
+      }
       if (state.messageRate !== undefined) {
         for (;;) {
           const { waitMs: rateWait } = await takeToken(db, key, 'message', now());
@@ -451,6 +489,7 @@ export function createShaper(options: ShaperOptions): Shaper {
         destinationThrottles.inc({ site: siteLabel(request.site), class: cls.class });
         const until = new Date(now().getTime() + Math.min(holds[cls.hold.key] ?? holds.sender_fault!, holds.max!));
         await holdSender(db, request.site, request.senderDomain, until, text);
+        siteReads.delete(request.site);
         return held(until, 'sender_paused', text);
       }
       const throttle = cls.class === 'throttled' || cls.class === 'too_many_connections';
@@ -471,6 +510,7 @@ export function createShaper(options: ShaperOptions): Shaper {
         },
         { code: reply.code, text, throttle: true },
       );
+      remember(request.site, after);
       if (!after.pausedUntil || after.pausedUntil <= now()) return undefined;
       return held(after.pausedUntil, after.pauseReason === 'site_paused' ? 'site_paused' : 'throttled', text);
     },

@@ -55,7 +55,10 @@ export async function shapedSend(
       attempt = await shaper.run(request, connectOrSay, (session) => session.send(envelope, raw));
     } catch (error) {
       if (error instanceof RouteFailure) return error.results;
-      if (error instanceof ConnectFailure) return resultsFromSendError(envelope.to, error.failure, context?.());
+      // A refusal at the greeting (421 4.7.28, too many connections) is a reply like any other.
+      if (error instanceof ConnectFailure) {
+        return readReplies(shaper, request, resultsFromSendError(envelope.to, error.failure, context?.()));
+      }
       if (!isConnectionLost(error)) throw error;
       const until = new Date(Date.now() + UNREACHABLE_RETRY_MS);
       const reply = 'Waiting for the database: the destination limits could not be read';
