@@ -18,7 +18,7 @@ import { createPostgresDatabase, onPostgres } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 import { startCutProxy } from './helpers/cut-proxy.ts';
 import { startServerProcess, type ServerProcess } from './helpers/server-process.ts';
-import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
+import { startSmtpSink, subjectCounts } from './helpers/smtp-sink.ts';
 import { bearer } from './helpers/app.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -47,16 +47,6 @@ async function hookReceiver() {
     received,
     close: () => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
   };
-}
-
-/** The subjects the sink received, with how many times each. */
-function subjectCounts(sink: SmtpSink): Map<string, number> {
-  const counts = new Map<string, number>();
-  for (const tx of sink.transactions) {
-    const subject = /^Subject: (.*)$/m.exec(tx.raw.toString('utf8'))?.[1]?.trim() ?? '';
-    counts.set(subject, (counts.get(subject) ?? 0) + 1);
-  }
-  return counts;
 }
 
 test('the seam: a statement whose answer a cut loses fails as a lost connection within its statement timeout and 2 s; its connection is dropped, and the next statement runs once the link is back', async (t) => {

@@ -18,7 +18,7 @@ import { onPostgres } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 import { startPrivatePostgres } from './helpers/private-postgres.ts';
 import { startServerProcess, type ServerProcess } from './helpers/server-process.ts';
-import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
+import { startSmtpSink, subjectCounts } from './helpers/smtp-sink.ts';
 import { startRelayTestBed } from './helpers/delivery.ts';
 import { bearer } from './helpers/app.ts';
 import { message, send } from './helpers/emails.ts';
@@ -46,16 +46,6 @@ async function hookReceiver() {
     received,
     close: () => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
   };
-}
-
-/** The subjects the sink received, with how many times each. */
-function subjectCounts(sink: SmtpSink): Map<string, number> {
-  const counts = new Map<string, number>();
-  for (const tx of sink.transactions) {
-    const subject = /^Subject: (.*)$/m.exec(tx.raw.toString('utf8'))?.[1]?.trim() ?? '';
-    counts.set(subject, (counts.get(subject) ?? 0) + 1);
-  }
-  return counts;
 }
 
 if (onPostgres) {

@@ -61,6 +61,20 @@ function wholeNumber(values: Values, name: string): number | undefined {
 
 const text = (values: Values, name: string) => values[name] as string;
 
+/** --password, or (without it) one generated, to be printed once so that the user can sign in. */
+function passwordOf(values: Values): { password: string; generated: string | undefined } {
+  const given = values.password as string | undefined;
+  if (given !== undefined) return { password: given, generated: undefined };
+  const generated = generatePassword();
+  return { password: generated, generated };
+}
+
+/** A user's output, with the generated password when there is one (shown only now). */
+function withPassword(user: { id: string; email: string }, generated: string | undefined, line: string): Output {
+  const json = { id: user.id, email: user.email, ...(generated ? { password: generated } : {}) };
+  return { json, text: generated ? `${line} password: ${generated}  (shown only now)` : line };
+}
+
 const COMMANDS: Record<string, Command> = {
   serve: {
     usage: 'serve [--role all|api|worker]',
@@ -198,18 +212,12 @@ const COMMANDS: Record<string, Command> = {
     usage: 'user create --org ID --email E [--password P]',
     options: { org: { type: 'string' }, email: { type: 'string' }, password: { type: 'string' } },
     async run({ config, values }) {
-      // Without --password one is generated and printed once, so the user can log in.
-      const generated = values.password === undefined ? generatePassword() : undefined;
-      const password = (values.password as string | undefined) ?? generated!;
+      const { password, generated } = passwordOf(values);
       const user = await withDatabase(config, async (db) => {
         await requireOrganization(db, text(values, 'org'));
         return createUser(db, { organizationId: text(values, 'org'), email: text(values, 'email'), password });
       });
-      const json = { id: user.id, email: user.email, ...(generated ? { password: generated } : {}) };
-      return {
-        json,
-        text: `user ${user.id} <${user.email}>${generated ? ` password: ${generated}  (shown only now)` : ''}`,
-      };
+      return withPassword(user, generated, `user ${user.id} <${user.email}>`);
     },
   },
 
@@ -230,19 +238,14 @@ const COMMANDS: Record<string, Command> = {
     usage: 'user password --org ID --email E [--password P]',
     options: { org: { type: 'string' }, email: { type: 'string' }, password: { type: 'string' } },
     async run({ config, values }) {
-      // Without --password one is generated and printed once; the user's sessions end either way.
-      const generated = values.password === undefined ? generatePassword() : undefined;
-      const password = (values.password as string | undefined) ?? generated!;
+      // The user's sessions end either way.
+      const { password, generated } = passwordOf(values);
       const user = await withDatabase(config, async (db) => {
         await requireOrganization(db, text(values, 'org'));
         return setUserPassword(db, { organizationId: text(values, 'org'), email: text(values, 'email'), password });
       });
       if (!user) throw new UsageError(`no user ${values.email} in organization ${values.org}`);
-      const json = { id: user.id, email: user.email, ...(generated ? { password: generated } : {}) };
-      return {
-        json,
-        text: `password of ${user.email} set${generated ? `: ${generated}  (shown only now)` : ''}`,
-      };
+      return withPassword(user, generated, `user ${user.id} <${user.email}>: password set`);
     },
   },
 

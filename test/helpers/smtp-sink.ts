@@ -170,3 +170,13 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
 function smtpError({ code, message }: SmtpReply): Error {
   return Object.assign(new Error(message), { responseCode: code });
 }
+
+/** The subjects the sink received, with how many times each. */
+export function subjectCounts(sink: SmtpSink): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const tx of sink.transactions) {
+    const subject = /^Subject: (.*)$/m.exec(tx.raw.toString('utf8'))?.[1]?.trim() ?? '';
+    counts.set(subject, (counts.get(subject) ?? 0) + 1);
+  }
+  return counts;
+}
