@@ -314,7 +314,8 @@ describe('parseEndpointUrl refuses', () => {
     zone.set('silent.hooks.test', 'silent');
     const started = Date.now();
     await assertRefused('http://silent.hooks.test/', configWith({ MAILROOM_DNS_TIMEOUT_MS: '300' }), /could not be/);
-    assert.ok(Date.now() - started < 3000);
+    // Without the setting the resolver would wait its own 5 s a try, several tries: far over 10 s.
+    assert.ok(Date.now() - started < 10_000);
   });
 
   test('the error body is the API envelope with field endpoint', async () => {
@@ -374,7 +375,8 @@ describe('safe dispatcher', () => {
         );
         assert.equal(result.status, 200);
         assert.equal(result.body, `received ${payload.length} bytes`);
-        assert.ok(result.durationMs >= 0 && result.durationMs < 2000);
+        // A duration in milliseconds (not seconds, not a timestamp), whatever the machine's speed.
+        assert.ok(result.durationMs >= 0 && result.durationMs < 60_000);
         const [seen] = server.requests;
         assert.equal(seen?.method, 'POST');
         assert.equal(seen?.body, payload);
