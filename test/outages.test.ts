@@ -296,7 +296,9 @@ if (onPostgres) {
     );
     const refused = answers.filter((a) => a.status === 503);
     const duringOutage = answers.filter((a) => a.start > down && a.end < backAt);
-    assert.ok(duringOutage.length >= 10, `only ${duringOutage.length} sends during the outage`);
+    // Answered while the database was down, not held until it was back (which would answer none of them
+    // within the outage): a few are proof enough, however slowly a loaded machine sends them.
+    assert.ok(duringOutage.length >= 3, `only ${duringOutage.length} sends during the outage`);
     assert.ok(
       duringOutage.every((a) => a.status === 503),
       `every send while the database was down answered 503\n${summary()}`,
@@ -315,7 +317,7 @@ if (onPostgres) {
       'sends succeeded before the outage',
     );
     const probesDuringOutage = probes.filter((p) => p.start > down && p.end < backAt);
-    assert.ok(probesDuringOutage.length >= 5);
+    assert.ok(probesDuringOutage.length >= 2, `only ${probesDuringOutage.length} probes during the outage`);
     assert.ok(
       probesDuringOutage.every((p) => p.status === 503),
       `/readyz answered 200 while the database was down\n${summary()}`,
