@@ -54,9 +54,12 @@ before(async () => {
       organizationName: 'Acme Destinations',
       env: { MAILROOM_SHAPING_FILE: shapingFile },
       async prepare(cli, org, env) {
+        // Sending domains are verified ones: a sender hold is shown to the organization that verified it.
         domainId = (await cli('domain', 'add', '--org', org, DOMAIN)).id as string;
+        await cli('domain', 'verify', '--org', org, DOMAIN, '--trust');
         const other = (await cli('org', 'create', '--name', 'Other Org')).id as string;
         await cli('domain', 'add', '--org', other, OTHER_DOMAIN);
+        await cli('domain', 'verify', '--org', other, OTHER_DOMAIN, '--trust');
         await cli('user', 'create', '--org', other, '--email', otherUser.email, '--password', otherUser.password);
         // Pauses and leases run hours past the test, so its speed cannot end them early.
         const hours = (n: number) => new Date(now + n * 3600_000);

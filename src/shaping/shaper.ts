@@ -295,11 +295,9 @@ export function createShaper(options: ShaperOptions): Shaper {
         const { waitMs: connectionWait } = await takeToken(db, key, 'connection', now());
         if (connectionWait > 0) {
           await releaseSlot(db, key, slot, holder);
-          return held(
-            new Date(now().getTime() + connectionWait),
-            'throttled',
-            'new connections to this site are rate limited',
-          );
+          // The site's pace of new connections: the message waits its turn quietly, as for its message rate.
+          const until = new Date(now().getTime() + connectionWait);
+          return { ...held(until, 'throttled', 'new connections to this site are paced'), quiet: true };
         }
         pool.open += 1;
         try {
