@@ -10,7 +10,7 @@
 //   doubled for each hold that comes back within HOLD_REPEAT_WINDOW_MS of the previous one's end and
 //   capped at `max`; afterwards the site restarts at ONE connection and climbs back additively.
 
-import { BUILT_IN_HOLDS } from './limits.ts';
+import { BUILT_IN_HOLDS, ratePerMinute } from './limits.ts';
 import type { ReplyHold } from './reply-classes.ts';
 
 /** The configured limits this module needs (the site's limits from the shaping file fit this shape). */
@@ -197,9 +197,7 @@ const isHoldReason = (reason: PauseReason | undefined) => reason === 'site_pause
 
 /** A configured rate as messages a minute. */
 export function configuredRatePerMinute(limits: AdaptiveLimits): number | undefined {
-  const rate = limits.maxMessageRate;
-  if (rate === undefined || rate.perMs <= 0) return undefined;
-  return (rate.count * MINUTE) / rate.perMs;
+  return ratePerMinute(limits.maxMessageRate);
 }
 
 function halvedRate(state: AdaptiveState, limits: AdaptiveLimits | undefined): number | undefined {

@@ -7,6 +7,12 @@ export interface Rate {
   perMs: number;
 }
 
+/** A rate as events a minute; undefined for no rate (or one that counts over no time). */
+export function ratePerMinute(rate: Rate | undefined): number | undefined {
+  if (rate === undefined || rate.perMs <= 0) return undefined;
+  return (rate.count * 60_000) / rate.perMs;
+}
+
 export interface SiteLimits {
   /** Connections open to the site at once, across every worker process. */
   connectionLimit: number;

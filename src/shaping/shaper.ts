@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../platform/db/database.ts';
 import type { Logger } from '../platform/logger.ts';
-import type { Rate, SiteLimits } from './limits.ts';
+import { ratePerMinute, type SiteLimits } from './limits.ts';
 import {
   holdSender,
   releaseSlot,
@@ -134,13 +134,11 @@ interface SitePool {
   served: Map<string, number>;
 }
 
-/** Messages a minute, from a rate. */
-const perMinute = (rate: Rate | undefined) => (rate ? (rate.count / rate.perMs) * 60_000 : undefined);
 
 export const configuredLimits = (limits: SiteLimits): ConfiguredLimits => ({
   connectionLimit: limits.connectionLimit,
-  messageRate: perMinute(limits.maxMessageRate),
-  connectionRate: perMinute(limits.maxConnectionRate),
+  messageRate: ratePerMinute(limits.maxMessageRate),
+  connectionRate: ratePerMinute(limits.maxConnectionRate),
 });
 
 /** The stored state as back-off reads it, and back. */
@@ -170,7 +168,7 @@ const storedOf = (before: SiteState, after: AdaptiveState, pauseReply?: string):
 /** The limits back-off may climb back to: the configured ones, under a rule's cap while it lasts. */
 function cappedLimits(limits: SiteLimits, state: SiteState, now: Date): SiteLimits {
   if (!state.capUntil || state.capUntil <= now) return limits;
-  const configuredRate = perMinute(limits.maxMessageRate);
+  const configuredRate = ratePerMinute(limits.maxMessageRate);
   const rate =
     state.capMessageRate === undefined ? configuredRate : Math.min(configuredRate ?? Infinity, state.capMessageRate);
   return {
