@@ -21,6 +21,7 @@ import { createPostgresDatabase } from '../test/helpers/database.ts';
 import { startServerProcess, type ServerProcess } from '../test/helpers/server-process.ts';
 import { ensurePostfix, feedPostfix, postfixVersion, startPostfix, startSmtpSink, stopChild } from './postfix.ts';
 import { type Teardown, withTeardown } from './teardown.ts';
+import { submitReceipts } from './submit-receipts.ts';
 
 const MESSAGES = Number(process.env.MESSAGES ?? 2000);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 50);
@@ -54,30 +55,7 @@ async function raceMailroom(teardown: Teardown, sink: Sink) {
   );
   const before = sink.count();
   const started = performance.now();
-  const batches = [];
-  for (let first = 0; first < MESSAGES; first += 100) {
-    const entries = [];
-    for (let i = first; i < Math.min(MESSAGES, first + 100); i++) {
-      entries.push({
-        from: `Shop <shop@${org.domain}>`,
-        to: `c${i}@example.com`,
-        subject: `Your receipt #${i}`,
-        html: `<p>Thanks for order ${i}.</p>`,
-        text: `Thanks for order ${i}.`,
-      });
-    }
-    batches.push(
-      fetch(`${server.base}/emails/batch`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${org.sendingKey}`, 'content-type': 'application/json' },
-        body: JSON.stringify(entries),
-      }).then(async (res) => {
-        const answer = await res.text();
-        if (res.status !== 200 || JSON.parse(answer).errors) throw new Error(`batch answered ${res.status}: ${answer}`);
-      }),
-    );
-  }
-  await Promise.all(batches);
+  await submitReceipts(server.base, org, MESSAGES, (i) => `c${i}@example.com`);
   const acceptedAt = performance.now();
   await sink.until(before + MESSAGES);
   const seconds = (performance.now() - started) / 1000;

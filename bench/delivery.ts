@@ -15,6 +15,7 @@ import { migrate } from '../src/platform/db/migrate.ts';
 import { createTestOrganization } from '../test/helpers/app.ts';
 import { createPostgresDatabase } from '../test/helpers/database.ts';
 import { startServerProcess } from '../test/helpers/server-process.ts';
+import { receipt, submitReceipts } from './submit-receipts.ts';
 
 const MESSAGES = Number(process.env.MESSAGES ?? 2000);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 10);
@@ -48,12 +49,6 @@ const until = (count: number) =>
     onReceived();
   });
 
-const body = (i: number) => ({
-  subject: `Your receipt #${i}`,
-  html: `<p>Thanks for order ${i}.</p>`,
-  text: `Thanks for order ${i}.`,
-});
-
 // 1. Mailroom, end to end.
 const created = await createPostgresDatabase();
 const config = loadConfig({ DATABASE_URL: created.url, MAILROOM_LOG_LEVEL: 'silent' });
@@ -70,23 +65,7 @@ const server = await startServerProcess({
   MAILROOM_WORKER_CONCURRENCY: String(CONCURRENCY),
 });
 const started = performance.now();
-const batches = [];
-for (let first = 0; first < MESSAGES; first += 100) {
-  const entries = [];
-  for (let i = first; i < Math.min(MESSAGES, first + 100); i++) {
-    entries.push({ from: `Shop <shop@${org.domain}>`, to: `c${i}@example.com`, ...body(i) });
-  }
-  batches.push(
-    fetch(`${server.base}/emails/batch`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${org.sendingKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify(entries),
-    }).then(async (res) => {
-      if (res.status !== 200) throw new Error(`batch answered ${res.status}: ${await res.text()}`);
-    }),
-  );
-}
-await Promise.all(batches);
+await submitReceipts(server.base, org, MESSAGES, (i) => `c${i}@example.com`);
 const acceptedAt = performance.now();
 await until(MESSAGES);
 const mailroomSeconds = (performance.now() - started) / 1000;
@@ -119,7 +98,7 @@ await Promise.all(
         to: `c${i}@example.com`,
         messageId: `<${randomUUID()}@${org.domain}>`,
         dkim: { domainName: org.domain, keySelector: 'mailroom', privateKey },
-        ...body(i),
+        ...receipt(i),
       });
     }
   }),

@@ -41,6 +41,7 @@ import { startDnsServer } from '../test/helpers/dns-server.ts';
 import { freePort, startServerProcess, type ServerProcess } from '../test/helpers/server-process.ts';
 import { ensurePostfix, feedPostfix, postfixVersion, startPostfix, stopChild } from './postfix.ts';
 import { type Teardown, withTeardown } from './teardown.ts';
+import { submitReceipts } from './submit-receipts.ts';
 
 const MESSAGES = Number(process.env.MESSAGES ?? 5000);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 5);
@@ -240,30 +241,7 @@ async function raceMailroom(
   await quiet(provider);
   provider.reset();
   const started = performance.now();
-  const batches = [];
-  for (let first = 0; first < MESSAGES; first += 100) {
-    const entries = [];
-    for (let i = first; i < Math.min(MESSAGES, first + 100); i++) {
-      entries.push({
-        from: `Shop <shop@${org.domain}>`,
-        to: `c${i}@${domainOf(i).name}`,
-        subject: `Your receipt #${i}`,
-        html: `<p>Thanks for order ${i}.</p>`,
-        text: `Thanks for order ${i}.`,
-      });
-    }
-    batches.push(
-      fetch(`${server.base}/emails/batch`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${org.sendingKey}`, 'content-type': 'application/json' },
-        body: JSON.stringify(entries),
-      }).then(async (res) => {
-        const answer = await res.text();
-        if (res.status !== 200 || JSON.parse(answer).errors) throw new Error(`batch answered ${res.status}: ${answer}`);
-      }),
-    );
-  }
-  await Promise.all(batches);
+  await submitReceipts(server.base, org, MESSAGES, (i) => `c${i}@${domainOf(i).name}`);
   const acceptedAfter = (performance.now() - started) / 1000;
   const result = await watch(provider, started);
 
