@@ -85,7 +85,9 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
 export async function buildOpsApp({ db, config, logger = true, runsWorkers = false }: AppOptions): Promise<App> {
   setQueueStatsSource(() => queueStats(db, QUEUES));
   setPoolStatsSource(() => db.poolStats?.());
-  setDestinationStatsSource(() => destinationStats(db, loadShapingFile(config.shapingFile)));
+  // Read once here, not at every scrape.
+  const shaping = loadShapingFile(config.shapingFile);
+  setDestinationStatsSource(() => destinationStats(db, shaping));
   const readinessChecks = runsWorkers ? [queueLagCheck(db, config.readyMaxQueueLagSeconds)] : [];
   return createHttpApp({ db, config, signer: await loadSigner(db), logger, readinessChecks });
 }
