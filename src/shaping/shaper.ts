@@ -134,7 +134,6 @@ interface SitePool {
   served: Map<string, number>;
 }
 
-
 export const configuredLimits = (limits: SiteLimits): ConfiguredLimits => ({
   connectionLimit: limits.connectionLimit,
   messageRate: ratePerMinute(limits.maxMessageRate),
