@@ -3,6 +3,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startWorker, type Job } from '../src/queue/worker.ts';
+import { enqueueJobs } from '../src/queue/jobs.ts';
 import { startDelivery } from '../src/delivery/start-delivery.ts';
 import { createTransport } from '../src/delivery/transports/index.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
@@ -157,4 +158,40 @@ test('every statement that queues a job wakes the workers of another process onc
     await worker.stop();
     await other.close();
   }
+});
+
+test("organizations take turns: one's backlog of 400 does not hold up another's later job", async () => {
+  // A backlog of one organization, all due, and then one job of another: claimed strictly oldest first,
+  // the later job would run 401st. Shared out, it runs in the first claim.
+  const backlog = Array.from({ length: 400 }, (_, i) => ({
+    queue: 'deliver-email' as const,
+    payload: { email_id: `burst-${i}` },
+    shareKey: 'org-with-a-burst',
+    runAt: new Date(Date.now() - 60_000 + i),
+  }));
+  await enqueueJobs(t.db, backlog);
+  await enqueueJobs(t.db, [{ queue: 'deliver-email', payload: { email_id: 'reset' }, shareKey: 'another-org' }]);
+  const ran: string[] = [];
+  const worker = await startWorker(
+    t.db,
+    {
+      'deliver-email': async (job) => {
+        // Jobs queued by the tests before (a message sent to wake the workers) are not counted.
+        const id = String(job.payload.email_id);
+        if (id === 'reset' || id.startsWith('burst-')) ran.push(id);
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        return { done: true };
+      },
+    },
+    { concurrency: 8, leaseSeconds: 30, pollIntervalMs: 100, log },
+  );
+  try {
+    await waitFor(() => ran.length >= 401, 20_000);
+  } finally {
+    await worker.stop();
+  }
+  assert.ok(ran.indexOf('reset') < 8, `the other organization's job ran ${ran.indexOf('reset') + 1}th`);
+  // Within one organization, still oldest first.
+  const burst = ran.filter((id) => id !== 'reset').map((id) => Number(id.slice('burst-'.length)));
+  assert.deepEqual(burst.slice(0, 8), [0, 1, 2, 3, 4, 5, 6, 7]);
 });

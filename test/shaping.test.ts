@@ -10,7 +10,7 @@ import { SMTPServer } from 'smtp-server';
 import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { startDnsServer, type DnsServer } from './helpers/dns-server.ts';
 import { freePort } from './helpers/server-process.ts';
-import { message, send } from './helpers/emails.ts';
+import { message, send, sendBatch, setLimits } from './helpers/emails.ts';
 import { waitFor } from './helpers/wait.ts';
 import { onPostgres } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
@@ -189,6 +189,30 @@ test('the connection limit of a site holds summed over two workers, and every me
     // Both domains are one site: google.
     const { rows } = await t.db.query<{ site: string }>('SELECT site FROM destination_sites');
     assert.deepEqual(rows, [{ site: 'google' }]);
+  } finally {
+    await stop();
+  }
+});
+
+test("organizations share a site: one's burst of 300 does not hold up another's message to the same provider", async () => {
+  // The burst is queued first, the other organization's message after it, and only then do the workers
+  // start: taken oldest first, it would go out 301st. Shared out, it goes in the first claim, and at the
+  // site it takes the next free connection (its organization has been served least).
+  await setLimits(t.db, org.id, { rateLimit: 1000 });
+  for (let batch = 0; batch < 3; batch++) {
+    const entries = Array.from({ length: 100 }, (_, i) =>
+      message(org, { to: `burst${batch * 100 + i}@gmail-one.test` }),
+    );
+    const res = await sendBatch(t.app, org.sendingKey, entries);
+    assert.equal(res.statusCode, 200, res.body);
+  }
+  await sendTo(other, 'reset@gmail-two.test');
+  const stop = await startWorkers(1);
+  try {
+    await waitFor(() => provider.accepted.length >= 301, 60_000);
+    const position = provider.accepted.findIndex((tx) => tx.to === 'reset@gmail-two.test');
+    assert.ok(position >= 0 && position < 10, `the other organization's message went out at position ${position + 1}`);
+    assert.ok(provider.maxConcurrent <= 2, `at most 2 connections at once, saw ${provider.maxConcurrent}`);
   } finally {
     await stop();
   }

@@ -25,6 +25,11 @@ export interface NewJob {
   payload: Partial<Record<JobKey, string>>;
   /** Jobs of one group run at most a worker's group limit at a time (a webhook endpoint). */
   groupKey?: string;
+  /**
+   * Whom the job works for (an organization): due jobs are claimed in turn across keys, so that one
+   * key's backlog does not hold up another's jobs. Jobs without one share the empty key.
+   */
+  shareKey?: string;
   /** Not before this time; now when absent. */
   runAt?: Date;
 }
@@ -32,9 +37,9 @@ export interface NewJob {
 /** Adds a job inside the transaction whose change it acts on. */
 export async function enqueueJob(tx: Queryable, job: NewJob): Promise<void> {
   await tx.query(
-    `${WAKE} INSERT INTO jobs (queue, payload, group_key, run_at)
-     VALUES ($1, $2::jsonb, $3, coalesce($4::timestamptz, now()))`,
-    [job.queue, JSON.stringify(job.payload), job.groupKey ?? null, job.runAt ?? null],
+    `${WAKE} INSERT INTO jobs (queue, payload, group_key, run_at, share_key)
+     VALUES ($1, $2::jsonb, $3, coalesce($4::timestamptz, now()), $5)`,
+    [job.queue, JSON.stringify(job.payload), job.groupKey ?? null, job.runAt ?? null, job.shareKey ?? ''],
   );
 }
 
@@ -46,11 +51,13 @@ export async function enqueueJobs(tx: Queryable, jobs: NewJob[]): Promise<void> 
     payload: job.payload,
     group_key: job.groupKey ?? null,
     run_at: job.runAt?.toISOString() ?? null,
+    share_key: job.shareKey ?? '',
   }));
   await tx.query(
-    `${WAKE} INSERT INTO jobs (queue, payload, group_key, run_at)
-     SELECT r.queue, r.payload, r.group_key, coalesce(r.run_at, now())
-       FROM jsonb_to_recordset($1::jsonb) AS r(queue text, payload jsonb, group_key text, run_at timestamptz)`,
+    `${WAKE} INSERT INTO jobs (queue, payload, group_key, run_at, share_key)
+     SELECT r.queue, r.payload, r.group_key, coalesce(r.run_at, now()), r.share_key
+       FROM jsonb_to_recordset($1::jsonb)
+         AS r(queue text, payload jsonb, group_key text, run_at timestamptz, share_key text)`,
     [JSON.stringify(rows)],
   );
 }
@@ -58,8 +65,9 @@ export async function enqueueJobs(tx: Queryable, jobs: NewJob[]): Promise<void> 
 /**
  * SQL for a data-modifying CTE body that adds one job per row of the earlier CTE `from`, for
  * statements that create what the jobs act on in the same statement (webhook fan-out, accepted
- * messages). `payload`, `groupKey` and `runAt` are SQL expressions over `from`'s columns (no group,
- * and due now, when absent). The statement it is part of wakes the workers after its commit.
+ * messages). `payload`, `groupKey`, `runAt` and `shareKey` are SQL expressions over `from`'s columns (no
+ * group, due now, and the empty share key, when absent). The statement it is part of wakes the workers
+ * after its commit.
  */
 export function enqueueJobsFromRows(spec: {
   from: string;
@@ -67,9 +75,11 @@ export function enqueueJobsFromRows(spec: {
   payload: string;
   groupKey?: string;
   runAt?: string;
+  shareKey?: string;
 }): string {
-  return `${WAKE} INSERT INTO jobs (queue, payload, group_key, run_at)
-    SELECT '${spec.queue}', ${spec.payload}, ${spec.groupKey ?? 'NULL'}, ${spec.runAt ?? 'now()'} FROM ${spec.from}
+  return `${WAKE} INSERT INTO jobs (queue, payload, group_key, run_at, share_key)
+    SELECT '${spec.queue}', ${spec.payload}, ${spec.groupKey ?? 'NULL'}, ${spec.runAt ?? 'now()'},
+           ${spec.shareKey ?? "''"} FROM ${spec.from}
     RETURNING 1`;
 }
 

@@ -10,7 +10,8 @@ export type { Job, JobResult } from './leases.ts';
 // take the same job), under a short lease that it renews every third of the lease while the job runs:
 // a job whose worker died (or lost the database) returns to the queue when the lease ends, within one
 // lease, however long a job of a live worker takes. It wakes on NOTIFY and polls as well, so a lost
-// notification costs at most one poll interval.
+// notification costs at most one poll interval. Due jobs are claimed in turn across the organizations
+// they work for (their share key), not strictly oldest first: a burst from one does not hold up another.
 
 export type JobHandler = (job: Job) => Promise<JobResult>;
 
@@ -124,16 +125,52 @@ async function renewLeases(db: Database, jobs: Job[], leaseSeconds: number): Pro
 }
 
 async function claim(db: Database, queues: string[], limit: number, leaseSeconds: number): Promise<Job[]> {
+  const jobs: Job[] = [];
+  for (const queue of queues) {
+    if (jobs.length >= limit) break;
+    jobs.push(...(await claimShared(db, queue, limit - jobs.length, leaseSeconds)));
+  }
+  if (jobs.length > 0) workerBatchSize.observe({ batch: 'claim-jobs' }, jobs.length);
+  return jobs;
+}
+
+/**
+ * Claims up to `limit` due jobs of a queue, shared out between the keys (organizations) that have due
+ * jobs: each key gets an equal part, its oldest due jobs first (with more keys than `limit`, the keys
+ * whose oldest due job has waited longest). A key with less than its part leaves the rest for the next
+ * claim, which the worker makes at once while it has free slots. Jobs another worker is claiming right
+ * now are skipped, not waited for.
+ */
+async function claimShared(db: Database, queue: string, limit: number, leaseSeconds: number): Promise<Job[]> {
   // Taken before the claim, so the lease as reckoned here never outlasts the one in the database.
   const leaseEndsAt = Date.now() + leaseSeconds * 1000;
-  // The oldest due jobs, straight from the (queue, run_at) index; jobs another worker is claiming right
-  // now are skipped, not waited for.
+  // The keys come from a skip scan of the (queue, share_key, run_at, id) index, one probe per key, and
+  // each key's due jobs from the same index, oldest first.
   const { rows } = await db.query<ClaimedRow>(
-    `UPDATE jobs SET ${LEASE}
-      WHERE id IN (SELECT id FROM jobs WHERE queue = ANY($1::text[]) AND ${CLAIMABLE} ORDER BY run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
-      ${CLAIMED}`,
-    [queues, limit, leaseSeconds],
+    `WITH RECURSIVE share_keys AS (
+       (SELECT share_key FROM jobs WHERE queue = $1 ORDER BY share_key LIMIT 1)
+       UNION ALL
+       SELECT (SELECT next.share_key FROM jobs next
+                WHERE next.queue = $1 AND next.share_key > share_keys.share_key ORDER BY next.share_key LIMIT 1)
+         FROM share_keys WHERE share_keys.share_key IS NOT NULL
+     ),
+     due_keys AS (
+       SELECT share_key FROM share_keys
+        WHERE share_key IS NOT NULL
+          AND EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND jobs.share_key = share_keys.share_key AND ${CLAIMABLE})
+     ),
+     shares AS (
+       SELECT due.id, due.run_at, due_keys.share_key FROM due_keys, LATERAL (
+         SELECT id, run_at FROM jobs WHERE queue = $1 AND jobs.share_key = due_keys.share_key AND ${CLAIMABLE}
+          ORDER BY run_at, id LIMIT ceil($2::float8 / (SELECT count(*) FROM due_keys)) FOR UPDATE SKIP LOCKED
+       ) due
+     ),
+     picked AS (
+       SELECT id FROM shares
+        ORDER BY row_number() OVER (PARTITION BY share_key ORDER BY run_at, id), run_at, id LIMIT $2
+     )
+     UPDATE jobs SET ${LEASE} WHERE id = ANY(ARRAY(SELECT id FROM picked)) ${CLAIMED}`,
+    [queue, limit, leaseSeconds],
   );
-  if (rows.length > 0) workerBatchSize.observe({ batch: 'claim-jobs' }, rows.length);
   return rows.map((row) => jobOf(row, leaseEndsAt));
 }
