@@ -86,34 +86,63 @@ test('the message-rate bucket: paced at the rate, shared by two processes, no li
   // 60 a minute, paced at 98% of it: one every 1.02 s, never two at once.
   await siteState(t.db, key, { connectionLimit: 5, messageRate: 60 }, at(0));
   const first = await takeToken(t.db, key, 'message', at(0));
-  assert.deepEqual(first, { waitMs: 0 }); // the bucket starts with one
+  assert.deepEqual(first, { taken: true, waitMs: 0 }); // the bucket starts with one
   const second = await takeToken(other.db, key, 'message', at(0));
-  assert.equal(second.waitMs, 1021);
+  assert.deepEqual(second, { taken: false, waitMs: 1021 });
   // 30 s later it holds one (its size), no more: a quiet spell gives no burst.
   let taken = 0;
-  for (let i = 0; i < 4; i++)
-    if ((await takeToken(i % 2 ? other.db : t.db, key, 'message', at(30))).waitMs === 0) taken += 1;
+  for (let i = 0; i < 4; i++) if ((await takeToken(i % 2 ? other.db : t.db, key, 'message', at(30))).taken) taken += 1;
   assert.equal(taken, 1);
   // A sender that takes one the moment it is there, for a minute: 58 or 59 (98% of 60), never 60.
   let inMinute = 0;
   for (let ms = 31_000; ms < 91_000;) {
-    const { waitMs } = await takeToken(t.db, key, 'message', new Date(at(0).getTime() + ms));
-    if (waitMs === 0) inMinute += 1;
-    ms += waitMs === 0 ? 1 : waitMs;
+    const { taken, waitMs } = await takeToken(t.db, key, 'message', new Date(at(0).getTime() + ms));
+    if (taken) inMinute += 1;
+    ms += taken ? 1 : waitMs;
   }
   assert.ok(inMinute >= 58 && inMinute <= 59, `${inMinute} in a minute`);
 
   const free = { source: 'default', site: 'free.example' };
   await siteState(t.db, free, { connectionLimit: 5, messageRate: undefined }, at(0));
-  for (let i = 0; i < 5; i++) assert.deepEqual(await takeToken(t.db, free, 'message', at(0)), { waitMs: 0 });
+  for (let i = 0; i < 5; i++)
+    assert.deepEqual(await takeToken(t.db, free, 'message', at(0)), { taken: true, waitMs: 0 });
 
   // New connections have a bucket of their own: 6 a minute, one every 10 s.
   const slow = { source: 'default', site: 'slow.example' };
   await siteState(t.db, slow, { connectionLimit: 5, messageRate: undefined, connectionRate: 6 }, at(0));
-  assert.deepEqual(await takeToken(t.db, slow, 'connection', at(0)), { waitMs: 0 });
-  assert.deepEqual(await takeToken(t.db, slow, 'connection', at(4)), { waitMs: 6205 });
-  assert.deepEqual(await takeToken(t.db, slow, 'message', at(4)), { waitMs: 0 });
-  assert.deepEqual(await takeToken(t.db, slow, 'connection', at(11)), { waitMs: 0 });
+  assert.deepEqual(await takeToken(t.db, slow, 'connection', at(0)), { taken: true, waitMs: 0 });
+  assert.deepEqual(await takeToken(t.db, slow, 'connection', at(4)), { taken: false, waitMs: 6205 });
+  assert.deepEqual(await takeToken(t.db, slow, 'message', at(4)), { taken: true, waitMs: 0 });
+  assert.deepEqual(await takeToken(t.db, slow, 'connection', at(11)), { taken: true, waitMs: 0 });
+});
+
+test('messages waiting for the pace book their turns ahead, one apart, never more than the rate', async () => {
+  const key = { source: 'default', site: 'booked.example' };
+  // 60 a minute (one every 1.02 s at 98%), booked up to 3 s ahead, by two processes in turn.
+  await siteState(t.db, key, { connectionLimit: 5, messageRate: 60 }, at(0));
+  const takes = [];
+  for (let i = 0; i < 5; i++) takes.push(await takeToken(i % 2 ? other.db : t.db, key, 'message', at(0), 3000));
+  assert.deepEqual(takes, [
+    { taken: true, waitMs: 0 },
+    { taken: true, waitMs: 1021 },
+    { taken: true, waitMs: 2041 },
+    // The next turn is 3.06 s off: not booked; asked again when it is within 3 s.
+    { taken: false, waitMs: 62 },
+    { taken: false, waitMs: 62 },
+  ]);
+  // A second later the turns go on where the booked ones end, not from now.
+  assert.deepEqual(await takeToken(t.db, key, 'message', at(1), 3000), { taken: true, waitMs: 2062 });
+  // Over a minute of a sender booking every turn it can: the turns booked fall within 58 or 59 a minute.
+  const turns: number[] = [];
+  for (let ms = 1_000; ms < 120_000; ms += 250) {
+    const take = await takeToken(t.db, key, 'message', new Date(at(0).getTime() + ms), 3000);
+    if (take.taken) turns.push(ms + take.waitMs);
+  }
+  for (const start of turns) {
+    const inMinute = turns.filter((turn) => turn >= start && turn < start + 60_000).length;
+    assert.ok(inMinute <= 59, `${inMinute} turns in the minute from ${start} ms`);
+  }
+  assert.ok(turns.length >= 114, `${turns.length} turns in 119 s`);
 });
 
 test('changes to a site apply one after the other, and replies are kept', async () => {

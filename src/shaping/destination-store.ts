@@ -235,15 +235,24 @@ const BUCKETS = {
 } as const;
 
 /**
- * Takes one from the site's bucket of messages (or of new connections). `{ waitMs: 0 }` when taken (or
- * the site has no such rate), else how long until one is there.
+ * What a take from a bucket gave: a turn (`taken`), due in `waitMs` (0: now), that the caller uses then;
+ * or no turn, and when to ask again.
+ */
+export type TokenTake = { taken: boolean; waitMs: number };
+
+/**
+ * Takes one from the site's bucket of messages (or of new connections), or books the next one due
+ * within `aheadMs`: the bucket may run that far into debt, so that the messages waiting for a site's
+ * pace each get their own turn, one after the other, instead of all asking again when one comes and one
+ * of them winning. A site without such a rate is always `{ taken: true, waitMs: 0 }`.
  */
 export async function takeToken(
   db: Queryable,
   key: SiteKey,
   bucket: keyof typeof BUCKETS,
   now: Date,
-): Promise<{ waitMs: number }> {
+  aheadMs = 0,
+): Promise<TokenTake> {
   const { rate, tokens, at } = BUCKETS[bucket];
   const { rows } = await db.query<{ taken: boolean; available: number; rate: number | null }>(
     `WITH site AS (
@@ -253,16 +262,20 @@ export async function takeToken(
          FROM destination_sites WHERE source = $1 AND site = $2 FOR UPDATE
      ),
      taken AS (
-       UPDATE destination_sites d SET ${tokens} = s.available - 1, ${at} = $3
-         FROM site s WHERE d.source = $1 AND d.site = $2 AND s.rate IS NOT NULL AND s.available >= 1
+       UPDATE destination_sites d SET ${tokens} = s.available - 1, ${at} = GREATEST(d.${at}, $3)
+         FROM site s WHERE d.source = $1 AND d.site = $2 AND s.rate IS NOT NULL
+          AND s.available >= 1 - $4 / 60000.0 * s.rate * ${PACE}
        RETURNING 1
      )
      SELECT EXISTS (SELECT 1 FROM taken) AS taken, available, rate FROM site`,
-    [key.source, key.site, now],
+    [key.source, key.site, now, aheadMs],
   );
   const row = rows[0];
-  if (!row || row.rate === null || row.taken) return { waitMs: 0 };
-  return { waitMs: Math.ceil(((1 - row.available) / (row.rate * PACE)) * 60_000) };
+  if (!row || row.rate === null) return { taken: true, waitMs: 0 };
+  const perToken = 60_000 / (row.rate * PACE);
+  // Taken: its turn comes when the bucket is back to one. Not: ask again when a turn is within reach.
+  if (row.taken) return { taken: true, waitMs: Math.max(0, Math.ceil((1 - row.available) * perToken)) };
+  return { taken: false, waitMs: Math.max(1, Math.ceil((1 - row.available) * perToken - aheadMs)) };
 }
 
 /** Every sending domain held at `site` at `now`, by domain. */

@@ -74,7 +74,10 @@ export interface ShaperOptions {
   leaseMs?: number;
   /** How long a message waits in this process for a connection of a busy site before it is held. */
   waitMs?: number;
-  /** A rate wait longer than this holds the message instead of waiting in the worker. */
+  /**
+   * How far ahead a message books its turn in the site's pace and waits for it in the worker; a message
+   * whose turn is further off waits in the queue.
+   */
   maxInlineWaitMs?: number;
   /**
    * An idle connection is closed (and its slot given back) after this long: 2 s, as Postfix keeps a
@@ -289,8 +292,8 @@ export function createShaper(options: ShaperOptions): Shaper {
       }
       const slot = await takeSlot(db, key, holder, leaseMs, now());
       if (slot !== undefined) {
-        const { waitMs: connectionWait } = await takeToken(db, key, 'connection', now());
-        if (connectionWait > 0) {
+        const { taken, waitMs: connectionWait } = await takeToken(db, key, 'connection', now());
+        if (!taken) {
           await releaseSlot(db, key, slot, holder);
           // The site's pace of new connections: the message waits its turn quietly, as for its message rate.
           const until = new Date(now().getTime() + connectionWait);
@@ -438,16 +441,14 @@ export function createShaper(options: ShaperOptions): Shaper {
         return held(senderHeld.pausedUntil, 'sender_paused', senderHeld.reply);
       }
       if (state.messageRate !== undefined) {
-        for (;;) {
-          const { waitMs: rateWait } = await takeToken(db, key, 'message', now());
-          if (rateWait === 0) break;
+        // A turn within maxInlineWaitMs is booked and waited for here; a later one is waited for in the
+        // queue. The site's pace, not a throttle: nothing goes to the timeline.
+        const turn = await takeToken(db, key, 'message', now(), maxInlineWaitMs);
+        if (!turn.taken) {
           const rule = `at most ${Math.round(state.messageRate)} messages a minute to ${request.site}`;
-          // The site's pace, not a throttle: the message waits its turn without a timeline entry.
-          if (rateWait > maxInlineWaitMs) {
-            return { ...held(new Date(now().getTime() + rateWait), 'throttled', rule), quiet: true };
-          }
-          await new Promise((resolve) => setTimeout(resolve, rateWait));
+          return { ...held(new Date(now().getTime() + turn.waitMs), 'throttled', rule), quiet: true };
         }
+        if (turn.waitMs > 0) await new Promise((resolve) => setTimeout(resolve, turn.waitMs));
       }
       const entry = await connectionFor(request, key, connect);
       if (entry === undefined) {
