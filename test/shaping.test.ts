@@ -6,10 +6,9 @@
 // are ten minutes long.
 import { after, before, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SMTPServer } from 'smtp-server';
 import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { startDnsServer, type DnsServer } from './helpers/dns-server.ts';
-import { freePort } from './helpers/server-process.ts';
+import { startProvider, type Provider } from './helpers/simulated-provider.ts';
 import { message, send, sendBatch, setLimits } from './helpers/emails.ts';
 import { waitFor } from './helpers/wait.ts';
 import { onPostgres } from './helpers/database.ts';
@@ -23,81 +22,6 @@ import type { Transport } from '../src/delivery/transport.ts';
 const PROVIDER_HOST = '127.0.0.7';
 const silent = { error: () => {}, warn: () => {} };
 
-/** What the simulated provider says to a transaction; undefined: accept it. */
-type Script = (tx: { from: string; to: string }) => { code: number; message: string } | undefined;
-
-interface Provider {
-  port: number;
-  accepted: Array<{ from: string; to: string }>;
-  /** Connections open at once, at most, since the last reset. */
-  maxConcurrent: number;
-  script: Script;
-  /** What the simulator says at the greeting; undefined: welcome. */
-  greeting: () => { code: number; message: string } | undefined;
-  /** Connections open now. */
-  open(): number;
-  reset(): void;
-  close(): Promise<void>;
-}
-
-async function startProvider(): Promise<Provider> {
-  let open = 0;
-  const provider: Provider = {
-    port: 0,
-    accepted: [],
-    maxConcurrent: 0,
-    script: () => undefined,
-    greeting: () => undefined,
-    open: () => open,
-    reset() {
-      provider.accepted = [];
-      provider.maxConcurrent = open;
-      provider.script = () => undefined;
-      provider.greeting = () => undefined;
-    },
-    close: () => new Promise((resolve) => server.close(() => resolve())),
-  };
-  const refuse = (reply: { code: number; message: string }) =>
-    Object.assign(new Error(reply.message), { responseCode: reply.code });
-  const server = new SMTPServer({
-    authOptional: true,
-    disableReverseLookup: true,
-    disabledCommands: ['STARTTLS'],
-    logger: false,
-    onConnect(_session, callback) {
-      open += 1;
-      provider.maxConcurrent = Math.max(provider.maxConcurrent, open);
-      const refused = provider.greeting();
-      callback(refused ? refuse(refused) : undefined);
-    },
-    onClose() {
-      open -= 1;
-    },
-    onRcptTo(address, session, callback) {
-      const reply = provider.script({
-        from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
-        to: address.address,
-      });
-      callback(reply ? refuse(reply) : undefined);
-    },
-    onData(stream, session, callback) {
-      stream.resume();
-      stream.on('end', () => {
-        // Slow enough that concurrent deliveries overlap, so a connection limit is really exercised.
-        setTimeout(() => {
-          const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
-          for (const rcpt of session.envelope.rcptTo) provider.accepted.push({ from, to: rcpt.address });
-          callback();
-        }, 20);
-      });
-    },
-  });
-  const port = await freePort();
-  await new Promise<void>((resolve) => server.listen(port, PROVIDER_HOST, resolve));
-  provider.port = port;
-  return provider;
-}
-
 let provider: Provider;
 let dns: DnsServer;
 let t: TestApp;
@@ -108,7 +32,7 @@ let skew = 0;
 const clock = () => new Date(Date.now() + skew);
 
 before(async () => {
-  provider = await startProvider();
+  provider = await startProvider(PROVIDER_HOST);
   dns = await startDnsServer();
   for (const domain of ['gmail-one.test', 'gmail-two.test']) {
     dns.zone.set(domain, { mx: [{ priority: 5, exchange: 'gmail-smtp-in.l.google.com' }] });
