@@ -1,14 +1,16 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Resolver } from 'node:dns/promises';
 import {
   createSiteResolver,
   DEFAULT_FAILURE_CACHE_MS,
   DEFAULT_SITE_CACHE_MS,
+  MAX_SITE_CACHE_MS,
+  MIN_SITE_CACHE_MS,
   normalizeSiteId,
   siteOf,
 } from '../src/shaping/sites.ts';
 import { compileShapingPolicy } from '../src/shaping/shaping-file.ts';
+import { createMxTtlLookup } from '../src/delivery/transports/mx-lookup.ts';
 import { startDnsServer, type DnsServer, type ZoneEntry } from './helpers/dns-server.ts';
 
 // The site of a recipient domain from its MX host names (pure), and the cache of a domain's site over
@@ -92,7 +94,7 @@ test('site ids normalise as siteOf makes them', () => {
   assert.equal(normalizeSiteId('google'), 'google');
 });
 
-// The cache, over a real resolver. The zone counts the questions it is asked, so a test sees when the
+// The cache, over real MX look-ups. The zone counts the questions it is asked, so a test sees when the
 // cache answered instead of DNS.
 class CountingZone extends Map<string, ZoneEntry | 'servfail' | 'silent'> {
   readonly asked: string[] = [];
@@ -104,34 +106,34 @@ class CountingZone extends Map<string, ZoneEntry | 'servfail' | 'silent'> {
 
 let dns: DnsServer;
 let zone: CountingZone;
-let resolver: Resolver;
+let lookupMx: ReturnType<typeof createMxTtlLookup>;
 before(async () => {
   zone = new CountingZone();
   dns = await startDnsServer(zone);
-  resolver = new Resolver({ timeout: 2000, tries: 1 });
-  resolver.setServers([dns.address]);
+  lookupMx = createMxTtlLookup({ dnsServers: [dns.address], dnsTimeoutMs: 2000 });
 });
 after(() => dns.close());
 
 const mx = (...exchanges: string[]): ZoneEntry => ({
   mx: exchanges.map((exchange, at) => ({ priority: at, exchange })),
 });
+const withTtl = (entry: ZoneEntry, ttl: number): ZoneEntry => ({ ...entry, ttl });
 const clock = (start = 1_000_000) => {
   let now = start;
   return { now: () => now, advance: (ms: number) => void (now += ms) };
 };
 const asked = (name: string) => zone.asked.filter((question) => question === name).length;
 
-test('a domain’s site is kept for the cache time, then looked up again', async () => {
+test('a domain’s site is kept for its MX answer’s TTL, then looked up again', async () => {
   const time = clock();
-  const sites = createSiteResolver({ resolver, now: time.now });
-  zone.set('moving.test', mx('aspmx.l.google.com', 'alt1.aspmx.l.google.com'));
+  const sites = createSiteResolver({ lookupMx, now: time.now });
+  zone.set('moving.test', withTtl(mx('aspmx.l.google.com', 'alt1.aspmx.l.google.com'), 600));
   assert.equal(await sites.siteFor('Moving.TEST'), 'google');
   assert.equal(asked('moving.test'), 1);
 
-  // The domain moves to its own servers; until the cache time is over, the site stays.
-  zone.set('moving.test', mx('mx.moving.test'));
-  time.advance(DEFAULT_SITE_CACHE_MS - 1);
+  // The domain moves to its own servers; until the TTL of the answer is over, the site stays.
+  zone.set('moving.test', withTtl(mx('mx.moving.test'), 600));
+  time.advance(600_000 - 1);
   assert.equal(await sites.siteFor('moving.test'), 'google');
   assert.equal(asked('moving.test'), 1);
 
@@ -140,17 +142,38 @@ test('a domain’s site is kept for the cache time, then looked up again', async
   assert.equal(asked('moving.test'), 2);
 });
 
+test('a TTL is kept at least 30 seconds and at most an hour', async () => {
+  const time = clock();
+  const sites = createSiteResolver({ lookupMx, now: time.now });
+  zone.set('zero.test', withTtl(mx('mx.zero.test'), 0));
+  zone.set('week.test', withTtl(mx('mx.week.test'), 7 * 86_400));
+  await sites.siteFor('zero.test');
+  await sites.siteFor('week.test');
+  time.advance(MIN_SITE_CACHE_MS - 1);
+  await sites.siteFor('zero.test');
+  assert.equal(asked('zero.test'), 1);
+  time.advance(1);
+  await sites.siteFor('zero.test');
+  assert.equal(asked('zero.test'), 2);
+  time.advance(MAX_SITE_CACHE_MS - MIN_SITE_CACHE_MS - 1);
+  await sites.siteFor('week.test');
+  assert.equal(asked('week.test'), 1);
+  time.advance(1);
+  await sites.siteFor('week.test');
+  assert.equal(asked('week.test'), 2);
+});
+
 test('concurrent look-ups of one domain share one question', async () => {
-  const sites = createSiteResolver({ resolver, now: clock().now });
+  const sites = createSiteResolver({ lookupMx, now: clock().now });
   zone.set('busy.test', mx('mx01.mail.icloud.com'));
   const answers = await Promise.all(Array.from({ length: 10 }, () => sites.siteFor('busy.test')));
   assert.deepEqual(new Set(answers), new Set(['apple']));
   assert.equal(asked('busy.test'), 1);
 });
 
-test('no MX and no such domain key by the domain for the whole cache time', async () => {
+test('no MX and no such domain (answers without a TTL here) key by the domain for the default time', async () => {
   const time = clock();
-  const sites = createSiteResolver({ resolver, now: time.now });
+  const sites = createSiteResolver({ lookupMx, now: time.now });
   zone.set('no-mx.test', { a: ['192.0.2.1'] }); // NOERROR, no MX: the implicit MX
   assert.equal(await sites.siteFor('no-mx.test'), 'no-mx.test');
   assert.equal(await sites.siteFor('missing.test'), 'missing.test'); // NXDOMAIN
@@ -161,9 +184,22 @@ test('no MX and no such domain key by the domain for the whole cache time', asyn
   assert.equal(asked('missing.test'), 1);
 });
 
+test('a domain without MX is kept for the negative TTL its SOA gives', async () => {
+  const time = clock();
+  const sites = createSiteResolver({ lookupMx, now: time.now });
+  zone.set('soa.test', { a: ['192.0.2.1'], soa: { ttl: 3600, minimum: 120 } });
+  assert.equal(await sites.siteFor('soa.test'), 'soa.test');
+  time.advance(120_000 - 1);
+  await sites.siteFor('soa.test');
+  assert.equal(asked('soa.test'), 1);
+  time.advance(1);
+  await sites.siteFor('soa.test');
+  assert.equal(asked('soa.test'), 2);
+});
+
 test('a DNS failure keys by the domain, and is asked again after the short failure time', async () => {
   const time = clock();
-  const sites = createSiteResolver({ resolver, now: time.now });
+  const sites = createSiteResolver({ lookupMx, now: time.now });
   zone.set('flaky.test', 'servfail');
   assert.equal(await sites.siteFor('flaky.test'), 'flaky.test');
 
@@ -177,7 +213,7 @@ test('a DNS failure keys by the domain, and is asked again after the short failu
 });
 
 test('the cache keeps at most maxEntries domains, dropping the oldest answer', async () => {
-  const sites = createSiteResolver({ resolver, now: clock().now, maxEntries: 2 });
+  const sites = createSiteResolver({ lookupMx, now: clock().now, maxEntries: 2 });
   for (const name of ['e1.test', 'e2.test', 'e3.test']) zone.set(name, mx(`mx.${name}`));
   await sites.siteFor('e1.test');
   await sites.siteFor('e2.test');
@@ -190,9 +226,9 @@ test('the cache keeps at most maxEntries domains, dropping the oldest answer', a
 });
 
 test('extra suffixes apply to looked-up sites; the cache time has a bound', async () => {
-  const sites = createSiteResolver({ resolver, now: clock().now, extraSuffixes: { acme: ['.mx.acme.net'] } });
+  const sites = createSiteResolver({ lookupMx, now: clock().now, extraSuffixes: { acme: ['.mx.acme.net'] } });
   zone.set('acme.test', mx('in.mx.acme.net'));
   assert.equal(await sites.siteFor('acme.test'), 'acme');
-  assert.throws(() => createSiteResolver({ resolver, cacheMs: 60 * 60_000 + 1 }), RangeError);
-  assert.throws(() => createSiteResolver({ resolver, cacheMs: 0 }), RangeError);
+  assert.throws(() => createSiteResolver({ lookupMx, cacheMs: 60 * 60_000 + 1 }), RangeError);
+  assert.throws(() => createSiteResolver({ lookupMx, cacheMs: 0 }), RangeError);
 });

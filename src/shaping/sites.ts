@@ -1,4 +1,3 @@
-import { NODATA, NOTFOUND, type Resolver } from 'node:dns/promises';
 import { BUILT_IN_SITE_LIMITS } from './limits.ts';
 
 // A destination *site*: the set of mail servers that shares one set of limits. Large providers run
@@ -71,12 +70,24 @@ function providerOf(host: string, extraSuffixes: MxSuffixes): string | undefined
   return best?.site;
 }
 
+/**
+ * A domain's MX answer: its MX host names (none: the domain has no MX, or does not exist), and how many
+ * seconds the answer may be kept (undefined: the answer did not say).
+ */
+export interface MxAnswer {
+  exchanges: string[];
+  ttlSeconds: number | undefined;
+  /** Why there are no host names: the domain has no MX records, or does not exist. */
+  absent?: 'nodata' | 'nxdomain';
+}
+
 export interface SiteResolverOptions {
-  resolver: Pick<Resolver, 'resolveMx'>;
+  /** Asks the DNS for a domain's MX; throws when the DNS fails (a timeout, SERVFAIL). */
+  lookupMx(domain: string): Promise<MxAnswer>;
   /** Milliseconds since the epoch; injectable so that tests move time instead of waiting. */
   now?: () => number;
   extraSuffixes?: MxSuffixes;
-  /** How long an answer is kept (default 5 minutes, at most an hour). */
+  /** How long an answer without a TTL is kept (default 5 minutes, at most an hour). */
   cacheMs?: number;
   /** How long the fallback after a DNS failure is kept (default 30 seconds, at most cacheMs). */
   failureCacheMs?: number;
@@ -89,15 +100,16 @@ export interface SiteResolver {
 }
 
 export const DEFAULT_SITE_CACHE_MS = 5 * 60_000;
+/** An answer is kept at least this long, whatever its TTL (0 would mean a question per message). */
+export const MIN_SITE_CACHE_MS = 30_000;
 export const MAX_SITE_CACHE_MS = 60 * 60_000;
 export const DEFAULT_FAILURE_CACHE_MS = 30_000;
 
 /**
- * Looks up a domain's MX records and keeps its site for a fixed time. Node's resolver does not report
- * an MX record's TTL (and an ANY query, which would carry TTLs for address records only, is refused by
- * many servers, RFC 8482), so the time is fixed and short: a domain that moves to another provider is
- * keyed by its new site within `cacheMs`, whatever TTL it publishes. A DNS failure never fails a
- * delivery here: the domain itself is the key until the next look-up, which comes sooner.
+ * Looks up a domain's MX records and keeps its site for the answer's TTL (at least 30 seconds, at most
+ * an hour; `cacheMs` when the answer gives none): a domain that moves to another provider is keyed by
+ * its new site once the answer it published runs out. A DNS failure never fails a delivery here: the
+ * domain itself is the key until the next look-up, which comes sooner.
  */
 export function createSiteResolver(options: SiteResolverOptions): SiteResolver {
   const now = options.now ?? Date.now;
@@ -113,21 +125,19 @@ export function createSiteResolver(options: SiteResolverOptions): SiteResolver {
   const cache = new Map<string, { site: string; expiresAt: number }>();
   // Concurrent deliveries to one domain share a single look-up.
   const pending = new Map<string, Promise<string>>();
+  const keptFor = (ttlSeconds: number | undefined) =>
+    ttlSeconds === undefined ? cacheMs : Math.min(MAX_SITE_CACHE_MS, Math.max(MIN_SITE_CACHE_MS, ttlSeconds * 1000));
 
   const lookUp = async (domain: string): Promise<string> => {
-    let site: string;
-    let keepMs = cacheMs;
+    let site = domain;
+    let keepMs: number;
     try {
-      site = siteOf(
-        domain,
-        (await options.resolver.resolveMx(domain)).map((record) => record.exchange),
-        options.extraSuffixes,
-      );
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      site = domain;
-      // No MX (NODATA) and no such domain (NXDOMAIN) are answers; anything else may pass.
-      if (code !== NODATA && code !== NOTFOUND) keepMs = failureCacheMs;
+      const answer = await options.lookupMx(domain);
+      // No MX (the implicit MX) and no such domain are answers, kept like any other.
+      if (answer.exchanges.length > 0) site = siteOf(domain, answer.exchanges, options.extraSuffixes);
+      keepMs = keptFor(answer.ttlSeconds);
+    } catch {
+      keepMs = failureCacheMs;
     }
     cache.delete(domain); // re-inserted last: the Map's order is the eviction order
     cache.set(domain, { site, expiresAt: now() + keepMs });

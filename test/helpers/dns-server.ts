@@ -10,6 +10,10 @@ export interface ZoneEntry {
   aaaa?: string[];
   /** Each record as its character-strings (long values split in 255-octet chunks). */
   txt?: string[][];
+  /** The TTL of every record of the name, in seconds (60 when absent). */
+  ttl?: number;
+  /** An SOA in the authority section of an answer without records (its negative TTL, RFC 2308). */
+  soa?: { ttl: number; minimum: number };
 }
 
 /** 'servfail' answers SERVFAIL; 'silent' never answers, so the resolver times out. */
@@ -40,7 +44,7 @@ export async function startDnsServer(zone: Zone = new Map()): Promise<DnsServer>
           Packet.createResourceFromQuestion(question, {
             type: question.type,
             class: Packet.CLASS.IN,
-            ttl: 60,
+            ttl: entry.ttl ?? 60,
             ...data,
           }),
         );
@@ -49,6 +53,21 @@ export async function startDnsServer(zone: Zone = new Map()): Promise<DnsServer>
       if (question.type === Packet.TYPE.A) entry.a?.forEach((address) => answer({ address }));
       if (question.type === Packet.TYPE.AAAA) entry.aaaa?.forEach((address) => answer({ address }));
       if (question.type === Packet.TYPE.TXT) entry.txt?.forEach((data) => answer({ data }));
+      if (response.answers.length === 0 && entry.soa) {
+        response.authorities.push({
+          name: question.name,
+          type: Packet.TYPE.SOA,
+          class: Packet.CLASS.IN,
+          ttl: entry.soa.ttl,
+          primary: 'ns.test',
+          admin: 'hostmaster.test',
+          serial: 1,
+          refresh: 3600,
+          retry: 600,
+          expiration: 86_400,
+          minimum: entry.soa.minimum,
+        } as never);
+      }
     }
     send(response);
   };

@@ -8,7 +8,7 @@ import type { Transport } from '../transport.ts';
 import { createComposer, defaultComposeThreads } from '../composer.ts';
 import { createCaptureTransport } from './capture.ts';
 import { createMxTransport } from './mx.ts';
-import { createMxResolver } from './mx-lookup.ts';
+import { createMxTtlLookup } from './mx-lookup.ts';
 import { createSmtpRelayTransport, type SmtpRelayOptions } from './smtp-relay.ts';
 
 export { readCaptured } from './capture.ts';
@@ -45,7 +45,7 @@ export function createTransport(config: Config, db: Database, options: Transport
     case 'smtp':
       return createSmtpRelayTransport(config, { tls: options.relayTls, composer, shaper: shaper() });
     case 'mx': {
-      const sites = createSiteResolver({ resolver: createMxResolver(config), extraSuffixes: policy.mxSuffixes });
+      const sites = createSiteResolver({ lookupMx: createMxTtlLookup(config), extraSuffixes: policy.mxSuffixes });
       return createMxTransport(config, { composer, shaper: shaper(), sites });
     }
   }

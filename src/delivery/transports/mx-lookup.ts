@@ -1,5 +1,9 @@
+import { getServers } from 'node:dns';
 import { NODATA, NOTFOUND, Resolver } from 'node:dns/promises';
+import { isIPv6 } from 'node:net';
+import dns2 from 'dns2';
 import type { Config } from '../../platform/config.ts';
+import type { MxAnswer } from '../../shaping/sites.ts';
 
 // Where mail for a domain goes (RFC 5321 §5.1): its MX hosts in preference order, or the domain itself
 // when it has no MX (the "implicit MX"). A null MX (RFC 7505) or a domain that does not exist is a
@@ -76,4 +80,79 @@ function inPreferenceOrder(records: { exchange: string; priority: number }[]): s
   const shuffled = records.map((record) => ({ ...record, tiebreak: Math.random() }));
   shuffled.sort((a, b) => a.priority - b.priority || a.tiebreak - b.tiebreak);
   return [...new Set(shuffled.map((record) => record.exchange.toLowerCase().replace(/\.$/, '')))];
+}
+
+/**
+ * A domain's MX host names with the time the answer may be kept (its TTL), for keying the domain by its
+ * site. Node's resolver does not report an MX record's TTL, so this asks the same servers itself (the
+ * configured ones, else the system's), each in turn until one answers. An answer's TTL is the lowest of
+ * its records' (CNAMEs on the way included); a negative answer's is its SOA's (RFC 2308), when given.
+ * A failure (timeout, SERVFAIL) is thrown.
+ */
+export function createMxTtlLookup(
+  config: Pick<Config, 'dnsServers' | 'dnsTimeoutMs'>,
+): (domain: string) => Promise<MxAnswer> {
+  const servers = (config.dnsServers.length > 0 ? config.dnsServers : getServers()).map(hostAndPort);
+  const clients = servers.map((server) =>
+    dns2.UDPClient({
+      dns: server.host,
+      port: server.port,
+      socketType: isIPv6(server.host) ? 'udp6' : 'udp4',
+      timeout: config.dnsTimeoutMs,
+    }),
+  );
+  return async (domain) => {
+    let failure: unknown = new Error('No DNS server to ask');
+    for (const ask of clients) {
+      try {
+        // The UDP client has its own timeout; a retry over TCP (a truncated answer) has none.
+        return answerOf(await withTimeout(ask(domain, 'MX'), config.dnsTimeoutMs * 2));
+      } catch (error) {
+        failure = error;
+      }
+    }
+    throw failure;
+  };
+}
+
+const RCODE_NXDOMAIN = 3;
+
+function answerOf(response: InstanceType<typeof dns2.Packet>): MxAnswer {
+  const rcode = response.header.rcode;
+  if (rcode !== 0 && rcode !== RCODE_NXDOMAIN) {
+    throw Object.assign(new Error(`DNS answered rcode ${rcode}`), { code: rcode === 2 ? 'ESERVFAIL' : 'EBADRESP' });
+  }
+  const records = response.answers.filter(
+    (record) => record.type === dns2.Packet.TYPE.MX || record.type === dns2.Packet.TYPE.CNAME,
+  );
+  const exchanges = records
+    .filter((record) => record.type === dns2.Packet.TYPE.MX)
+    .map((record) => String((record as { exchange?: string }).exchange ?? ''));
+  if (rcode === 0 && exchanges.length > 0) {
+    return { exchanges, ttlSeconds: Math.min(...records.map((record) => record.ttl)) };
+  }
+  const soa = response.authorities.find((record) => record.type === dns2.Packet.TYPE.SOA) as
+    { ttl: number; minimum?: number } | undefined;
+  return {
+    exchanges: [],
+    absent: rcode === RCODE_NXDOMAIN ? 'nxdomain' : 'nodata',
+    ttlSeconds: soa ? Math.min(soa.ttl, soa.minimum ?? soa.ttl) : undefined,
+  };
+}
+
+/** `1.2.3.4`, `1.2.3.4:53`, `::1`, `[::1]:53`: the forms a resolver's server list takes. */
+function hostAndPort(server: string): { host: string; port: number } {
+  const bracketed = /^\[(.+)\](?::(\d+))?$/.exec(server);
+  if (bracketed) return { host: bracketed[1]!, port: Number(bracketed[2] ?? 53) };
+  if (isIPv6(server)) return { host: server, port: 53 };
+  const [host, port] = server.split(':');
+  return { host: host!, port: Number(port ?? 53) };
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(Object.assign(new Error('DNS query timed out'), { code: 'ETIMEOUT' })), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
