@@ -195,3 +195,41 @@ test("organizations take turns: one's backlog of 400 does not hold up another's 
   const burst = ran.filter((id) => id !== 'reset').map((id) => Number(id.slice('burst-'.length)));
   assert.deepEqual(burst.slice(0, 8), [0, 1, 2, 3, 4, 5, 6, 7]);
 });
+
+test('with more organizations due than a claim takes, each gets its turn in rotation', async () => {
+  // 20 organizations with a backlog each, then one more with a single later job; the worker claims 4
+  // at a time. Taking the keys whose jobs are oldest, the later one would wait for all 400; in rotation
+  // its turn comes within the first round of 21 keys.
+  const backlogs = Array.from({ length: 20 }, (_, org) =>
+    Array.from({ length: 20 }, (_, i) => ({
+      queue: 'deliver-email' as const,
+      payload: { email_id: `rot-${org}-${i}` },
+      shareKey: `rot-org-${String(org).padStart(2, '0')}`,
+      runAt: new Date(Date.now() - 60_000 + i),
+    })),
+  ).flat();
+  await enqueueJobs(t.db, backlogs);
+  await enqueueJobs(t.db, [{ queue: 'deliver-email', payload: { email_id: 'rot-late' }, shareKey: 'rot-org-late' }]);
+  const ran: string[] = [];
+  const worker = await startWorker(
+    t.db,
+    {
+      'deliver-email': async (job) => {
+        const id = String(job.payload.email_id);
+        if (id.startsWith('rot-')) ran.push(id);
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        return { done: true };
+      },
+    },
+    { concurrency: 4, leaseSeconds: 30, pollIntervalMs: 100, log },
+  );
+  try {
+    await waitFor(() => ran.length >= 401, 30_000);
+  } finally {
+    await worker.stop();
+  }
+  assert.ok(ran.indexOf('rot-late') < 30, `the 21st organization's job ran ${ran.indexOf('rot-late') + 1}th`);
+  // And the first round gave every organization one job before any got a second.
+  const firstRound = new Set(ran.slice(0, 20).map((id) => id.split('-')[1]));
+  assert.ok(firstRound.size >= 19, `${firstRound.size} organizations in the first 20 jobs`);
+});

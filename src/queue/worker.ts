@@ -40,6 +40,7 @@ export async function startWorker(
   const minimumClaim = Math.max(1, Math.floor(options.concurrency / 5));
   /** The jobs running now, whose leases the heartbeat renews. */
   const runningJobs = new Set<Job>();
+  const cursors: Cursors = new Map();
   let running = 0;
   let stopping = false;
   let claiming = false;
@@ -59,7 +60,7 @@ export async function startWorker(
         // While jobs run, a claim waits until a fifth of the slots are free: a few larger claims (and
         // the larger batches of the steps their jobs run together) instead of one per finished job.
         while (!stopping && options.concurrency - running >= (running === 0 ? 1 : minimumClaim)) {
-          const jobs = await claim(db, queues, options.concurrency - running, options.leaseSeconds);
+          const jobs = await claim(db, queues, options.concurrency - running, options.leaseSeconds, cursors);
           if (jobs.length === 0) break;
           for (const job of jobs) void run(job);
         }
@@ -124,11 +125,28 @@ async function renewLeases(db: Database, jobs: Job[], leaseSeconds: number): Pro
   for (const job of jobs) if (renewed.has(job.id)) job.leaseEndsAt = leaseEndsAt;
 }
 
-async function claim(db: Database, queues: string[], limit: number, leaseSeconds: number): Promise<Job[]> {
+/**
+ * Where each queue's turns have got to: the share key served last. The next claim starts after it, so
+ * that with more keys due than a claim takes, every key gets its turn (round robin), not only the keys
+ * whose jobs are oldest.
+ */
+type Cursors = Map<string, string>;
+
+async function claim(
+  db: Database,
+  queues: string[],
+  limit: number,
+  leaseSeconds: number,
+  cursors: Cursors,
+): Promise<Job[]> {
   const jobs: Job[] = [];
   for (const queue of queues) {
-    if (jobs.length >= limit) break;
-    jobs.push(...(await claimShared(db, queue, limit - jobs.length, leaseSeconds)));
+    // A key with fewer due jobs than its share leaves slots over: they go to the other keys at once.
+    for (let pass = 0; pass < 3 && jobs.length < limit; pass++) {
+      const claimed = await claimShared(db, queue, limit - jobs.length, leaseSeconds, cursors);
+      jobs.push(...claimed);
+      if (claimed.length === 0) break;
+    }
   }
   if (jobs.length > 0) workerBatchSize.observe({ batch: 'claim-jobs' }, jobs.length);
   return jobs;
@@ -136,17 +154,23 @@ async function claim(db: Database, queues: string[], limit: number, leaseSeconds
 
 /**
  * Claims up to `limit` due jobs of a queue, shared out between the keys (organizations) that have due
- * jobs: each key gets an equal part, its oldest due jobs first (with more keys than `limit`, the keys
- * whose oldest due job has waited longest). A key with less than its part leaves the rest for the next
- * claim, which the worker makes at once while it has free slots. Jobs another worker is claiming right
- * now are skipped, not waited for.
+ * jobs: the next `limit` keys at most after the queue's cursor (wrapping round), each an equal part, its
+ * oldest due jobs first. Jobs another worker is claiming right now are skipped, not waited for.
  */
-async function claimShared(db: Database, queue: string, limit: number, leaseSeconds: number): Promise<Job[]> {
+async function claimShared(
+  db: Database,
+  queue: string,
+  limit: number,
+  leaseSeconds: number,
+  cursors: Cursors,
+): Promise<Job[]> {
   // Taken before the claim, so the lease as reckoned here never outlasts the one in the database.
   const leaseEndsAt = Date.now() + leaseSeconds * 1000;
+  const cursor = cursors.get(queue) ?? '';
   // The keys come from a skip scan of the (queue, share_key, run_at, id) index, one probe per key, and
-  // each key's due jobs from the same index, oldest first.
-  const { rows } = await db.query<ClaimedRow>(
+  // each key's due jobs from the same index, oldest first. Only the keys that can get a slot are locked
+  // from: at most `limit` of them, the first after the cursor.
+  const { rows } = await db.query<ClaimedRow & { share_key: string }>(
     `WITH RECURSIVE share_keys AS (
        (SELECT share_key FROM jobs WHERE queue = $1 ORDER BY share_key LIMIT 1)
        UNION ALL
@@ -158,6 +182,7 @@ async function claimShared(db: Database, queue: string, limit: number, leaseSeco
        SELECT share_key FROM share_keys
         WHERE share_key IS NOT NULL
           AND EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND jobs.share_key = share_keys.share_key AND ${CLAIMABLE})
+        ORDER BY share_key <= $4, share_key LIMIT $2
      ),
      shares AS (
        SELECT due.id, due.run_at, due_keys.share_key FROM due_keys, LATERAL (
@@ -167,10 +192,14 @@ async function claimShared(db: Database, queue: string, limit: number, leaseSeco
      ),
      picked AS (
        SELECT id FROM shares
-        ORDER BY row_number() OVER (PARTITION BY share_key ORDER BY run_at, id), run_at, id LIMIT $2
+        ORDER BY row_number() OVER (PARTITION BY share_key ORDER BY run_at, id), share_key <= $4, share_key LIMIT $2
      )
-     UPDATE jobs SET ${LEASE} WHERE id = ANY(ARRAY(SELECT id FROM picked)) ${CLAIMED}`,
-    [queue, limit, leaseSeconds],
+     UPDATE jobs SET ${LEASE} WHERE id = ANY(ARRAY(SELECT id FROM picked)) ${CLAIMED}, share_key`,
+    [queue, limit, leaseSeconds, cursor],
   );
+  // The cursor moves to the last key served, in the order served (after the cursor first, then from the start).
+  const keys = [...new Set(rows.map((row) => row.share_key))].sort();
+  const last = keys.filter((key) => key <= cursor).at(-1) ?? keys.at(-1);
+  if (last !== undefined) cursors.set(queue, last);
   return rows.map((row) => jobOf(row, leaseEndsAt));
 }

@@ -224,6 +224,8 @@ export function createShaper(options: ShaperOptions): Shaper {
   const idleMs = options.idleMs ?? 2_000;
   const holder = randomUUID();
   const pools = new Map<string, SitePool>();
+  /** Per site, this process's messages waiting for the site's pace: how many, and the last one's turn to ask. */
+  const paceLines = new Map<string, { waiting: number; tail: Promise<void> }>();
   let closed = false;
 
   const poolOf = (site: string): SitePool => {
@@ -334,6 +336,53 @@ export function createShaper(options: ShaperOptions): Shaper {
     }
   }
 
+  /**
+   * Books the message's turn in the site's pace. The messages of this process waiting for a site's pace
+   * stand in one line and ask the database one at a time (one statement a turn, not one per waiting
+   * message); each books the next turn within maxInlineWaitMs and waits for it here. A message that
+   * would stand behind more than maxInlineWaitMs of turns goes back to the queue for about that long
+   * (quietly: it is the site's pace, not a throttle), so a slow site does not take every worker slot.
+   */
+  async function waitForTurn(request: ShapeRequest, key: SiteKey, messageRate: number): Promise<Held | undefined> {
+    let line = paceLines.get(request.site);
+    if (!line) paceLines.set(request.site, (line = { waiting: 0, tail: Promise.resolve() }));
+    const turnMs = 60_000 / messageRate;
+    const rule = `at most ${Math.round(messageRate)} messages a minute to ${request.site}`;
+    const behind = line.waiting * turnMs;
+    if (behind > maxInlineWaitMs) {
+      const until = new Date(now().getTime() + behind + Math.random() * turnMs);
+      return { ...held(until, 'throttled', rule), quiet: true };
+    }
+    line.waiting += 1;
+    const previous = line.tail;
+    let leave!: () => void;
+    line.tail = new Promise<void>((resolve) => (leave = resolve));
+    let inLine = true;
+    const stepOut = () => {
+      if (!inLine) return;
+      inLine = false;
+      line.waiting -= 1;
+      leave();
+    };
+    try {
+      await previous;
+      for (;;) {
+        const turn = await takeToken(db, key, 'message', now(), maxInlineWaitMs);
+        if (turn.taken) {
+          stepOut(); // the next in line may book the turn after this one
+          if (turn.waitMs > 0) await new Promise((resolve) => setTimeout(resolve, turn.waitMs));
+          return undefined;
+        }
+        if (turn.waitMs > maxInlineWaitMs) {
+          return { ...held(new Date(now().getTime() + turn.waitMs), 'throttled', rule), quiet: true };
+        }
+        await new Promise((resolve) => setTimeout(resolve, turn.waitMs));
+      }
+    } finally {
+      stepOut();
+    }
+  }
+
   /** Applies the deliveries counted since the last flush to their sites' limits. */
   const flushSuccesses = async () => {
     for (const [site, count] of [...successes]) {
@@ -441,14 +490,8 @@ export function createShaper(options: ShaperOptions): Shaper {
         return held(senderHeld.pausedUntil, 'sender_paused', senderHeld.reply);
       }
       if (state.messageRate !== undefined) {
-        // A turn within maxInlineWaitMs is booked and waited for here; a later one is waited for in the
-        // queue. The site's pace, not a throttle: nothing goes to the timeline.
-        const turn = await takeToken(db, key, 'message', now(), maxInlineWaitMs);
-        if (!turn.taken) {
-          const rule = `at most ${Math.round(state.messageRate)} messages a minute to ${request.site}`;
-          return { ...held(new Date(now().getTime() + turn.waitMs), 'throttled', rule), quiet: true };
-        }
-        if (turn.waitMs > 0) await new Promise((resolve) => setTimeout(resolve, turn.waitMs));
+        const waited = await waitForTurn(request, key, state.messageRate);
+        if (waited) return waited;
       }
       const entry = await connectionFor(request, key, connect);
       if (entry === undefined) {

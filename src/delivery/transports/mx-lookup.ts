@@ -87,7 +87,7 @@ function inPreferenceOrder(records: { exchange: string; priority: number }[]): s
  * site. Node's resolver does not report an MX record's TTL, so this asks the same servers itself (the
  * configured ones, else the system's), each in turn until one answers. An answer's TTL is the lowest of
  * its records' (CNAMEs on the way included); a negative answer's is its SOA's (RFC 2308), when given.
- * A failure (timeout, SERVFAIL) is thrown.
+ * A failure (timeout, SERVFAIL, an answer truncated for UDP) is thrown.
  */
 export function createMxTtlLookup(
   config: Pick<Config, 'dnsServers' | 'dnsTimeoutMs'>,
@@ -99,13 +99,15 @@ export function createMxTtlLookup(
       port: server.port,
       socketType: isIPv6(server.host) ? 'udp6' : 'udp4',
       timeout: config.dnsTimeoutMs,
+      // Its TCP client has no timeout and mistakes an IPv6 server for a host name: a truncated answer
+      // is taken as a failure instead (the domain is its own site for a while; MX sets that large are rare).
+      retryOverTCP: false,
     }),
   );
   return async (domain) => {
     let failure: unknown = new Error('No DNS server to ask');
     for (const ask of clients) {
       try {
-        // The UDP client has its own timeout; a retry over TCP (a truncated answer) has none.
         return answerOf(await withTimeout(ask(domain, 'MX'), config.dnsTimeoutMs * 2));
       } catch (error) {
         failure = error;
@@ -119,6 +121,7 @@ const RCODE_NXDOMAIN = 3;
 
 function answerOf(response: InstanceType<typeof dns2.Packet>): MxAnswer {
   const rcode = response.header.rcode;
+  if (response.header.tc) throw Object.assign(new Error('DNS answer truncated'), { code: 'ETRUNCATED' });
   if (rcode !== 0 && rcode !== RCODE_NXDOMAIN) {
     throw Object.assign(new Error(`DNS answered rcode ${rcode}`), { code: rcode === 2 ? 'ESERVFAIL' : 'EBADRESP' });
   }

@@ -4,7 +4,11 @@
 -- for no one in particular share the empty key. The index lists the keys (a skip scan) and each key's
 -- due jobs oldest first.
 ALTER TABLE jobs ADD COLUMN share_key text NOT NULL DEFAULT '';
+-- Jobs queued before this migration take their message's organization, found by the emails primary
+-- key (a payload that does not hold a uuid keeps the empty key).
 UPDATE jobs SET share_key = emails.organization_id::text
   FROM emails
- WHERE jobs.queue = 'deliver-email' AND emails.id::text = jobs.payload ->> 'email_id';
+ WHERE jobs.queue = 'deliver-email'
+   AND emails.id = CASE WHEN jobs.payload ->> 'email_id' ~* '^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$'
+                        THEN (jobs.payload ->> 'email_id')::uuid END;
 CREATE INDEX jobs_share_due_idx ON jobs (queue, share_key, run_at, id);
