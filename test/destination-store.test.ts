@@ -143,6 +143,13 @@ test('messages waiting for the pace book their turns ahead, one apart, never mor
     assert.ok(inMinute <= 59, `${inMinute} turns in the minute from ${start} ms`);
   }
   assert.ok(turns.length >= 114, `${turns.length} turns in 119 s`);
+
+  // Without a clock of its own, the bucket counts in the database's time: one clock for every process.
+  const byDatabase = { source: 'default', site: 'database-clock.example' };
+  await siteState(t.db, byDatabase, { connectionLimit: 5, messageRate: 60 }, new Date());
+  assert.deepEqual(await takeToken(t.db, byDatabase, 'message', undefined, 3000), { taken: true, waitMs: 0 });
+  const next = await takeToken(other.db, byDatabase, 'message', undefined, 3000);
+  assert.ok(next.taken && next.waitMs > 900 && next.waitMs <= 1021, JSON.stringify(next));
 });
 
 test('changes to a site apply one after the other, and replies are kept', async () => {

@@ -1,7 +1,7 @@
 // Shaping across real worker processes: two `mailroom serve` processes on one PostgreSQL database
 // deliver to a simulated Gmail on loopback (a loopback DNS server maps the recipient domains' MX to a
-// .google.com host, so both are the site `google`) under a shaping file allowing 3 connections. Their
-// connections summed never exceed 3; one is killed with SIGKILL mid-drain, and the other takes over its
+// .google.com host, so both are the site `google`) under a shaping file allowing 3 connections and 600
+// messages a minute. Their connections summed never exceed 3 and their sends never the rate; one is killed with SIGKILL mid-drain, and the other takes over its
 // claimed messages and its connection slots when their leases run out (30 s and 15 s), not at the end
 // of a long lease.
 import { after, before, test } from 'node:test';
@@ -19,6 +19,7 @@ import { waitFor } from './helpers/wait.ts';
 const PROVIDER_HOST = '127.0.0.8';
 const MESSAGES = 90;
 const CONNECTIONS = 3;
+const PER_MINUTE = 600;
 /** The default job lease: a dead worker's claimed jobs return to the queue within it. */
 const JOB_LEASE_S = 30;
 
@@ -41,7 +42,10 @@ before(async () => {
   dns.zone.set('gmail-smtp-in.l.google.com', { a: [PROVIDER_HOST] });
   dir = await mkdtemp(path.join(tmpdir(), 'mailroom-shaping-'));
   const shapingFile = path.join(dir, 'shaping.toml');
-  await writeFile(shapingFile, `[site.google]\nconnection_limit = ${CONNECTIONS}\n`);
+  await writeFile(
+    shapingFile,
+    `[site.google]\nconnection_limit = ${CONNECTIONS}\nmax_message_rate = "${PER_MINUTE}/m"\n`,
+  );
   const database = await createPostgresDatabase();
   dropDatabase = database.drop;
   env = {
@@ -104,6 +108,11 @@ test('two worker processes share a site: never more than its connections summed;
   const drainedAfter = Date.now() - killedAt;
   assert.deepEqual([...arrived()].sort(), expected.sort());
   assert.ok(provider.maxConcurrent <= CONNECTIONS, `${provider.maxConcurrent} connections at once`);
+  // The pace is one bucket for both: 60 in any 6 s at most (each process at the full rate would make
+  // about 120), with room for a slow machine delivering a few late ones together.
+  const times = provider.accepted.map((tx) => tx.at);
+  const busiest = Math.max(...times.map((start) => times.filter((at) => at >= start && at < start + 6000).length));
+  assert.ok(busiest <= 75, `${busiest} messages accepted in 6 s`);
   assert.ok(
     provider.accepted.length - MESSAGES <= CONNECTIONS,
     `${provider.accepted.length - MESSAGES} sent twice: more than were in flight`,

@@ -16,6 +16,8 @@ import { runCli } from './helpers/cli.ts';
 import { createTransport } from '../src/delivery/transports/index.ts';
 import { startDelivery } from '../src/delivery/start-delivery.ts';
 import { compileShapingPolicy } from '../src/shaping/shaping-file.ts';
+import { createShaper, isHeld } from '../src/shaping/shaper.ts';
+import { classifyReply } from '../src/shaping/reply-classes.ts';
 import type { Worker } from '../src/queue/worker.ts';
 import type { Transport } from '../src/delivery/transport.ts';
 
@@ -140,6 +142,39 @@ test("organizations share a site: one's burst of 300 does not hold up another's 
     assert.ok(provider.maxConcurrent <= 2, `at most 2 connections at once, saw ${provider.maxConcurrent}`);
   } finally {
     await stop();
+  }
+});
+
+test('a hold that comes while a message waits for its turn stops it before it sends: not one more into a hold', async () => {
+  // The shaper alone, over the database, with a connection that only counts what it carries: 40 a
+  // minute (a turn every 1.53 s), connections kept. The first message goes; the second books the next
+  // turn and waits for it; meanwhile the first one's reply is Gmail's 421 4.7.28.
+  const shaper = createShaper({
+    db: t.db,
+    limitsFor: compileShapingPolicy({ site: { google: { connection_limit: 2, max_message_rate: '40/m' } } }).limitsFor,
+    log: silent,
+    idleMs: 10_000,
+  });
+  const carried: string[] = [];
+  const connect = async () => ({ usable: true, close: () => {} });
+  const request = (organizationId: string) => ({
+    site: 'google',
+    senderDomain: org.domain,
+    organizationId,
+    fresh: true,
+  });
+  try {
+    assert.equal(await shaper.run(request('first'), connect, async () => carried.push('first')), 1);
+    const second = shaper.run(request('second'), connect, async () => carried.push('second'));
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the second has booked its turn by now
+    const reply = { code: 421, text: '4.7.28 Our system has detected an unusual rate of unsolicited mail' };
+    const hold = await shaper.reply(request('first'), reply, classifyReply(reply.code, reply.text));
+    assert.equal(hold?.reason, 'site_paused');
+    const outcome = await second;
+    assert.ok(isHeld(outcome) && outcome.reason === 'site_paused', JSON.stringify(outcome));
+    assert.deepEqual(carried, ['first']);
+  } finally {
+    await shaper.close();
   }
 });
 

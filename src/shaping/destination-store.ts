@@ -244,25 +244,28 @@ export type TokenTake = { taken: boolean; waitMs: number };
  * Takes one from the site's bucket of messages (or of new connections), or books the next one due
  * within `aheadMs`: the bucket may run that far into debt, so that the messages waiting for a site's
  * pace each get their own turn, one after the other, instead of all asking again when one comes and one
- * of them winning. A site without such a rate is always `{ taken: true, waitMs: 0 }`.
+ * of them winning. A site without such a rate is always `{ taken: true, waitMs: 0 }`. `now` undefined:
+ * the database's clock, one clock for every process (a process whose clock ran ahead of the others' would
+ * otherwise be credited the difference); tests pass their own.
  */
 export async function takeToken(
   db: Queryable,
   key: SiteKey,
   bucket: keyof typeof BUCKETS,
-  now: Date,
+  now: Date | undefined,
   aheadMs = 0,
 ): Promise<TokenTake> {
   const { rate, tokens, at } = BUCKETS[bucket];
   const { rows } = await db.query<{ taken: boolean; available: number; rate: number | null }>(
     `WITH site AS (
        SELECT ${rate} AS rate,
-              LEAST(1, ${tokens} + GREATEST(0, extract(epoch FROM $3::timestamptz - ${at})) / 60.0 * ${rate} * ${PACE})
-                AS available
+              LEAST(1, ${tokens} + GREATEST(0, extract(epoch FROM coalesce($3::timestamptz, statement_timestamp()) - ${at}))
+                       / 60.0 * ${rate} * ${PACE}) AS available
          FROM destination_sites WHERE source = $1 AND site = $2 FOR UPDATE
      ),
      taken AS (
-       UPDATE destination_sites d SET ${tokens} = s.available - 1, ${at} = GREATEST(d.${at}, $3)
+       UPDATE destination_sites d
+          SET ${tokens} = s.available - 1, ${at} = GREATEST(d.${at}, coalesce($3::timestamptz, statement_timestamp()))
          FROM site s WHERE d.source = $1 AND d.site = $2 AND s.rate IS NOT NULL
           AND s.available >= 1 - $4 / 60000.0 * s.rate * ${PACE}
        RETURNING 1

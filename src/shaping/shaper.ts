@@ -217,6 +217,8 @@ export function createShaper(options: ShaperOptions): Shaper {
   /** Deliveries per site since the last flush: written with the slot renewal, not one write each. */
   const successes = new Map<string, number>();
   const now = options.now ?? (() => new Date());
+  /** The time rate buckets are counted in: the injected clock, else the database's (one for all processes). */
+  const bucketNow = () => (options.now ? now() : undefined);
   const source = options.source ?? 'default';
   const leaseMs = options.leaseMs ?? 15_000;
   const waitMs = options.waitMs ?? 5_000;
@@ -294,7 +296,7 @@ export function createShaper(options: ShaperOptions): Shaper {
       }
       const slot = await takeSlot(db, key, holder, leaseMs, now());
       if (slot !== undefined) {
-        const { taken, waitMs: connectionWait } = await takeToken(db, key, 'connection', now());
+        const { taken, waitMs: connectionWait } = await takeToken(db, key, 'connection', bucketNow());
         if (!taken) {
           await releaseSlot(db, key, slot, holder);
           // The site's pace of new connections: the message waits its turn quietly, as for its message rate.
@@ -367,7 +369,7 @@ export function createShaper(options: ShaperOptions): Shaper {
     try {
       await previous;
       for (;;) {
-        const turn = await takeToken(db, key, 'message', now(), maxInlineWaitMs);
+        const turn = await takeToken(db, key, 'message', bucketNow(), maxInlineWaitMs);
         if (turn.taken) {
           stepOut(); // the next in line may book the turn after this one
           if (turn.waitMs > 0) await new Promise((resolve) => setTimeout(resolve, turn.waitMs));
@@ -381,6 +383,21 @@ export function createShaper(options: ShaperOptions): Shaper {
     } finally {
       stepOut();
     }
+  }
+
+  /** The hold the message is in now (the site paused, or its sender held there), by the site as last read. */
+  async function holdNow(request: ShapeRequest, key: SiteKey, configured: ConfiguredLimits): Promise<Held | undefined> {
+    const read = readSite(key, configured);
+    const state = await read.state;
+    if (state.pausedUntil && state.pausedUntil > now()) {
+      const reason = state.pauseReason === 'throttled' ? 'throttled' : 'site_paused';
+      return held(state.pausedUntil, reason, state.pauseReply ?? `${request.site} is paused`);
+    }
+    const senderHeld = (await read.holds).get(request.senderDomain);
+    if (senderHeld && senderHeld.pausedUntil > now()) {
+      return held(senderHeld.pausedUntil, 'sender_paused', senderHeld.reply);
+    }
+    return undefined;
   }
 
   /** Applies the deliveries counted since the last flush to their sites' limits. */
@@ -479,16 +496,9 @@ export function createShaper(options: ShaperOptions): Shaper {
       const key = { source, site: request.site };
       const limits = options.limitsFor(request.site);
       const configured = configuredLimits(limits);
-      const read = readSite(key, configured);
-      const state = await read.state;
-      if (state.pausedUntil && state.pausedUntil > now()) {
-        const reason = state.pauseReason === 'throttled' ? 'throttled' : 'site_paused';
-        return held(state.pausedUntil, reason, state.pauseReply ?? `${request.site} is paused`);
-      }
-      const senderHeld = (await read.holds).get(request.senderDomain);
-      if (senderHeld && senderHeld.pausedUntil > now()) {
-        return held(senderHeld.pausedUntil, 'sender_paused', senderHeld.reply);
-      }
+      const state = await readSite(key, configured).state;
+      const onHold = await holdNow(request, key, configured);
+      if (onHold) return onHold;
       if (state.messageRate !== undefined) {
         const waited = await waitForTurn(request, key, state.messageRate);
         if (waited) return waited;
@@ -502,6 +512,16 @@ export function createShaper(options: ShaperOptions): Shaper {
         return { ...busy, quiet: true };
       }
       if ('held' in entry) return entry;
+      // A pause or hold that came while this message waited for its turn or its connection (another
+      // message's 421, the operator) stops it too: not one more message into a hold.
+      const heldMeanwhile = await holdNow(request, key, configured).catch((error: unknown) => {
+        giveBack(entry, limits);
+        throw error;
+      });
+      if (heldMeanwhile) {
+        giveBack(entry, limits);
+        return heldMeanwhile;
+      }
       const pool = poolOf(request.site);
       pool.served.set(request.organizationId, Date.now());
       try {

@@ -8,7 +8,8 @@ export type Script = (tx: { from: string; to: string }) => { code: number; messa
 
 export interface Provider {
   port: number;
-  accepted: Array<{ from: string; to: string }>;
+  /** Each message accepted: its envelope, and when (epoch ms). */
+  accepted: Array<{ from: string; to: string; at: number }>;
   /** Connections open at once, at most, since the last reset. */
   maxConcurrent: number;
   script: Script;
@@ -67,7 +68,8 @@ export async function startProvider(host: string, options: { dataDelayMs?: numbe
         // Slow enough that concurrent deliveries overlap, so a connection limit is really exercised.
         setTimeout(() => {
           const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
-          for (const rcpt of session.envelope.rcptTo) provider.accepted.push({ from, to: rcpt.address });
+          for (const rcpt of session.envelope.rcptTo)
+            provider.accepted.push({ from, to: rcpt.address, at: Date.now() });
           callback();
         }, options.dataDelayMs ?? 20);
       });
