@@ -143,7 +143,15 @@ async function claim(
   for (const queue of queues) {
     // A key with fewer due jobs than its share leaves slots over: they go to the other keys at once.
     for (let pass = 0; pass < 3 && jobs.length < limit; pass++) {
-      const claimed = await claimShared(db, queue, limit - jobs.length, leaseSeconds, cursors);
+      let claimed: Job[];
+      try {
+        claimed = await claimShared(db, queue, limit - jobs.length, leaseSeconds, cursors);
+      } catch (error) {
+        // Jobs claimed by an earlier statement are this worker's now: they run, whatever this one met
+        // (left unrun, they would wait for their lease to run out).
+        if (jobs.length === 0) throw error;
+        break;
+      }
       jobs.push(...claimed);
       if (claimed.length === 0) break;
     }
