@@ -5,9 +5,15 @@ import type { Database } from './platform/db/database.ts';
 import { createHttpApp } from './platform/http/http-app.ts';
 import type { App } from './platform/http/app-types.ts';
 import { loadSigner } from './platform/signing.ts';
-import { setDestinationStatsSource, setPoolStatsSource, setQueueStatsSource } from './platform/metrics.ts';
+import {
+  setDestinationStatsSource,
+  setPoolStatsSource,
+  setQueueStatsSource,
+  setWarmupStatsSource,
+} from './platform/metrics.ts';
 import { loadShapingFile } from './shaping/shaping-file.ts';
 import { destinationStats } from './shaping/destinations.ts';
+import { warmupStats } from './shaping/sources.ts';
 import type { ReadinessCheck } from './platform/http/health-routes.ts';
 import { QUEUES, queueStats } from './queue/jobs.ts';
 import { installAuthentication } from './tenancy/authentication.ts';
@@ -88,6 +94,7 @@ export async function buildOpsApp({ db, config, logger = true, runsWorkers = fal
   // Read once here, not at every scrape.
   const shaping = loadShapingFile(config.shapingFile);
   setDestinationStatsSource(() => destinationStats(db, shaping));
+  setWarmupStatsSource(() => warmupStats(db, shaping.egress));
   const readinessChecks = runsWorkers ? [queueLagCheck(db, config.readyMaxQueueLagSeconds)] : [];
   return createHttpApp({ db, config, signer: await loadSigner(db), logger, readinessChecks });
 }

@@ -272,6 +272,8 @@ export const ROUTES: Row[] = [
   { method: 'GET', url: '/organization', access: 'full', ok: 200 },
   { method: 'PATCH', url: '/organization', access: 'full', ok: 200, body: () => ({ open_tracking: true }) },
   { method: 'GET', url: '/destinations', access: 'full', ok: 200 },
+  { method: 'GET', url: '/sources', access: 'full', ok: 200 },
+  { method: 'GET', url: '/pools', access: 'full', ok: 200 },
   { method: 'GET', url: '/suppressions', access: 'full', ok: 200 },
   {
     method: 'POST',

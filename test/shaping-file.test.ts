@@ -204,7 +204,11 @@ function errorOf(path: string): ShapingFileError {
 
 test('every check names the key at fault, after the file', () => {
   const cases: [content: string, keyPath: string, problem: RegExp][] = [
-    ['[defaults]\nconnection_limit = 1', 'defaults', /unknown key \(expected one of default, site, rule, holds\)/],
+    [
+      '[defaults]\nconnection_limit = 1',
+      'defaults',
+      /unknown key \(expected one of default, site, rule, holds, source, pool, routing, warmup\)/,
+    ],
     ['[default]\nconnection_limit = 0', 'default.connection_limit', /expected a whole number ≥ 1, got 0$/],
     ['[site.google]\nconnection_limit = "5"', 'site.google.connection_limit', /expected a whole number ≥ 1, got "5"/],
     ['[site.google]\nconnection_limit = 1979-05-27', 'site.google.connection_limit', /got a date/],
@@ -328,4 +332,134 @@ test('every TOML and JSON example in docs/shaping.md is a valid shaping file', (
   const examples = [...doc.matchAll(/^```(toml|json)\n([\s\S]*?)^```$/gm)];
   assert.deepEqual(new Set(examples.map((match) => match[1])), new Set(['toml', 'json']));
   for (const [, language, example] of examples) loadShapingFile(file(example!, `.${language!}`));
+});
+
+// Egress: sources, pools and routing.
+const ORG = '0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9';
+const EGRESS = `
+[source.mta1]
+address = "192.0.2.10"
+ehlo = "MTA1.example.com."
+
+[source.mta2]
+address = "2001:db8::2"
+ehlo = "mta2.example.com"
+warmup = true
+
+[source.esp]
+relay = "smtp://user:secret@smtp.esp.example:2525"
+max_message_rate = "14/s"
+
+[pool.shared]
+sources = ["mta1", "mta2"]
+overflow = "esp"
+[pool.shared.sites]
+microsoft = "relayed"
+
+[pool.relayed]
+sources = ["esp"]
+
+[pool.dedicated]
+sources = ["mta2"]
+
+[routing]
+default_pool = "shared"
+[routing.organizations]
+"${ORG}" = "dedicated"
+[routing.domains]
+"News.Example.com" = "relayed"
+
+[warmup]
+schedule = [50, 100, 400]
+[warmup.sites]
+google = [20, 40]
+`;
+
+test('sources, pools and routing: the pool of a message by sending domain, organization, default, then site', () => {
+  const { egress, limitsFor } = loadShapingFile(file(EGRESS));
+  assert.equal(egress.declared, true);
+  assert.deepEqual(egress.sources.get('mta1'), {
+    kind: 'address',
+    name: 'mta1',
+    address: '192.0.2.10',
+    ehlo: 'mta1.example.com',
+    warmup: false,
+  });
+  assert.equal(egress.sources.get('mta2')?.warmup, true);
+  const esp = egress.sources.get('esp');
+  assert.ok(esp?.kind === 'relay');
+  assert.deepEqual(
+    [esp.host, esp.port, esp.secure, esp.auth],
+    ['smtp.esp.example', 2525, false, { user: 'user', pass: 'secret' }],
+  );
+  // A relay source's own limits apply over [site.relay] for that source only.
+  assert.deepEqual(limitsFor('relay', 'esp').maxMessageRate, { count: 14, perMs: 1000 });
+  assert.equal(limitsFor('relay').maxMessageRate, undefined);
+
+  const pool = (organizationId: string, senderDomain: string, site: string) =>
+    egress.poolFor({ organizationId, senderDomain, site }).name;
+  const stranger = '11111111-2222-4333-8444-555555555555';
+  assert.equal(pool(stranger, 'mail.example.com', 'google'), 'shared');
+  assert.equal(pool(ORG.toUpperCase(), 'mail.example.com', 'google'), 'dedicated');
+  // The sending domain's pool wins over the organization's.
+  assert.equal(pool(ORG, 'news.example.com', 'google'), 'relayed');
+  // The shared pool sends Microsoft through the relay; the dedicated pool has no such route.
+  assert.equal(pool(stranger, 'mail.example.com', 'microsoft'), 'relayed');
+  assert.equal(pool(ORG, 'mail.example.com', 'microsoft'), 'dedicated');
+  assert.equal(egress.pools.get('shared')?.overflow, 'esp');
+
+  assert.deepEqual(egress.stagesFor('google'), [20, 40]);
+  assert.deepEqual(egress.stagesFor('yahoo'), [50, 100, 400]);
+});
+
+test('without sources there is one, default, in one pool; the built-in warm-up schedule starts at 200 a day', () => {
+  const { egress } = loadShapingFile(undefined);
+  assert.equal(egress.declared, false);
+  assert.deepEqual([...egress.sources.keys()], ['default']);
+  assert.equal(egress.poolFor({ organizationId: ORG, senderDomain: 'a.example', site: 'google' }).name, 'default');
+  assert.equal(egress.stagesFor('google')[0], 200);
+  assert.equal(egress.stagesFor('google').at(-1), 10_000_000);
+  // Sources alone: one pool, default, with every source.
+  const alone = loadShapingFile(file('[source.a]\naddress = "192.0.2.1"\n[source.b]\naddress = "192.0.2.2"')).egress;
+  assert.deepEqual(alone.pools.get('default')?.sources, ['a', 'b']);
+});
+
+test('every egress mistake names the key at fault', () => {
+  const source = '[source.a]\naddress = "192.0.2.1"\n';
+  const cases: [content: string, keyPath: string, problem: RegExp][] = [
+    ['[source.A]\naddress = "192.0.2.1"', 'source.A', /lower case letters/],
+    ['[source.a]\nehlo = "mta.example.com"', 'source.a', /either `address`.*or `relay`/],
+    ['[source.a]\naddress = "192.0.2.1"\nrelay = "smtp://x.example"', 'source.a', /either/],
+    ['[source.a]\naddress = "mta.example.com"', 'source.a.address', /IPv4 or IPv6 address/],
+    ['[source.a]\naddress = "192.0.2.1"\nehlo = "localhost"', 'source.a.ehlo', /fully qualified host name/],
+    ['[source.a]\naddress = "192.0.2.1"\nwarmup = "yes"', 'source.a.warmup', /true or false/],
+    ['[source.a]\naddress = "192.0.2.1"\nconnection_limit = 2', 'source.a.connection_limit', /unknown key/],
+    ['[source.a]\nrelay = "http://x.example"', 'source.a.relay', /smtp:\/\/ or smtps:\/\//],
+    ['[source.a]\nrelay = "smtp://x.example"\nwarmup = true', 'source.a.warmup', /unknown key/],
+    ['[pool.p]\nsources = ["a"]', 'pool', /declare \[source/],
+    ['[routing]\ndefault_pool = "p"', 'routing', /declare \[source/],
+    [`${source}[pool.p]\nsources = []`, 'pool.p.sources', /non-empty array/],
+    [`${source}[pool.p]\nsources = ["b"]`, 'pool.p.sources[0]', /no source "b" \(sources: a\)/],
+    [`${source}[pool.p]\nsources = ["a", "a"]`, 'pool.p.sources', /listed twice/],
+    [`${source}[pool.p]\nsources = ["a"]\noverflow = "z"`, 'pool.p.overflow', /no source "z"/],
+    [`${source}[pool.p]\nsources = ["a"]\nsites = { google = "q" }`, 'pool.p.sites.google', /no pool "q"/],
+    [
+      `${source}[source.w]\naddress = "192.0.2.9"\nwarmup = true\n[pool.p]\nsources = ["a"]\noverflow = "w"`,
+      'pool.p.overflow',
+      /warming up itself/,
+    ],
+    [`${source}[pool.p]\nsources = ["a"]\n[pool.q]\nsources = ["a"]`, 'routing.default_pool', /required/],
+    [`${source}[routing]\ndefault_pool = "nope"`, 'routing.default_pool', /no pool "nope" \(pools: default\)/],
+    [`${source}[routing.organizations]\nacme = "default"`, 'routing.organizations.acme', /organization id/],
+    [`${source}[routing.domains]\n"not a domain" = "default"`, 'routing.domains."not a domain"', /sending domain/],
+    [`${source}[routing]\npools = 1`, 'routing.pools', /unknown key/],
+    ['[warmup]\nschedule = []', 'warmup.schedule', /non-empty array of daily volumes/],
+    ['[warmup]\nschedule = [200, 100]', 'warmup.schedule[1]', /at least as much/],
+    ['[warmup.sites]\ngoogle = [0]', 'warmup.sites.google[0]', /≥ 1/],
+  ];
+  for (const [content, keyPath, problem] of cases) {
+    const error = errorOf(file(content));
+    assert.equal(error.keyPath, keyPath, content);
+    assert.match(error.problem, problem, content);
+  }
 });

@@ -8,7 +8,8 @@ import { openDatabase } from '../platform/db/open.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { runServer, type Role } from '../server.ts';
 import { StartupError } from '../platform/listen-error.ts';
-import { loadShapingFile, ShapingFileError } from '../shaping/shaping-file.ts';
+import { loadShapingFile, ShapingFileError, type ShapingPolicy } from '../shaping/shaping-file.ts';
+import { listPools, listSources } from '../shaping/sources.ts';
 import { listDestinations, pauseSite, resumeSite } from '../shaping/destinations.ts';
 import { parseDuration } from '../shaping/limits.ts';
 import { normalizeSiteId } from '../shaping/sites.ts';
@@ -269,7 +270,7 @@ const COMMANDS: Record<string, Command> = {
 
   'destinations pause': {
     usage: 'destinations pause SITE [--for 30m] [--source S]',
-    options: { for: { type: 'string', default: '1h' }, source: { type: 'string', default: 'default' } },
+    options: { for: { type: 'string', default: '1h' }, source: { type: 'string' } },
     positionals: 1,
     async run({ config, values, positionals }) {
       const forMs = parseDuration(text(values, 'for'));
@@ -277,22 +278,53 @@ const COMMANDS: Record<string, Command> = {
       const policy = loadShapingFile(config.shapingFile);
       const now = new Date();
       const until = new Date(now.getTime() + forMs);
-      const key = { source: text(values, 'source'), site: normalizeSiteId(positionals[0]!) };
-      await withDatabase(config, (db) => pauseSite(db, policy, key, until, now, 'paused by the operator'));
-      const json = { site: key.site, source: key.source, paused_until: until.toISOString() };
-      return { json, text: `${key.site} paused until ${json.paused_until}` };
+      const site = normalizeSiteId(positionals[0]!);
+      const sources = sourcesAt(policy, site, values.source as string | undefined);
+      await withDatabase(config, async (db) => {
+        for (const source of sources)
+          await pauseSite(db, policy, { source, site }, until, now, 'paused by the operator');
+      });
+      const json = { site, sources, paused_until: until.toISOString() };
+      return { json, text: `${site} paused until ${json.paused_until} (${sources.join(', ')})` };
     },
   },
 
   'destinations resume': {
     usage: 'destinations resume SITE [--source S]',
-    options: { source: { type: 'string', default: 'default' } },
+    options: { source: { type: 'string' } },
     positionals: 1,
     async run({ config, values, positionals }) {
       const policy = loadShapingFile(config.shapingFile);
-      const key = { source: text(values, 'source'), site: normalizeSiteId(positionals[0]!) };
-      await withDatabase(config, (db) => resumeSite(db, policy, key, new Date()));
-      return { json: { site: key.site, source: key.source, paused_until: null }, text: `${key.site} resumed` };
+      const site = normalizeSiteId(positionals[0]!);
+      const sources = sourcesAt(policy, site, values.source as string | undefined);
+      await withDatabase(config, async (db) => {
+        for (const source of sources) await resumeSite(db, policy, { source, site }, new Date());
+      });
+      return { json: { site, sources, paused_until: null }, text: `${site} resumed (${sources.join(', ')})` };
+    },
+  },
+
+  'sources list': {
+    usage: 'sources list',
+    options: {},
+    async run({ config }) {
+      const { egress } = loadShapingFile(config.shapingFile);
+      const data = await withDatabase(config, (db) => listSources(db, egress, new Date()));
+      return {
+        json: { data, pools: listPools(egress) },
+        text: listing(data, (source) => {
+          const where = source.kind === 'relay' ? `relay ${source.relay}` : (source.address ?? 'the host address');
+          const warmup = source.warmup.map((w) =>
+            w.warm
+              ? `${w.site} warm`
+              : `${w.site} stage ${w.stage}/${w.stages}: ${w.sent_today} of ${w.allowance_today} today`,
+          );
+          return [
+            `${source.name}  ${where}  pools: ${source.pools.join(', ')}`,
+            ...warmup.map((line) => `  ${line}`),
+          ].join('\n');
+        }),
+      };
     },
   },
 
@@ -384,4 +416,17 @@ export async function main(argv: string[]): Promise<number> {
     }
     return fail({ name: 'error', message: (error as Error).stack ?? String(error) });
   }
+}
+
+/** The sources a pause of `site` applies to: the one named, or every source whose connections meet the site. */
+function sourcesAt(policy: ShapingPolicy, site: string, named: string | undefined): string[] {
+  const { sources } = policy.egress;
+  if (named !== undefined) {
+    if (!sources.has(named)) throw new UsageError(`no source ${named} (sources: ${[...sources.keys()].join(', ')})`);
+    return [named];
+  }
+  // A relay source's connections all count against the site `relay`; an address source's against the site itself.
+  return [...sources.values()]
+    .filter((source) => (source.kind === 'relay') === (site === 'relay') || !policy.egress.declared)
+    .map((source) => source.name);
 }

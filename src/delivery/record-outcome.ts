@@ -188,7 +188,12 @@ export function decideOutcome(
   schedule: number[],
   suppressBadMailbox: boolean,
 ): { row: OutcomeRow; outcome: RecipientOutcome; retryAt?: Date } {
-  const smtp = { smtp_code: result.smtpCode ?? null, response: cappedText(result.response, 1000) };
+  // Which egress source it went through (when the shaping file declares sources), and whether as its
+  // pool's overflow (the warming sources had sent today's allowance).
+  const egress = result.egress
+    ? { source: result.egress.source, ...(result.egress.overflow ? { overflow: true } : {}) }
+    : {};
+  const smtp = { smtp_code: result.smtpCode ?? null, response: cappedText(result.response, 1000), ...egress };
   const entry = { emailId: email.id, organizationId: email.organization_id, recipient: result.address };
   const row = (
     status: RecipientStatus,

@@ -57,7 +57,17 @@ export interface RecipientResult {
    * With `held`: until when, why, and at which destination site; `announced` when the recipient already
    * waits in a hold for the same reason (its delivery_delayed entry is written once per hold).
    */
-  hold?: { until: Date; reason: 'throttled' | 'site_paused' | 'sender_paused'; site: string; announced?: boolean };
+  hold?: {
+    until: Date;
+    reason: 'throttled' | 'site_paused' | 'sender_paused' | 'warming_up';
+    site: string;
+    announced?: boolean;
+  };
+  /**
+   * The egress source it went through, when the shaping file declares sources; `overflow` when it went
+   * to its pool's overflow because the pool's warming sources had sent today's allowance.
+   */
+  egress?: { source: string; overflow?: boolean };
 }
 
 export interface Transport {

@@ -216,6 +216,65 @@ destinationGauge('mailroom_destination_paused', 'Destination sites paused now (a
   s.paused ? 1 : 0,
 );
 
+/** One warming source at one site as the warm-up gauges show it (`site` a bounded label). */
+export interface WarmupStats {
+  source: string;
+  site: string;
+  /** 1-based; the number of stages + 1 once warm. */
+  stage: number;
+  /** The day's allowance; undefined once warm. */
+  allowance: number | undefined;
+  sentToday: number;
+}
+
+let warmupSource: (() => Promise<WarmupStats[]>) | undefined;
+
+export function setWarmupStatsSource(source: () => Promise<WarmupStats[]>): void {
+  warmupSource = () => source().catch(() => []);
+}
+
+/** Sites that share a label (`other`) show their lowest stage and their summed allowance and sends. */
+function warmupGauge(name: string, help: string, value: (stats: WarmupStats) => number | undefined, sum: boolean) {
+  new Gauge({
+    name,
+    help,
+    labelNames: ['source', 'site'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const values = new Map<string, { source: string; site: string; value: number }>();
+      for (const stats of (await warmupSource?.()) ?? []) {
+        const v = value(stats);
+        if (v === undefined) continue;
+        const key = `${stats.source} ${stats.site}`;
+        const before = values.get(key);
+        const merged = before === undefined ? v : sum ? before.value + v : Math.min(before.value, v);
+        values.set(key, { source: stats.source, site: stats.site, value: merged });
+      }
+      for (const { source, site, value: v } of values.values()) this.set({ source, site }, v);
+    },
+  });
+}
+
+warmupGauge(
+  'mailroom_warmup_stage',
+  'Warm-up stage of a source at a site (1-based; past the last once warm)',
+  (s) => s.stage,
+  false,
+);
+warmupGauge(
+  'mailroom_warmup_allowance',
+  "Today's warm-up allowance of a source at a site (absent once warm)",
+  (s) => s.allowance,
+  true,
+);
+warmupGauge(
+  'mailroom_warmup_sent_today',
+  'Messages a warming source sent to a site today (UTC)',
+  (s) => s.sentToday,
+  true,
+);
+
 export const destinationThrottles = new Counter({
   name: 'mailroom_destination_throttle_replies_total',
   help: 'Replies that throttled or held a destination site (or a sender at it), by site and reply class',

@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import ipaddr from 'ipaddr.js';
 
 // Which addresses Mailroom may connect to on behalf of an organization (a webhook endpoint, a recipient
@@ -149,4 +150,23 @@ export function isForbiddenAddress(address: string, allowCidrs: readonly string[
 export function isLocalhostName(hostname: string): boolean {
   const name = hostname.toLowerCase().replace(/\.+$/, '');
   return name === 'localhost' || name.endsWith('.localhost');
+}
+
+/**
+ * Whether a connection can be bound to `address` on this host: one of its interfaces' addresses, or
+ * within a loopback interface's network (Linux answers for all of 127.0.0.0/8 on `lo`).
+ */
+export function isLocalAddress(address: string, interfaces = networkInterfaces()): boolean {
+  if (!ipaddr.isValid(address)) return false;
+  const wanted = ipaddr.process(address);
+  for (const entries of Object.values(interfaces)) {
+    for (const entry of entries ?? []) {
+      if (!ipaddr.isValid(entry.address)) continue;
+      const own = ipaddr.process(entry.address);
+      if (own.kind() !== wanted.kind()) continue;
+      if (own.toNormalizedString() === wanted.toNormalizedString()) return true;
+      if (entry.internal && entry.cidr && wanted.match(ipaddr.parseCIDR(entry.cidr) as [Address, number])) return true;
+    }
+  }
+  return false;
 }

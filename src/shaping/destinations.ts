@@ -77,7 +77,7 @@ export async function listDestinations(
     [now, organizationId ?? null],
   );
   return rows.map((row) => {
-    const limits = policy.limitsFor(row.site);
+    const limits = policy.limitsFor(row.site, row.source);
     const configured = configuredLimits(limits);
     const paused = row.paused_until !== null && row.paused_until > now;
     return {
@@ -141,11 +141,17 @@ export async function resumeSite(db: Database, policy: ShapingPolicy, key: SiteK
 
 /** The sites as the Prometheus gauges show them. */
 export async function destinationStats(db: Queryable, policy: ShapingPolicy): Promise<DestinationStats[]> {
-  return (await listDestinations(db, policy, new Date())).map((d) => ({
-    site: siteLabel(d.site),
-    connections: d.connections,
-    connectionLimit: d.limits.connection_limit,
-    queued: d.queued,
-    paused: d.paused_until !== null,
-  }));
+  // A site's waiting recipients are the site's, whichever source takes them: counted once.
+  const counted = new Set<string>();
+  return (await listDestinations(db, policy, new Date())).map((d) => {
+    const first = !counted.has(d.site);
+    counted.add(d.site);
+    return {
+      site: siteLabel(d.site),
+      connections: d.connections,
+      connectionLimit: d.limits.connection_limit,
+      queued: first ? d.queued : 0,
+      paused: d.paused_until !== null,
+    };
+  });
 }

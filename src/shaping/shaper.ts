@@ -22,14 +22,20 @@ import type { ClassifiedReply } from './reply-classes.ts';
 import type { ShapingRule } from './shaping-file.ts';
 import { destinationThrottles } from '../platform/metrics.ts';
 import { siteLabel } from './sites.ts';
+import { DEFAULT_SOURCE } from './egress.ts';
+import { giveBackWarmupTurn, recordWarmupReply, takeWarmupTurn, type WarmupReply } from './warmup.ts';
 
 // One process's side of traffic shaping: the SMTP connections it has open to each destination site,
 // reused message after message (up to the site's deliveries per connection), each holding one of the
 // site's numbered connection slots in the database so that the limit holds across processes. Before a
 // message goes out, the site's holds and rate buckets are consulted; a message that cannot go now is
 // *held* (it waits without spending a retry attempt) rather than sent into a throttle.
+//
+// Everything is kept per egress source and site: a message may go through any source of its pool
+// (`targets`), each with its own connections, rates, holds and warm-up at the site; the sources take
+// turns, and one that is paused or out of today's warm-up allowance is passed over.
 
-export type HoldReason = 'throttled' | 'site_paused' | 'sender_paused';
+export type HoldReason = 'throttled' | 'site_paused' | 'sender_paused' | 'warming_up';
 
 /** The message is not sent now: it waits until `until`, for `reason`. */
 export interface Held {
@@ -51,8 +57,28 @@ export interface ShapedConnection {
   readonly usable: boolean;
 }
 
-export interface ShapeRequest {
+/** One way a message can go: a source, and the site its connections count against from that source. */
+export interface ShapeTarget {
+  source: string;
+  /** The destination site, or `relay` for a relay source. */
   site: string;
+  /** The warm-up stages (daily volumes) while the source is warming up; undefined: a warm source. */
+  warmup?: readonly number[];
+  /** The pool's overflow: used only for mail over its warming sources' allowance. */
+  overflow?: boolean;
+}
+
+export interface ShapeRequest {
+  /** The destination site (of the recipient domain), or `relay`; with `source`, the key that a reply counts against. */
+  site: string;
+  /** The source the message went through (replies); default: `default`. */
+  source?: string;
+  /** The ways the message may go, in the order they take turns; default: `source` at `site`. */
+  targets?: readonly ShapeTarget[];
+  /** The warm-up stages of `source` at `site` while it is warming up (replies count towards its days). */
+  warmup?: readonly number[];
+  /** Recipients in the transaction: what a warm-up turn counts (default 1). */
+  recipients?: number;
   /** The sending domain (a sender hold at this site keeps its mail back). */
   senderDomain: string;
   organizationId: string;
@@ -62,14 +88,14 @@ export interface ShapeRequest {
 
 export interface ShaperOptions {
   db: Database;
-  limitsFor(site: string): SiteLimits;
+  /** A site's limits (from `source`: a relay source's own limits apply over the site's). */
+  limitsFor(site: string, source?: string): SiteLimits;
   /** Hold durations by key (the shaping file's `[holds]`). */
   holds?: HoldDurations;
   /** The shaping file's `[[rule]]`s: a reply whose text matches the first one pauses or lowers as it says. */
   rules?: readonly ShapingRule[];
   log: Pick<Logger, 'warn'>;
   now?: () => Date;
-  source?: string;
   /** How long a connection slot is leased; renewed every third of it while the connection is open. */
   leaseMs?: number;
   /** How long a message waits in this process for a connection of a busy site before it is held. */
@@ -95,8 +121,8 @@ export interface Shaper {
    */
   run<C extends ShapedConnection, T>(
     request: ShapeRequest,
-    connect: () => Promise<C>,
-    use: (connection: C) => Promise<T>,
+    connect: (target: ShapeTarget) => Promise<C>,
+    use: (connection: C, target: ShapeTarget) => Promise<T>,
   ): Promise<T | Held>;
   /**
    * What a site answered (classified): a delivery counts towards winning limits back; a throttle lowers
@@ -108,7 +134,7 @@ export interface Shaper {
     reply: { code: number | undefined; text: string },
     cls: ClassifiedReply,
   ): Promise<Held | undefined>;
-  /** Connections open now, per site (for metrics). */
+  /** Connections open now, per source and site (`source/site`, for metrics). */
   openConnections(): Map<string, number>;
   close(): Promise<void>;
 }
@@ -180,6 +206,17 @@ function cappedLimits(limits: SiteLimits, state: SiteState, now: Date): SiteLimi
   };
 }
 
+/** The key of a source's site in this process's maps. */
+const idOf = (key: SiteKey) => `${key.source}/${key.site}`;
+
+/** What a reply counts as in a warming source's day: a block steps its stage back. */
+function warmupKind(cls: ClassifiedReply): WarmupReply | undefined {
+  if (cls.class === 'delivered') return 'delivered';
+  if (cls.class === 'policy_block' || cls.hold?.scope === 'site') return 'blocked';
+  if (cls.class === 'throttled' || cls.class === 'too_many_connections' || cls.class === 'deferred') return 'deferred';
+  return undefined;
+}
+
 /**
  * How long a process goes by what it last read of a site (its state, its sender holds) before reading
  * again: a pause or a hold set by another process (or the operator) reaches it within this, and a busy
@@ -196,7 +233,7 @@ export function createShaper(options: ShaperOptions): Shaper {
   >();
   /** The site's state and sender holds as last read (within SITE_READ_MS), or read now. */
   const readSite = (key: SiteKey, configured: ConfiguredLimits) => {
-    const cached = siteReads.get(key.site);
+    const cached = siteReads.get(idOf(key));
     if (cached && Date.now() - cached.at < SITE_READ_MS) return cached;
     const read = {
       at: Date.now(),
@@ -204,22 +241,21 @@ export function createShaper(options: ShaperOptions): Shaper {
       holds: senderHoldsAt(db, key.site, now()),
     };
     // A failed read is not kept: the next message reads again.
-    Promise.all([read.state, read.holds]).catch(() => siteReads.delete(key.site));
-    siteReads.set(key.site, read);
+    Promise.all([read.state, read.holds]).catch(() => siteReads.delete(idOf(key)));
+    siteReads.set(idOf(key), read);
     return read;
   };
   /** What this process changed it knows at once. */
-  const remember = (site: string, state: SiteState) => {
-    const cached = siteReads.get(site);
+  const remember = (key: SiteKey, state: SiteState) => {
+    const cached = siteReads.get(idOf(key));
     if (cached) cached.state = Promise.resolve(state);
   };
   const holds = options.holds ?? DEFAULT_HOLDS;
   /** Deliveries per site since the last flush: written with the slot renewal, not one write each. */
-  const successes = new Map<string, number>();
+  const successes = new Map<string, { key: SiteKey; count: number }>();
   const now = options.now ?? (() => new Date());
   /** The time rate buckets are counted in: the injected clock, else the database's (one for all processes). */
   const bucketNow = () => (options.now ? now() : undefined);
-  const source = options.source ?? 'default';
   const leaseMs = options.leaseMs ?? 15_000;
   const waitMs = options.waitMs ?? 5_000;
   const maxInlineWaitMs = options.maxInlineWaitMs ?? 2_000;
@@ -230,17 +266,19 @@ export function createShaper(options: ShaperOptions): Shaper {
   const paceLines = new Map<string, { waiting: number; tail: Promise<void> }>();
   let closed = false;
 
-  const poolOf = (site: string): SitePool => {
-    let pool = pools.get(site);
-    if (!pool) pools.set(site, (pool = { idle: [], open: 0, waiters: [], served: new Map() }));
+  const poolOf = (key: SiteKey): SitePool => {
+    let pool = pools.get(idOf(key));
+    if (!pool) pools.set(idOf(key), (pool = { idle: [], open: 0, waiters: [], served: new Map() }));
     return pool;
   };
+  /** Per set of targets, the next to take its turn first. */
+  const turns = new Map<string, number>();
   const held = (until: Date, reason: HoldReason, reply: string): Held => ({ held: true, until, reason, reply });
 
   /** Closes a connection and gives its slot back. */
   const retire = (entry: Entry) => {
     clearTimeout(entry.idleTimer);
-    poolOf(entry.key.site).open -= 1;
+    poolOf(entry.key).open -= 1;
     entry.connection.close();
     releaseSlot(db, entry.key, entry.slot, holder).catch((error: unknown) =>
       options.log.warn(
@@ -252,7 +290,7 @@ export function createShaper(options: ShaperOptions): Shaper {
 
   /** A connection done with a message: to a waiting message (fresh first, then the least-served organization), idle, or closed. */
   const giveBack = (entry: Entry, limits: SiteLimits) => {
-    const pool = poolOf(entry.key.site);
+    const pool = poolOf(entry.key);
     if (closed || !entry.connection.usable || entry.deliveries >= limits.maxDeliveriesPerConnection) {
       retire(entry);
       // The slot is free: a waiter may open its own.
@@ -286,7 +324,7 @@ export function createShaper(options: ShaperOptions): Shaper {
     key: SiteKey,
     connect: () => Promise<C>,
   ): Promise<Entry | Held | undefined> {
-    const pool = poolOf(request.site);
+    const pool = poolOf(key);
     const deadline = Date.now() + waitMs;
     for (;;) {
       const idle = pool.idle.pop();
@@ -346,10 +384,10 @@ export function createShaper(options: ShaperOptions): Shaper {
    * (quietly: it is the site's pace, not a throttle), so a slow site does not take every worker slot.
    */
   async function waitForTurn(request: ShapeRequest, key: SiteKey, messageRate: number): Promise<Held | undefined> {
-    let line = paceLines.get(request.site);
-    if (!line) paceLines.set(request.site, (line = { waiting: 0, tail: Promise.resolve() }));
+    let line = paceLines.get(idOf(key));
+    if (!line) paceLines.set(idOf(key), (line = { waiting: 0, tail: Promise.resolve() }));
     const turnMs = 60_000 / messageRate;
-    const rule = `at most ${Math.round(messageRate)} messages a minute to ${request.site}`;
+    const rule = `at most ${Math.round(messageRate)} messages a minute to ${key.site}`;
     const behind = line.waiting * turnMs;
     if (behind > maxInlineWaitMs) {
       const until = new Date(now().getTime() + behind + Math.random() * turnMs);
@@ -391,7 +429,7 @@ export function createShaper(options: ShaperOptions): Shaper {
     const state = await read.state;
     if (state.pausedUntil && state.pausedUntil > now()) {
       const reason = state.pauseReason === 'throttled' ? 'throttled' : 'site_paused';
-      return held(state.pausedUntil, reason, state.pauseReply ?? `${request.site} is paused`);
+      return held(state.pausedUntil, reason, state.pauseReply ?? `${key.site} is paused`);
     }
     const senderHeld = (await read.holds).get(request.senderDomain);
     if (senderHeld && senderHeld.pausedUntil > now()) {
@@ -402,22 +440,23 @@ export function createShaper(options: ShaperOptions): Shaper {
 
   /** Applies the deliveries counted since the last flush to their sites' limits. */
   const flushSuccesses = async () => {
-    for (const [site, count] of [...successes]) {
-      successes.delete(site);
-      const limits = options.limitsFor(site);
-      const flushed = await updateSite(db, { source, site }, configuredLimits(limits), now(), (state) => {
+    for (const [id, { key, count }] of [...successes]) {
+      successes.delete(id);
+      const limits = options.limitsFor(key.site, key.source);
+      const flushed = await updateSite(db, key, configuredLimits(limits), now(), (state) => {
         let adaptive = adaptiveOf(state);
         const ceiling = cappedLimits(limits, state, now());
         for (let i = 0; i < count; i++) adaptive = onSuccess(adaptive, ceiling, now());
         return storedOf(state, adaptive);
       });
-      remember(site, flushed);
+      remember(key, flushed);
     }
   };
 
   /** A shaping-file rule matched the reply: it pauses the site (or the sender there), or lowers the limits. */
   async function applyRule(
     request: ShapeRequest,
+    key: SiteKey,
     rule: ShapingRule,
     reply: { code: number | undefined; text: string },
   ): Promise<Held | undefined> {
@@ -428,13 +467,13 @@ export function createShaper(options: ShaperOptions): Shaper {
     });
     if (rule.action === 'pause' && rule.scope === 'sender') {
       await holdSender(db, request.site, request.senderDomain, until, reply.text);
-      siteReads.delete(request.site);
+      siteReads.delete(idOf(key));
       return held(until, 'sender_paused', reply.text);
     }
-    const limits = options.limitsFor(request.site);
+    const limits = options.limitsFor(key.site, key.source);
     const after = await updateSite(
       db,
-      { source, site: request.site },
+      key,
       configuredLimits(limits),
       now(),
       (state) => {
@@ -458,7 +497,7 @@ export function createShaper(options: ShaperOptions): Shaper {
       },
       { code: reply.code, text: reply.text, throttle: true },
     );
-    remember(request.site, after);
+    remember(key, after);
     if (rule.action === 'pause') return held(after.pausedUntil!, 'site_paused', reply.text);
     // Lowered: a temporary refusal waits a moment for the slower pace instead of spending an attempt.
     if (reply.code !== undefined && reply.code >= 500) return undefined;
@@ -475,7 +514,7 @@ export function createShaper(options: ShaperOptions): Shaper {
         // A slot above the site's limit in force (back-off lowered it): its connection closes when idle.
         for (const slot of slots) {
           if (slot.slot <= slot.connectionLimit) continue;
-          const pool = poolOf(slot.site);
+          const pool = poolOf(slot);
           const idle = pool.idle.find((entry) => entry.slot === slot.slot);
           if (idle) {
             pool.idle.splice(pool.idle.indexOf(idle), 1);
@@ -487,31 +526,91 @@ export function createShaper(options: ShaperOptions): Shaper {
   }, leaseMs / 3);
   renewal.unref();
 
+  /**
+   * Where the message goes now: the first of its targets, in turn, that is not on hold and has warm-up
+   * allowance left (its turn taken); the pool's overflow when every warming one is out of allowance; or
+   * the hold it waits in (the one that ends first).
+   */
+  async function chooseTarget(
+    request: ShapeRequest,
+  ): Promise<{ target: ShapeTarget; key: SiteKey; warmupTaken: boolean } | Held> {
+    const targets = request.targets ?? [{ source: request.source ?? DEFAULT_SOURCE, site: request.site }];
+    const regular = targets.filter((target) => !target.overflow);
+    const overflow = targets.find((target) => target.overflow);
+    const turnKey = targets.map((target) => idOf(target)).join(' ');
+    const first = turns.get(turnKey) ?? 0;
+    turns.set(turnKey, (first + 1) % Math.max(1, regular.length));
+    let soonest: Held | undefined;
+    let overAllowance = false;
+    const keep = (hold: Held) => {
+      if (!soonest || hold.until < soonest.until) soonest = hold;
+    };
+    for (let i = 0; i < regular.length; i++) {
+      const target = regular[(first + i) % regular.length]!;
+      const key = { source: target.source, site: target.site };
+      const configured = configuredLimits(options.limitsFor(key.site, key.source));
+      await readSite(key, configured).state;
+      const onHold = await holdNow(request, key, configured);
+      if (onHold) {
+        keep(onHold);
+        continue;
+      }
+      if (target.warmup) {
+        const turn = await takeWarmupTurn(db, key, target.warmup, request.recipients ?? 1, now());
+        if (!turn.taken) {
+          overAllowance = true;
+          const reply = `${target.source} is warming up at ${target.site}: ${turn.sent} of today's ${turn.allowance} sent`;
+          keep(held(turn.until, 'warming_up', reply));
+          continue;
+        }
+        return { target, key, warmupTaken: true };
+      }
+      return { target, key, warmupTaken: false };
+    }
+    // Mail over the warming sources' allowance goes to the overflow (a warm source or a relay), if any.
+    if (overflow && (overAllowance || regular.length === 0)) {
+      const key = { source: overflow.source, site: overflow.site };
+      const configured = configuredLimits(options.limitsFor(key.site, key.source));
+      await readSite(key, configured).state;
+      const onHold = await holdNow(request, key, configured);
+      if (!onHold) return { target: overflow, key, warmupTaken: false };
+      keep(onHold);
+    }
+    return soonest!;
+  }
+
   return {
     async run<C extends ShapedConnection, T>(
       request: ShapeRequest,
-      connect: () => Promise<C>,
-      use: (connection: C) => Promise<T>,
+      connect: (target: ShapeTarget) => Promise<C>,
+      use: (connection: C, target: ShapeTarget) => Promise<T>,
     ): Promise<T | Held> {
-      const key = { source, site: request.site };
-      const limits = options.limitsFor(request.site);
+      const chosen = await chooseTarget(request);
+      if (isHeld(chosen)) return chosen;
+      const { target, key } = chosen;
+      const limits = options.limitsFor(key.site, key.source);
       const configured = configuredLimits(limits);
       const state = await readSite(key, configured).state;
-      const onHold = await holdNow(request, key, configured);
-      if (onHold) return onHold;
+      // A warm-up turn the message does not use now goes back to the day's allowance.
+      const notNow = async <H>(value: H): Promise<H> => {
+        if (chosen.warmupTaken) await giveBackWarmupTurn(db, key, request.recipients ?? 1, now()).catch(() => {});
+        return value;
+      };
       if (state.messageRate !== undefined) {
         const waited = await waitForTurn(request, key, state.messageRate);
-        if (waited) return waited;
+        if (waited) return notNow(waited);
       }
-      const entry = await connectionFor(request, key, connect);
+      const entry = await connectionFor(request, key, () => connect(target)).catch(async (error: unknown) => {
+        throw await notNow(error);
+      });
       if (entry === undefined) {
         // Busy: back in a moment, spread so that the waiting messages do not all return at once. This is
         // the site's queue doing its work, not a throttle: nothing is written to the timeline.
         const until = new Date(now().getTime() + 1_000 + Math.random() * 3_000);
-        const busy = held(until, 'throttled', `all ${state.connectionLimit} connections to ${request.site} are busy`);
-        return { ...busy, quiet: true };
+        const busy = held(until, 'throttled', `all ${state.connectionLimit} connections to ${key.site} are busy`);
+        return notNow({ ...busy, quiet: true });
       }
-      if ('held' in entry) return entry;
+      if ('held' in entry) return notNow(entry);
       // A pause or hold that came while this message waited for its turn or its connection (another
       // message's 421, the operator) stops it too: not one more message into a hold.
       const heldMeanwhile = await holdNow(request, key, configured).catch((error: unknown) => {
@@ -520,12 +619,12 @@ export function createShaper(options: ShaperOptions): Shaper {
       });
       if (heldMeanwhile) {
         giveBack(entry, limits);
-        return heldMeanwhile;
+        return notNow(heldMeanwhile);
       }
-      const pool = poolOf(request.site);
+      const pool = poolOf(key);
       pool.served.set(request.organizationId, Date.now());
       try {
-        const value = await use(entry.connection as C);
+        const value = await use(entry.connection as C, target);
         entry.deliveries += 1;
         giveBack(entry, limits);
         return value;
@@ -536,25 +635,30 @@ export function createShaper(options: ShaperOptions): Shaper {
     },
 
     async reply(request, reply, cls) {
-      const key = { source, site: request.site };
+      const key = { source: request.source ?? DEFAULT_SOURCE, site: request.site };
+      if (request.warmup) {
+        const kind = warmupKind(cls);
+        if (kind) await recordWarmupReply(db, key, request.warmup, { kind, text: reply.text }, now());
+      }
       if (cls.class === 'delivered') {
-        successes.set(request.site, (successes.get(request.site) ?? 0) + 1);
+        const counted = successes.get(idOf(key));
+        successes.set(idOf(key), { key, count: (counted?.count ?? 0) + 1 });
         return undefined;
       }
       const text = reply.text;
       const rule = rules.find((candidate) => candidate.regex.test(text));
-      if (rule) return applyRule(request, rule, reply);
+      if (rule) return applyRule(request, key, rule, reply);
       if (cls.hold?.scope === 'sender') {
         destinationThrottles.inc({ site: siteLabel(request.site), class: cls.class });
         const until = new Date(now().getTime() + Math.min(holds[cls.hold.key] ?? holds.sender_fault!, holds.max!));
         await holdSender(db, request.site, request.senderDomain, until, text);
-        siteReads.delete(request.site);
+        siteReads.delete(idOf(key));
         return held(until, 'sender_paused', text);
       }
       const throttle = cls.class === 'throttled' || cls.class === 'too_many_connections';
       if (!cls.hold && !throttle) return undefined;
       destinationThrottles.inc({ site: siteLabel(request.site), class: cls.class });
-      const limits = options.limitsFor(request.site);
+      const limits = options.limitsFor(key.site, key.source);
       const after = await updateSite(
         db,
         key,
@@ -569,12 +673,12 @@ export function createShaper(options: ShaperOptions): Shaper {
         },
         { code: reply.code, text, throttle: true },
       );
-      remember(request.site, after);
+      remember(key, after);
       if (!after.pausedUntil || after.pausedUntil <= now()) return undefined;
       return held(after.pausedUntil, after.pauseReason === 'site_paused' ? 'site_paused' : 'throttled', text);
     },
 
-    openConnections: () => new Map([...pools].map(([site, pool]) => [site, pool.open])),
+    openConnections: () => new Map([...pools].map(([id, pool]) => [id, pool.open])),
 
     async close() {
       closed = true;

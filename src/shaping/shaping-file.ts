@@ -5,28 +5,32 @@ import {
   BUILT_IN_HOLDS,
   BUILT_IN_SITE_LIMITS,
   formatDuration,
-  parseDuration,
-  parseRate,
   type HoldKey,
   type SiteLimits,
 } from './limits.ts';
 import { normalizeSiteId, PROVIDER_MX_SUFFIXES, type MxSuffixes } from './sites.ts';
+import { compileEgress, type Egress } from './egress.ts';
+import {
+  describe,
+  duration,
+  isTable,
+  keyPath,
+  LIMIT_KEYS,
+  limitsTable,
+  list,
+  onlyKeys,
+  ShapingFileError,
+  table,
+  text,
+  type Table,
+} from './file-values.ts';
+
+export { ShapingFileError } from './file-values.ts';
 
 // The shaping file (MAILROOM_SHAPING_FILE): limits per destination site over the built-in ones, rules
 // that act on a reply's text, and hold durations. It is checked whole at start, so that a typo stops
-// the process with the key at fault instead of being ignored while mail goes out unshaped.
-
-export class ShapingFileError extends Error {
-  /** Where in the file, e.g. `site.google.connection_limit`; undefined for the file as a whole. */
-  readonly keyPath: string | undefined;
-  readonly problem: string;
-  constructor(keyPath: string | undefined, problem: string, file?: string) {
-    super([file, keyPath, problem].filter((part) => part !== undefined).join(': '));
-    this.name = 'ShapingFileError';
-    this.keyPath = keyPath;
-    this.problem = problem;
-  }
-}
+// the process with the key at fault instead of being ignored while mail goes out unshaped. Its egress
+// tables ([source], [pool], [routing], [warmup]) are read by egress.ts.
 
 /** What a `[[rule]]` does while its duration runs, once a reply's text matches its regex. */
 export type ShapingRule =
@@ -34,8 +38,13 @@ export type ShapingRule =
   | { name: string; regex: RegExp; action: 'lower'; limits: Partial<SiteLimits>; durationMs: number };
 
 export interface ShapingPolicy {
-  /** A site's limits: built-in default < built-in site < file [default] < file [site.<id>]. */
-  limitsFor(site: string): SiteLimits;
+  /**
+   * A site's limits: built-in default < built-in site < file [default] < file [site.<id>], and for a
+   * relay source (whose site is `relay`) the limits in its own [source.<name>] table last.
+   */
+  limitsFor(site: string, source?: string): SiteLimits;
+  /** Sources, pools and routing. */
+  readonly egress: Egress;
   /** In the file's order; `name` is `rule[<index>]`. */
   readonly rules: readonly ShapingRule[];
   /** Milliseconds, by hold key. */
@@ -71,8 +80,11 @@ export function loadShapingFile(path: string | undefined): ShapingPolicy {
 /** Checks a parsed file (a TOML document or JSON value) and compiles it. */
 export function compileShapingPolicy(raw: unknown): ShapingPolicy {
   if (!isTable(raw))
-    throw new ShapingFileError(undefined, 'expected a table of [default], [site.<id>], [[rule]], [holds]');
-  onlyKeys(raw, ['default', 'site', 'rule', 'holds'], '');
+    throw new ShapingFileError(
+      undefined,
+      'expected a table of [default], [site.<id>], [[rule]], [holds], [source.<name>]',
+    );
+  onlyKeys(raw, ['default', 'site', 'rule', 'holds', 'source', 'pool', 'routing', 'warmup'], '');
 
   const fileDefault = raw.default === undefined ? {} : limitsTable(table(raw.default, 'default'), 'default');
 
@@ -97,116 +109,21 @@ export function compileShapingPolicy(raw: unknown): ShapingPolicy {
 
   const rules = raw.rule === undefined ? [] : list(raw.rule, 'rule').map((entry, at) => rule(entry, `rule[${at}]`));
   const holds = holdsTable(raw.holds);
+  const egress = compileEgress(raw);
 
   return {
-    limitsFor(site: string): SiteLimits {
+    limitsFor(site: string, source?: string): SiteLimits {
       const id = normalizeSiteId(site);
       const builtIn = Object.hasOwn(BUILT_IN_SITE_LIMITS, id) ? BUILT_IN_SITE_LIMITS[id] : {};
-      return { ...BUILT_IN_DEFAULT_LIMITS, ...builtIn, ...fileDefault, ...fileSites.get(id) };
+      const relay = source === undefined ? undefined : egress.sources.get(source);
+      const own = relay?.kind === 'relay' ? relay.limits : {};
+      return { ...BUILT_IN_DEFAULT_LIMITS, ...builtIn, ...fileDefault, ...fileSites.get(id), ...own };
     },
+    egress,
     rules,
     holds,
     mxSuffixes,
   };
-}
-
-type Table = Record<string, unknown>;
-
-// TOML tables come with a null prototype, JSON objects with Object's; a TomlDate is neither.
-function isTable(value: unknown): value is Table {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const prototype: unknown = Object.getPrototypeOf(value);
-  return prototype === null || prototype === Object.prototype;
-}
-
-function table(value: unknown, path: string): Table {
-  if (!isTable(value)) throw new ShapingFileError(path, `expected a table, got ${describe(value)}`);
-  return value;
-}
-
-function list(value: unknown, path: string): unknown[] {
-  if (!Array.isArray(value)) throw new ShapingFileError(path, `expected an array of tables, got ${describe(value)}`);
-  return value;
-}
-
-function onlyKeys(value: Table, allowed: readonly string[], path: string): void {
-  for (const key of Object.keys(value)) {
-    if (!allowed.includes(key)) {
-      throw new ShapingFileError(keyPath(path, key), `unknown key (expected one of ${allowed.join(', ')})`);
-    }
-  }
-}
-
-/** `site.google`, `site."mx:a.example,b.example"`: TOML's own spelling of a key that is not bare. */
-function keyPath(parent: string, key: string): string {
-  const part = /^[A-Za-z0-9_-]+$/.test(key) ? key : JSON.stringify(key);
-  return parent === '' ? part : `${parent}.${part}`;
-}
-
-function describe(value: unknown): string {
-  if (value === undefined) return 'nothing';
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
-  if (Array.isArray(value)) return 'an array';
-  if (isTable(value)) return 'a table';
-  return value === null ? 'null' : `a ${typeof value === 'object' ? 'date' : typeof value}`;
-}
-
-const LIMIT_KEYS = [
-  'connection_limit',
-  'max_deliveries_per_connection',
-  'max_message_rate',
-  'max_connection_rate',
-] as const;
-
-/** The limit keys set in a table (only those: an absent key must not override an earlier layer). */
-function limitsTable(value: Table, path: string, otherKeys: readonly string[] = []): Partial<SiteLimits> {
-  onlyKeys(value, [...LIMIT_KEYS, ...otherKeys], path);
-  const limits: Partial<SiteLimits> = {};
-  if (value.connection_limit !== undefined) {
-    limits.connectionLimit = wholeNumber(value.connection_limit, `${path}.connection_limit`);
-  }
-  if (value.max_deliveries_per_connection !== undefined) {
-    const key = `${path}.max_deliveries_per_connection`;
-    limits.maxDeliveriesPerConnection = wholeNumber(value.max_deliveries_per_connection, key);
-  }
-  if (value.max_message_rate !== undefined) {
-    limits.maxMessageRate = rate(value.max_message_rate, `${path}.max_message_rate`);
-  }
-  if (value.max_connection_rate !== undefined) {
-    limits.maxConnectionRate = rate(value.max_connection_rate, `${path}.max_connection_rate`);
-  }
-  return limits;
-}
-
-function wholeNumber(value: unknown, path: string): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
-    throw new ShapingFileError(path, `expected a whole number ≥ 1, got ${describe(value)}`);
-  }
-  return value;
-}
-
-function rate(value: unknown, path: string) {
-  const parsed = typeof value === 'string' ? parseRate(value) : undefined;
-  if (parsed === undefined) {
-    throw new ShapingFileError(path, `expected a rate such as "100/m", "14/s" or "1000/h", got ${describe(value)}`);
-  }
-  return parsed;
-}
-
-function duration(value: unknown, path: string): number {
-  const parsed = typeof value === 'string' ? parseDuration(value) : undefined;
-  if (parsed === undefined) {
-    throw new ShapingFileError(path, `expected a duration such as "30s", "10m", "2h" or "1d", got ${describe(value)}`);
-  }
-  return parsed;
-}
-
-function text(value: unknown, path: string): string {
-  if (typeof value !== 'string' || value === '') {
-    throw new ShapingFileError(path, `expected a non-empty string, got ${describe(value)}`);
-  }
-  return value;
 }
 
 /**

@@ -8,6 +8,8 @@ import { openPostgres } from '../../src/platform/db/postgres.ts';
 
 export interface SiteSeed {
   site: string;
+  /** The egress source (default: `default`). */
+  source?: string;
   /** In force now (back-off may have lowered it below the configured one). */
   connectionLimit: number;
   /** Messages a minute in force; null or left out: none. */
@@ -28,6 +30,20 @@ export interface DestinationSeed {
   senderHolds?: Array<{ site: string; senderDomain: string; pausedUntil: Date; reply: string }>;
   /** Messages of an organization with `count` recipients in `status` (pending: waiting) at `site`. */
   recipients?: Array<{ organizationId: string; site: string; count: number; status?: 'pending' | 'delivered' }>;
+  /** Warm-up rows as src/shaping/warmup.ts leaves them (migration 0018). */
+  warmup?: Array<{
+    source: string;
+    site: string;
+    /** 0-based. */
+    stage: number;
+    day: string;
+    sent: number;
+    delivered: number;
+    deferred?: number;
+    blocked?: boolean;
+    lastChange?: string;
+    changedAt?: Date;
+  }>;
 }
 
 /** The database a process environment from databaseForProcesses names. */
@@ -42,7 +58,7 @@ export async function seedDestinations(env: Record<string, string>, seed: Destin
         `INSERT INTO destination_sites (source, site, connection_limit, message_rate, tokens_at, connection_tokens_at,
                                         paused_until, pause_reason, pause_reply, throttle_replies,
                                         last_reply_code, last_reply_text, last_reply_at)
-         VALUES ('default', $1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11)`,
+         VALUES ($12, $1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11)`,
         [
           site.site,
           site.connectionLimit,
@@ -55,16 +71,37 @@ export async function seedDestinations(env: Record<string, string>, seed: Destin
           site.lastReply?.code ?? null,
           site.lastReply?.text ?? null,
           site.lastReply?.at ?? null,
+          site.source ?? 'default',
         ],
       );
       const open = site.connections ?? 0;
       for (let slot = 1; slot <= open + (site.expiredConnections ?? 0); slot++) {
         const leasedUntil = new Date(now.getTime() + (slot <= open ? 1 : -1) * 3600_000);
         await db.query(
-          `INSERT INTO destination_connections (source, site, slot, holder, leased_until) VALUES ('default', $1, $2, $3, $4)`,
-          [site.site, slot, randomUUID(), leasedUntil],
+          `INSERT INTO destination_connections (source, site, slot, holder, leased_until) VALUES ($5, $1, $2, $3, $4)`,
+          [site.site, slot, randomUUID(), leasedUntil, site.source ?? 'default'],
         );
       }
+    }
+    for (const row of seed.warmup ?? []) {
+      await db.query(
+        `INSERT INTO warmup_state (source, site, stage, day, sent, delivered, deferred, blocked, started_at,
+                                   last_change, changed_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+        [
+          row.source,
+          row.site,
+          row.stage,
+          row.day,
+          row.sent,
+          row.delivered,
+          row.deferred ?? 0,
+          row.blocked ?? false,
+          now,
+          row.lastChange ?? null,
+          row.changedAt ?? null,
+        ],
+      );
     }
     for (const hold of seed.senderHolds ?? []) {
       await db.query(

@@ -8,10 +8,12 @@ export type Script = (tx: { from: string; to: string }) => { code: number; messa
 
 export interface Provider {
   port: number;
-  /** Each message accepted: its envelope, and when (epoch ms). */
-  accepted: Array<{ from: string; to: string; at: number }>;
+  /** Each message accepted: its envelope, when (epoch ms), the client's address and the name it gave in EHLO. */
+  accepted: Array<{ from: string; to: string; at: number; client: string; ehlo: string }>;
   /** Connections open at once, at most, since the last reset. */
   maxConcurrent: number;
+  /** The same, per client address (each egress source). */
+  maxConcurrentFrom: Map<string, number>;
   script: Script;
   /** What the simulator says at the greeting; undefined: welcome. */
   greeting: () => { code: number; message: string } | undefined;
@@ -24,16 +26,19 @@ export interface Provider {
 /** A simulated provider's SMTP server on `host`, on a free port; each message takes `dataDelayMs` (20) to accept. */
 export async function startProvider(host: string, options: { dataDelayMs?: number } = {}): Promise<Provider> {
   let open = 0;
+  const openFrom = new Map<string, number>();
   const provider: Provider = {
     port: 0,
     accepted: [],
     maxConcurrent: 0,
+    maxConcurrentFrom: new Map(),
     script: () => undefined,
     greeting: () => undefined,
     open: () => open,
     reset() {
       provider.accepted = [];
       provider.maxConcurrent = open;
+      provider.maxConcurrentFrom = new Map(openFrom);
       provider.script = () => undefined;
       provider.greeting = () => undefined;
     },
@@ -46,14 +51,20 @@ export async function startProvider(host: string, options: { dataDelayMs?: numbe
     disableReverseLookup: true,
     disabledCommands: ['STARTTLS'],
     logger: false,
-    onConnect(_session, callback) {
+    onConnect(session, callback) {
       open += 1;
       provider.maxConcurrent = Math.max(provider.maxConcurrent, open);
+      const client = session.remoteAddress.replace(/^::ffff:/, '');
+      openFrom.set(client, (openFrom.get(client) ?? 0) + 1);
+      const most = Math.max(provider.maxConcurrentFrom.get(client) ?? 0, openFrom.get(client)!);
+      provider.maxConcurrentFrom.set(client, most);
       const refused = provider.greeting();
       callback(refused ? refuse(refused) : undefined);
     },
-    onClose() {
+    onClose(session) {
       open -= 1;
+      const client = session.remoteAddress.replace(/^::ffff:/, '');
+      openFrom.set(client, (openFrom.get(client) ?? 1) - 1);
     },
     onRcptTo(address, session, callback) {
       const reply = provider.script({
@@ -68,8 +79,9 @@ export async function startProvider(host: string, options: { dataDelayMs?: numbe
         // Slow enough that concurrent deliveries overlap, so a connection limit is really exercised.
         setTimeout(() => {
           const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
+          const client = session.remoteAddress.replace(/^::ffff:/, '');
           for (const rcpt of session.envelope.rcptTo)
-            provider.accepted.push({ from, to: rcpt.address, at: Date.now() });
+            provider.accepted.push({ from, to: rcpt.address, at: Date.now(), client, ehlo: session.hostNameAppearsAs });
           callback();
         }, options.dataDelayMs ?? 20);
       });

@@ -1,6 +1,7 @@
-import type { Config } from '../../platform/config.ts';
+import { ConfigError, type Config } from '../../platform/config.ts';
 import type { Database } from '../../platform/db/database.ts';
 import type { Logger } from '../../platform/logger.ts';
+import { isLocalAddress } from '../../platform/network-address.ts';
 import { createShaper, type ShaperOptions } from '../../shaping/shaper.ts';
 import { loadShapingFile, type ShapingPolicy } from '../../shaping/shaping-file.ts';
 import { createSiteResolver } from '../../shaping/sites.ts';
@@ -33,7 +34,7 @@ export function createTransport(config: Config, db: Database, options: Transport
   const shaper = () =>
     createShaper({
       db,
-      limitsFor: (site) => policy.limitsFor(site),
+      limitsFor: (site, source) => policy.limitsFor(site, source),
       holds: policy.holds,
       rules: policy.rules,
       log: options.log ?? { warn: () => {} },
@@ -43,10 +44,34 @@ export function createTransport(config: Config, db: Database, options: Transport
     case 'capture':
       return createCaptureTransport(config, composer);
     case 'smtp':
+      if (policy.egress.declared) {
+        throw new ConfigError(
+          'MAILROOM_TRANSPORT',
+          'is smtp, but the shaping file declares egress sources: set it to mx and declare the relay as a source (relay = "smtp://…")',
+        );
+      }
       return createSmtpRelayTransport(config, { tls: options.relayTls, composer, shaper: shaper() });
     case 'mx': {
+      checkSourceAddresses(policy);
       const sites = createSiteResolver({ lookupMx: createMxTtlLookup(config), extraSuffixes: policy.mxSuffixes });
-      return createMxTransport(config, { composer, shaper: shaper(), sites });
+      return createMxTransport(config, {
+        composer,
+        shaper: shaper(),
+        sites,
+        egress: policy.egress,
+        relayTls: options.relayTls,
+      });
     }
+  }
+}
+
+/** Every address source's address is this host's: a typo would otherwise defer every message of the source. */
+function checkSourceAddresses(policy: ShapingPolicy): void {
+  for (const source of policy.egress.sources.values()) {
+    if (source.kind !== 'address' || source.address === undefined || isLocalAddress(source.address)) continue;
+    throw new ConfigError(
+      'MAILROOM_SHAPING_FILE',
+      `source.${source.name}.address: ${source.address} is not an address of this host, so no connection can be made from it`,
+    );
   }
 }

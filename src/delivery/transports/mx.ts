@@ -1,7 +1,9 @@
 import { isIP } from 'node:net';
 import type { Config } from '../../platform/config.ts';
 import { forbiddenAddressReason } from '../../platform/network-address.ts';
-import type { Shaper } from '../../shaping/shaper.ts';
+import type { ConnectionOptions } from 'node:tls';
+import type { ShapeTarget, Shaper } from '../../shaping/shaper.ts';
+import { compileEgress, type AddressSource, type Egress } from '../../shaping/egress.ts';
 import type { SiteResolver } from '../../shaping/sites.ts';
 import { composeInline, type Composer } from '../composer.ts';
 import { isTlsFailure } from '../smtp-outcome.ts';
@@ -9,6 +11,7 @@ import type { OutgoingMessage, RecipientResult, Transport } from '../transport.t
 import { createMxResolver, findMailRoute, type MailHost } from './mx-lookup.ts';
 import { RouteFailure, shapedSend } from './shaped-send.ts';
 import { SmtpSession } from './smtp-session.ts';
+import { openRelaySession } from './smtp-relay.ts';
 
 // Direct delivery: recipients are grouped by domain, and each domain gets one SMTP transaction with
 // all of its recipients, over a connection to the domain's destination *site* (src/shaping/): the
@@ -22,6 +25,10 @@ import { SmtpSession } from './smtp-session.ts';
 // whenever the server offers it, certificates are not checked (MX certificates are often self-signed
 // or name another host, and refusing them would only push the message to plaintext), and when the TLS
 // handshake itself fails the same address is tried once more without STARTTLS.
+//
+// Each domain's mail goes through the egress pool of its sending domain (or organization), from one of
+// the pool's sources in turn: bound to a source's local address and greeting with its EHLO name, or
+// handed to a relay source (src/shaping/egress.ts).
 
 type MxConfig = Pick<Config, 'mxPort' | 'heloName' | 'smtpTimeoutMs' | 'dnsServers' | 'dnsTimeoutMs' | 'mxAllowCidrs'>;
 
@@ -34,19 +41,42 @@ export interface MxTransportOptions {
   shaper: Shaper;
   /** The site of each recipient domain (from its MX hosts, cached). */
   sites: SiteResolver;
+  /** Sources, pools and routing (default: the one source `default`, the host's own address). */
+  egress?: Egress;
+  /** TLS settings for relay sources (tests relax certificate checks here). */
+  relayTls?: ConnectionOptions;
 }
 
 export function createMxTransport(config: MxConfig, options: MxTransportOptions): Transport {
   const resolver = createMxResolver(config);
   const composer = options.composer ?? composeInline;
   const { shaper, sites } = options;
+  const egress = options.egress ?? compileEgress({});
+
+  /** The ways a domain's mail may go: its pool's sources (a relay source's site is `relay`), then its overflow. */
+  const targetsFor = (message: OutgoingMessage, site: string): ShapeTarget[] => {
+    const pool = egress.poolFor({ organizationId: message.organizationId, senderDomain: message.dkim.domain, site });
+    const targetOf = (name: string): ShapeTarget => {
+      const source = egress.sources.get(name)!;
+      if (source.kind === 'relay') return { source: name, site: 'relay' };
+      return source.warmup ? { source: name, site, warmup: egress.stagesFor(site) } : { source: name, site };
+    };
+    const targets = pool.sources.map(targetOf);
+    if (pool.overflow !== undefined) targets.push({ ...targetOf(pool.overflow), overflow: true });
+    return targets;
+  };
 
   /**
    * A connection to one of the domain's mail hosts, tried in preference order while they fail before
    * the transaction begins (no connection, timeout, refusing greeting or EHLO). A domain that cannot be
    * reached at all gives its recipients' results (RouteFailure).
    */
-  async function connectToDomain(domain: string, recipients: string[], tried: { last?: string }): Promise<SmtpSession> {
+  async function connectToDomain(
+    domain: string,
+    recipients: string[],
+    tried: { last?: string },
+    source: AddressSource,
+  ): Promise<SmtpSession> {
     const route = await findMailRoute(resolver, domain);
     if (route.kind !== 'hosts') {
       const outcome = route.kind === 'bounce' ? 'bounced' : 'deferred';
@@ -77,7 +107,7 @@ export function createMxTransport(config: MxConfig, options: MxTransportOptions)
     for (const { host, address } of attemptsFor(hosts)) {
       tried.last = `${host} [${address}]`;
       try {
-        return await openWithTlsFallback(config, { host, address });
+        return await openWithTlsFallback(config, { host, address }, source);
       } catch (error) {
         lastError = error;
       }
@@ -95,14 +125,25 @@ export function createMxTransport(config: MxConfig, options: MxTransportOptions)
         [...groupByDomain(message.envelope.to)].map(async ([domain, recipients]) => {
           const site = await sites.siteFor(domain);
           const tried: { last?: string } = {};
-          return shapedSend(
-            shaper,
-            { site, senderDomain, organizationId: message.organizationId, fresh: message.firstAttempt },
-            { from: message.envelope.from, to: recipients },
-            raw,
-            () => connectToDomain(domain, recipients, tried),
-            () => tried.last,
-          );
+          const request = {
+            site,
+            senderDomain,
+            organizationId: message.organizationId,
+            fresh: message.firstAttempt,
+            targets: targetsFor(message, site),
+            recipients: recipients.length,
+          };
+          const connect = (target: ShapeTarget) => {
+            const source = egress.sources.get(target.source)!;
+            if (source.kind === 'address') return connectToDomain(domain, recipients, tried, source);
+            tried.last = `relay ${source.host}:${source.port}`;
+            const relay = { ...source, tls: options.relayTls };
+            return openRelaySession(relay, source.ehlo ?? config.heloName, config.smtpTimeoutMs);
+          };
+          return shapedSend(shaper, request, { from: message.envelope.from, to: recipients }, raw, connect, {
+            context: () => tried.last,
+            tellSource: egress.declared,
+          });
         }),
       );
       // Answer in the order the addresses were given.
@@ -136,18 +177,23 @@ function* attemptsFor(hosts: MailHost[]): Generator<{ host: string; address: str
 }
 
 /** A session to one address: STARTTLS when offered, and once more in the clear if the handshake fails. */
-async function openWithTlsFallback(config: MxConfig, target: { host: string; address: string }): Promise<SmtpSession> {
+async function openWithTlsFallback(
+  config: MxConfig,
+  target: { host: string; address: string },
+  source: AddressSource,
+): Promise<SmtpSession> {
   try {
-    return await openSession(config, target, false);
+    return await openSession(config, target, source, false);
   } catch (error) {
     if (!isTlsFailure(error)) throw error;
-    return openSession(config, target, true);
+    return openSession(config, target, source, true);
   }
 }
 
 function openSession(
   config: MxConfig,
   { host, address }: { host: string; address: string },
+  source: AddressSource,
   ignoreTLS: boolean,
 ): Promise<SmtpSession> {
   return SmtpSession.open({
@@ -157,7 +203,9 @@ function openSession(
     ignoreTLS,
     // A server that refuses STARTTLS after offering it gets the message in the clear, as any MTA would.
     opportunisticTLS: true,
-    name: config.heloName,
+    // The source's own address and name: a provider checks that the name and the address's PTR agree.
+    ...(source.address !== undefined ? { localAddress: source.address } : {}),
+    name: source.ehlo ?? config.heloName,
     connectionTimeout: config.smtpTimeoutMs,
     greetingTimeout: config.smtpTimeoutMs,
     socketTimeout: config.smtpTimeoutMs,

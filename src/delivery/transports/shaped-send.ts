@@ -1,6 +1,6 @@
 import { isConnectionLost } from '../../platform/db/database.ts';
 import { classifyReply } from '../../shaping/reply-classes.ts';
-import { isHeld, type Held, type ShapeRequest, type Shaper } from '../../shaping/shaper.ts';
+import { isHeld, type Held, type ShapeRequest, type ShapeTarget, type Shaper } from '../../shaping/shaper.ts';
 import { resultsFromSendError, resultsFromSendInfo } from '../smtp-outcome.ts';
 import type { RecipientResult } from '../transport.ts';
 import type { SendAttempt, SmtpSession } from './smtp-session.ts';
@@ -42,22 +42,33 @@ export async function shapedSend(
   request: ShapeRequest,
   envelope: { from: string; to: string[] },
   raw: Buffer,
-  connect: () => Promise<SmtpSession>,
-  context?: () => string | undefined,
+  connect: (target: ShapeTarget) => Promise<SmtpSession>,
+  options: { context?: () => string | undefined; tellSource?: boolean } = {},
 ): Promise<RecipientResult[]> {
   for (let tries = 0; ; tries++) {
     let attempt: SendAttempt | Held;
-    const connectOrSay = () =>
-      connect().catch((error: unknown) => {
+    // The way the message went (a source at a site): its replies count there.
+    let via: ShapeTarget | undefined;
+    const connectOrSay = (target: ShapeTarget) => {
+      via = target;
+      return connect(target).catch((error: unknown) => {
         throw error instanceof RouteFailure ? error : new ConnectFailure(error);
       });
+    };
+    const answered = (results: RecipientResult[]) =>
+      readReplies(shaper, { ...request, ...replyKey(via) }, results).then((read) =>
+        options.tellSource && via ? read.map((result) => ({ ...result, egress: egressOf(via!) })) : read,
+      );
     try {
-      attempt = await shaper.run(request, connectOrSay, (session) => session.send(envelope, raw));
+      attempt = await shaper.run(request, connectOrSay, (session, target) => {
+        via = target;
+        return session.send(envelope, raw);
+      });
     } catch (error) {
       if (error instanceof RouteFailure) return error.results;
       // A refusal at the greeting (421 4.7.28, too many connections) is a reply like any other.
       if (error instanceof ConnectFailure) {
-        return readReplies(shaper, request, resultsFromSendError(envelope.to, error.failure, context?.()));
+        return answered(resultsFromSendError(envelope.to, error.failure, options.context?.()));
       }
       if (!isConnectionLost(error)) throw error;
       const until = new Date(Date.now() + UNREACHABLE_RETRY_MS);
@@ -70,9 +81,16 @@ export async function shapedSend(
       'info' in attempt
         ? resultsFromSendInfo(envelope.to, attempt.info)
         : resultsFromSendError(envelope.to, attempt.error);
-    return readReplies(shaper, request, results);
+    return answered(results);
   }
 }
+
+/** The key a reply counts against: the source and site the message went through. */
+const replyKey = (via: ShapeTarget | undefined): Partial<ShapeRequest> =>
+  via ? { source: via.source, site: via.site, warmup: via.warmup } : {};
+
+const egressOf = (via: ShapeTarget): NonNullable<RecipientResult['egress']> =>
+  via.overflow ? { source: via.source, overflow: true } : { source: via.source };
 
 /**
  * Tells the shaper what the site answered, once per distinct reply of the transaction, and holds the

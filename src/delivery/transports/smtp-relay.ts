@@ -28,6 +28,34 @@ export interface SmtpRelayOptions {
 /** The relay's destination site: its limits are the shaping file's `[site.relay]` (e.g. an ESP's 14/s). */
 export const RELAY_SITE = 'relay';
 
+/** A relay: where it is, its credentials, and TLS settings over the defaults (certificates checked). */
+export interface RelayEndpoint {
+  host: string;
+  port: number;
+  secure: boolean;
+  auth?: { user: string; pass: string } | undefined;
+  tls?: ConnectionOptions;
+}
+
+/** A session to a relay: STARTTLS when offered (never falling back to the clear), AUTH when given. */
+export function openRelaySession(
+  relay: RelayEndpoint,
+  heloName: string | undefined,
+  timeoutMs: number,
+): Promise<SmtpSession> {
+  return SmtpSession.open({
+    host: relay.host,
+    port: relay.port,
+    secure: relay.secure,
+    auth: relay.auth,
+    name: heloName,
+    connectionTimeout: timeoutMs,
+    greetingTimeout: timeoutMs,
+    socketTimeout: timeoutMs,
+    tls: relay.tls,
+  });
+}
+
 export function createSmtpRelayTransport(
   config: Pick<Config, 'smtpUrl' | 'heloName' | 'smtpTimeoutMs'>,
   options: SmtpRelayOptions,
@@ -38,18 +66,14 @@ export function createSmtpRelayTransport(
   const url = parseConnectionUrl(config.smtpUrl);
   const composer = options.composer ?? composeInline;
   const { shaper } = options;
-  const connect = () =>
-    SmtpSession.open({
-      host: url.host,
-      port: url.port ?? (url.secure ? 465 : 587),
-      secure: url.secure ?? false,
-      auth: url.auth,
-      name: config.heloName,
-      connectionTimeout: config.smtpTimeoutMs,
-      greetingTimeout: config.smtpTimeoutMs,
-      socketTimeout: config.smtpTimeoutMs,
-      tls: { ...(url.tls as ConnectionOptions | undefined), ...options.tls },
-    });
+  const relay = {
+    host: url.host!,
+    port: url.port ?? (url.secure ? 465 : 587),
+    secure: url.secure ?? false,
+    auth: url.auth,
+    tls: { ...(url.tls as ConnectionOptions | undefined), ...options.tls },
+  };
+  const connect = () => openRelaySession(relay, config.heloName, config.smtpTimeoutMs);
   return {
     name: 'smtp',
     async send(message: OutgoingMessage): Promise<RecipientResult[]> {

@@ -17,6 +17,8 @@ import { useApiGet } from '../hooks.ts';
 import { Link } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
 import type { Domain } from './DomainsPage.tsx';
+import { SourcesSection } from './SourcesSection.tsx';
+import { PROVIDERS, siteName } from './site-names.ts';
 
 // The destination sites Mailroom delivers to (GET /destinations): the install's, shared by every
 // organization, with the limits in force after back-off, the connections open, this organization's
@@ -54,28 +56,6 @@ export interface Destination {
   throttle_replies: number;
   last_reply: { code: number | null; text: string; at: string } | null;
   sender_holds: SenderHold[];
-}
-
-const PROVIDERS: Record<string, string> = {
-  google: 'Google (Gmail, Workspace)',
-  microsoft: 'Microsoft (Outlook, Microsoft 365)',
-  yahoo: 'Yahoo (Yahoo, AOL)',
-  apple: 'Apple (iCloud)',
-  fastmail: 'Fastmail',
-  zoho: 'Zoho',
-  proton: 'Proton',
-  gmx: 'GMX',
-  webde: 'WEB.DE',
-  mailru: 'Mail.ru',
-  yandex: 'Yandex',
-  relay: 'Your SMTP relay',
-};
-
-/** A site as people read it: a provider's name, the MX hosts of an `mx:` site, or the domain. */
-export function siteName(site: string): string {
-  if (PROVIDERS[site]) return PROVIDERS[site];
-  if (site.startsWith('mx:')) return site.slice(3).split(',').join(', ');
-  return site;
 }
 
 const number = new Intl.NumberFormat(undefined, { maximumFractionDigits: 2 });
@@ -315,6 +295,7 @@ export function DestinationsPage(_props: PageProps) {
       <ErrorBanner error={list.error} title="The destinations could not be loaded" onRetry={list.reload} />
       {!list.data && list.loading ? <Loading label="Loading destinations…" /> : null}
       {content}
+      <SourcesSection />
     </>
   );
 }

@@ -120,6 +120,9 @@ function eventDetails(event: TimelineEvent): string {
   }
   if (data.response) parts.push(String(data.response));
   if (data.reason) parts.push(`reason: ${String(data.reason).replace(/_/g, ' ')}`);
+  // The egress source it went through, when the install declares sources (and whether as the overflow).
+  if (data.source)
+    parts.push(`from source ${String(data.source)}${data.overflow ? ' (overflow of a warming pool)' : ''}`);
   if (data.attempt) parts.push(`attempt ${String(data.attempt)}`);
   if (data.next_attempt_at) parts.push(`next try ${new Date(String(data.next_attempt_at)).toLocaleString()}`);
   const click = data.click as { link?: unknown } | undefined;
