@@ -16,6 +16,7 @@ import { onPostgres } from './helpers/database.ts';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { networkInterfaces } from 'node:os';
 import { createTransport } from '../src/delivery/transports/index.ts';
 import { startDelivery } from '../src/delivery/start-delivery.ts';
 import { compileShapingPolicy, type ShapingPolicy } from '../src/shaping/shaping-file.ts';
@@ -334,7 +335,7 @@ test('local addresses: an interface’s own, or any of a loopback network', () =
         scopeid: 0,
       },
     ],
-  } as unknown as ReturnType<typeof import('node:os').networkInterfaces>;
+  } as unknown as ReturnType<typeof networkInterfaces>;
   assert.equal(isLocalAddress('198.51.100.7', interfaces), true);
   assert.equal(isLocalAddress('2001:DB8:0::7', interfaces), true);
   assert.equal(isLocalAddress('127.0.0.3', interfaces), true);
