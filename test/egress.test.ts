@@ -226,9 +226,20 @@ test('routing: a sending domain’s pool, an organization’s pool, the default 
   );
   const theirs = (await t.app.inject({ method: 'GET', url: '/pools', headers: bearer(third.fullKey) })).json()
     .data as Array<{ name: string; yours: boolean }>;
+  // The third organization's mail goes through the shared pool (and so the relayed one, for Microsoft):
+  // the dedicated pool of the first, and its source, are not shown to it.
   assert.deepEqual(
-    theirs.filter((p) => p.yours).map((p) => p.name),
-    ['shared'],
+    theirs.map((p) => [p.name, p.yours]),
+    [
+      ['shared', true],
+      ['relayed', false],
+    ],
+  );
+  const theirSources = (await t.app.inject({ method: 'GET', url: '/sources', headers: bearer(third.fullKey) })).json()
+    .data as Array<{ name: string }>;
+  assert.deepEqual(
+    theirSources.map((s) => s.name),
+    ['mta1', 'esp'],
   );
   assert.deepEqual(
     sourcesSeen.map((s) => [s.name, s.kind, s.address, s.ehlo, s.relay, s.pools]),

@@ -456,10 +456,32 @@ test('every egress mistake names the key at fault', () => {
     ['[warmup]\nschedule = []', 'warmup.schedule', /non-empty array of daily volumes/],
     ['[warmup]\nschedule = [200, 100]', 'warmup.schedule[1]', /at least as much/],
     ['[warmup.sites]\ngoogle = [0]', 'warmup.sites.google[0]', /≥ 1/],
+    ['[warmup.sites]\ngogle = [1]', 'warmup.sites.gogle', /not a known site/],
+    [`${source}[pool.p]\nsources = ["a"]\nsites = { microsfot = "p" }`, 'pool.p.sites.microsfot', /not a known site/],
+    [
+      '[source.r]\nrelay = "smtp://u:hunter2@x.example:99999"',
+      'source.r.relay',
+      /expected an smtp:\/\/ or smtps:\/\/ URL/,
+    ],
+    [
+      '[source.r]\nrelay = "smtp://u:hunter2@x.example:abc"',
+      'source.r.relay',
+      /expected an smtp:\/\/ or smtps:\/\/ URL/,
+    ],
+    [
+      '[source.r]\nrelay = "smtp://u:hunter2@x.example?tls.rejectUnauthorized=false"',
+      'source.r.relay',
+      /without options/,
+    ],
   ];
   for (const [content, keyPath, problem] of cases) {
     const error = errorOf(file(content));
     assert.equal(error.keyPath, keyPath, content);
     assert.match(error.problem, problem, content);
+    assert.doesNotMatch(error.message, /hunter2/, 'a relay password is never repeated');
   }
+  // Nor when the file is not TOML at all on the relay's line.
+  const broken = errorOf(file('[source.r]\nrelay = "smtp://u:hunter2@x.example:587'));
+  assert.equal(broken.keyPath, undefined);
+  assert.doesNotMatch(broken.message, /hunter2/);
 });

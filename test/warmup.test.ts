@@ -150,11 +150,12 @@ const sendMany = async (count: number, prefix: string) => {
 };
 const settled = (ids: string[]) =>
   waitFor(async () => {
-    const { rows } = await t.db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM email_recipients WHERE email_id = ANY($1::uuid[]) AND status <> 'pending'`,
+    const { rows } = await t.db.query<{ waiting: number; all: number }>(
+      `SELECT count(*) FILTER (WHERE status = 'pending')::int AS waiting, count(*)::int AS all
+         FROM email_recipients WHERE email_id = ANY($1::uuid[])`,
       [ids],
     );
-    return rows[0]!.n === ids.length;
+    return rows[0]!.all > 0 && rows[0]!.waiting === 0;
   }, 20_000);
 const events = async (id: string) =>
   (await t.app.inject({ method: 'GET', url: `/emails/${id}/events`, headers: bearer(org.fullKey) })).json()
@@ -246,12 +247,14 @@ test('without an overflow, mail over the part of the day released so far waits f
       await Promise.all(ids.map(async (id) => (await events(id)).find((e) => e.type === 'delivery_delayed')))
     ).find(Boolean)!;
     assert.equal(waiting.data?.reason, 'warming_up');
-    assert.equal(waiting.data?.next_attempt_at, '2026-11-20T01:00:00.000Z');
+    // The next hour's release, spread over its first minute.
+    const nextAttempt = Date.parse(String(waiting.data?.next_attempt_at));
+    assert.ok(nextAttempt >= Date.parse('2026-11-20T01:00:00Z') && nextAttempt < Date.parse('2026-11-20T01:01:00Z'));
     assert.match(String(waiting.data?.response), /fresh is warming up at google: 2 of today's 48 sent/);
     assert.equal(relay.transactions.length, 0, 'nothing goes to the relay without an overflow');
 
     // 01:00: the next part is released; the message goes (it waited without spending an attempt).
-    setClock('2026-11-20T01:00:30Z');
+    setClock('2026-11-20T01:01:30Z');
     await t.db.query(`UPDATE jobs SET run_at = now() WHERE queue = 'deliver-email'`);
     await settled(ids);
     assert.equal(provider.accepted.length, 3);
@@ -263,6 +266,19 @@ test('without an overflow, mail over the part of the day released so far waits f
       rows.map((r) => r.attempts),
       [1, 1, 1],
     );
+  });
+});
+
+test('a message to several recipients at one site counts each of them, sent and delivered', async () => {
+  policy = policyWith(true, [48]);
+  await delivering(policy, async () => {
+    setClock('2026-11-20T23:00:00Z');
+    const to = ['a@gmail-one.test', 'b@gmail-one.test', 'c@gmail-one.test'];
+    const res = await send(t.app, org.sendingKey, message(org, { to }));
+    assert.equal(res.statusCode, 200, res.body);
+    await settled([res.json().id as string]);
+    const day = await google();
+    assert.deepEqual([day.sent_today, day.delivered_today], [3, 3]);
   });
 });
 

@@ -422,7 +422,16 @@ export async function main(argv: string[]): Promise<number> {
 function sourcesAt(policy: ShapingPolicy, site: string, named: string | undefined): string[] {
   const { sources } = policy.egress;
   if (named !== undefined) {
-    if (!sources.has(named)) throw new UsageError(`no source ${named} (sources: ${[...sources.keys()].join(', ')})`);
+    const source = sources.get(named);
+    if (!source) throw new UsageError(`no source ${named} (sources: ${[...sources.keys()].join(', ')})`);
+    // A relay source meets every site through the relay: its one site is `relay`.
+    if (policy.egress.declared && (source.kind === 'relay') !== (site === 'relay')) {
+      throw new UsageError(
+        source.kind === 'relay'
+          ? `source ${named} is a relay: its connections count against the site relay, not ${site}`
+          : `source ${named} sends from an address: it has no connections to the site relay`,
+      );
+    }
     return [named];
   }
   // A relay source's connections all count against the site `relay`; an address source's against the site itself.

@@ -193,7 +193,12 @@ export function decideOutcome(
   const egress = result.egress
     ? { source: result.egress.source, ...(result.egress.overflow ? { overflow: true } : {}) }
     : {};
-  const smtp = { smtp_code: result.smtpCode ?? null, response: cappedText(result.response, 1000), ...egress };
+  const smtp = {
+    smtp_code: result.smtpCode ?? null,
+    response: cappedText(result.response, 1000),
+    ...egress,
+    ...(result.tlsNote !== undefined ? { tls: cappedText(result.tlsNote, 1000) } : {}),
+  };
   const entry = { emailId: email.id, organizationId: email.organization_id, recipient: result.address };
   const row = (
     status: RecipientStatus,
@@ -234,7 +239,7 @@ export function decideOutcome(
     // once: a bounce report (inbound/) may have recorded this recipient's bounce first. A bad mailbox is
     // not tried again: later messages to this address fail as suppressed.
     const bounce = { type: 'hard', smtp_code: result.smtpCode ?? null, diagnostic: smtp.response };
-    const timeline: TimelineEntry = { ...entry, once: true, kind: 'bounced', data: { bounce } };
+    const timeline: TimelineEntry = { ...entry, once: true, kind: 'bounced', data: { bounce, ...egress } };
     return { row: row('bounced', null, timeline, suppressBadMailbox && isBadMailbox(result)), outcome: 'bounced' };
   }
   if (result.outcome === 'failed') {

@@ -68,6 +68,8 @@ export interface RecipientResult {
    * to its pool's overflow because the pool's warming sources had sent today's allowance.
    */
   egress?: { source: string; overflow?: boolean };
+  /** Where the session's TLS fell short of the domain's MTA-STS policy in testing mode. */
+  tlsNote?: string;
 }
 
 export interface Transport {

@@ -1,7 +1,7 @@
 import type { App } from '../platform/http/app-types.ts';
 import { loadShapingFile } from './shaping-file.ts';
 import { listDestinations } from './destinations.ts';
-import { listPools, listSources } from './sources.ts';
+import { listPools, listSources, sourcesOf } from './sources.ts';
 
 /**
  * GET /destinations: the destination sites the install delivers to, their limits in force, connections
@@ -19,24 +19,34 @@ export async function destinationRoutes(app: App) {
     }),
   );
 
-  // The install's egress sources (never a relay's credentials) with each warming source's stage, today's
-  // allowance and sends per site; and the pools, marking the ones the caller's mail goes through.
+  // The egress sources and pools the caller's mail may go through (never a relay's credentials, never
+  // another organization's dedicated pool), with each warming source's stage, allowance and day per site.
+  const organizationOf = async (organizationId: string) => {
+    const { rows } = await app.db.query<{ name: string }>(
+      "SELECT name FROM domains WHERE organization_id = $1 AND status = 'verified'",
+      [organizationId],
+    );
+    return { id: organizationId, domains: rows.map((row) => row.name) };
+  };
   app.get(
     '/sources',
-    { config: { access: 'full' }, schema: { summary: 'Egress sources: addresses, relays, warm-up per site' } },
-    async () => ({ object: 'list', data: await listSources(app.db, policy.egress, new Date()) }),
+    { config: { access: 'full' }, schema: { summary: 'Egress sources your mail may use: addresses, relays, warm-up' } },
+    async (request) => {
+      const organization = await organizationOf(request.principal.organizationId);
+      const reachable = listPools(policy.egress, organization).map((pool) => pool.name);
+      const only = sourcesOf(policy.egress, reachable);
+      return { object: 'list', data: await listSources(app.db, policy.egress, new Date(), only) };
+    },
   );
   app.get(
     '/pools',
-    { config: { access: 'full' }, schema: { summary: 'Egress pools: their sources, overflow and site routes' } },
-    async (request) => {
-      const organizationId = request.principal.organizationId;
-      const { rows } = await app.db.query<{ name: string }>(
-        "SELECT name FROM domains WHERE organization_id = $1 AND status = 'verified'",
-        [organizationId],
-      );
-      const domains = rows.map((row) => row.name);
-      return { object: 'list', data: listPools(policy.egress, { id: organizationId, domains }) };
+    {
+      config: { access: 'full' },
+      schema: { summary: 'Egress pools your mail may use: sources, overflow, site routes' },
     },
+    async (request) => ({
+      object: 'list',
+      data: listPools(policy.egress, await organizationOf(request.principal.organizationId)),
+    }),
   );
 }

@@ -96,12 +96,24 @@ export interface Egress {
 }
 
 export const DEFAULT_SOURCE = 'default';
+/** The pool every source is in when the file declares none. */
+export const DEFAULT_POOL = 'default';
 
 const NAME = /^[a-z0-9][a-z0-9_-]*$/;
 const HOST_NAME = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/i;
 
 /** The `[source]`, `[pool]`, `[routing]` and `[warmup]` tables of a parsed shaping file. */
-export function compileEgress(raw: Table): Egress {
+export function compileEgress(raw: Table, isSite: (id: string) => boolean = () => true): Egress {
+  const siteKey = (key: string, path: string) => {
+    const id = normalizeSiteId(key);
+    if (!isSite(id)) {
+      throw new ShapingFileError(
+        path,
+        'not a known site: a provider, relay, "mx:<hosts>", a domain, or a site the file names',
+      );
+    }
+    return id;
+  };
   const sources = new Map<string, EgressSource>();
   for (const [name, value] of Object.entries(raw.source === undefined ? {} : table(raw.source, 'source'))) {
     const path = keyPath('source', name);
@@ -128,12 +140,12 @@ export function compileEgress(raw: Table): Egress {
   for (const [name, value] of Object.entries(poolTables)) {
     const path = keyPath('pool', name);
     if (!NAME.test(name)) throw new ShapingFileError(path, 'a pool name is lower case letters, digits, "-" and "_"');
-    pools.set(name, pool(name, table(value, path), path, sources));
+    pools.set(name, pool(name, table(value, path), path, sources, siteKey));
   }
   // Without pools, every source is in one pool, `default`.
   if (pools.size === 0) {
-    pools.set(DEFAULT_SOURCE, {
-      name: DEFAULT_SOURCE,
+    pools.set(DEFAULT_POOL, {
+      name: DEFAULT_POOL,
       sources: [...sources.keys()],
       overflow: undefined,
       sites: new Map(),
@@ -157,7 +169,7 @@ export function compileEgress(raw: Table): Egress {
   };
   let defaultPool: string;
   if (routing.default_pool !== undefined) defaultPool = knownPool(routing.default_pool, 'routing.default_pool');
-  else if (pools.has(DEFAULT_SOURCE)) defaultPool = DEFAULT_SOURCE;
+  else if (pools.has(DEFAULT_POOL)) defaultPool = DEFAULT_POOL;
   else if (pools.size === 1) defaultPool = [...pools.keys()][0]!;
   else
     throw new ShapingFileError('routing.default_pool', 'required when there are several pools and none is "default"');
@@ -183,7 +195,7 @@ export function compileEgress(raw: Table): Egress {
     return domain;
   });
 
-  const warmup = warmupTable(raw.warmup);
+  const warmup = warmupTable(raw.warmup, siteKey);
   for (const [name, value] of pools) {
     if (value.overflow === undefined) continue;
     const overflow = sources.get(value.overflow)!;
@@ -236,18 +248,16 @@ function source(name: string, value: Table, path: string): EgressSource {
   }
   const limits = limitsTable(value, path, ['relay', 'ehlo']);
   const url = text(value.relay, `${path}.relay`);
-  if (!/^smtps?:\/\//i.test(url)) {
-    throw new ShapingFileError(
-      `${path}.relay`,
-      'expected an smtp:// or smtps:// URL, e.g. "smtp://user:pass@smtp.example.net:587"',
-    );
+  // The URL holds the relay's password: no message here repeats it.
+  const expected = 'expected an smtp:// or smtps:// URL without options, e.g. "smtp://user:pass@smtp.example.net:587"';
+  if (!/^smtps?:\/\/[^?#]+$/i.test(url) || URL.parse(url) === null)
+    throw new ShapingFileError(`${path}.relay`, expected);
+  let parsed: { host?: string; port?: number; secure?: boolean; auth?: { user: string; pass: string } };
+  try {
+    parsed = parseConnectionUrl(url);
+  } catch {
+    throw new ShapingFileError(`${path}.relay`, expected);
   }
-  const parsed = parseConnectionUrl(url) as {
-    host?: string;
-    port?: number;
-    secure?: boolean;
-    auth?: { user: string; pass: string };
-  };
   if (!parsed.host) throw new ShapingFileError(`${path}.relay`, 'the URL names no host');
   return {
     kind: 'relay',
@@ -262,7 +272,13 @@ function source(name: string, value: Table, path: string): EgressSource {
   };
 }
 
-function pool(name: string, value: Table, path: string, sources: ReadonlyMap<string, EgressSource>): EgressPool {
+function pool(
+  name: string,
+  value: Table,
+  path: string,
+  sources: ReadonlyMap<string, EgressSource>,
+  siteKey: (key: string, path: string) => string,
+): EgressPool {
   onlyKeys(value, ['sources', 'overflow', 'sites'], path);
   const knownSource = (item: unknown, at: string) => {
     const sourceName = text(item, at);
@@ -283,19 +299,20 @@ function pool(name: string, value: Table, path: string, sources: ReadonlyMap<str
   const overflow = value.overflow === undefined ? undefined : knownSource(value.overflow, `${path}.overflow`);
   const sites = new Map<string, string>();
   for (const [site, target] of Object.entries(value.sites === undefined ? {} : table(value.sites, `${path}.sites`))) {
-    sites.set(normalizeSiteId(site), text(target, `${keyPath(`${path}.sites`, site)}`));
+    const at = keyPath(`${path}.sites`, site);
+    sites.set(siteKey(site, at), text(target, at));
   }
   return { name, sources: members, overflow, sites };
 }
 
-function warmupTable(value: unknown): WarmupSchedule {
+function warmupTable(value: unknown, siteKey: (key: string, path: string) => string): WarmupSchedule {
   if (value === undefined) return { stages: DEFAULT_WARMUP_STAGES, sites: new Map() };
   const given = table(value, 'warmup');
   onlyKeys(given, ['schedule', 'sites'], 'warmup');
   const stages = given.schedule === undefined ? DEFAULT_WARMUP_STAGES : schedule(given.schedule, 'warmup.schedule');
   const sites = new Map<string, readonly number[]>();
   for (const [site, list] of Object.entries(given.sites === undefined ? {} : table(given.sites, 'warmup.sites'))) {
-    sites.set(normalizeSiteId(site), schedule(list, keyPath('warmup.sites', site)));
+    sites.set(siteKey(site, keyPath('warmup.sites', site)), schedule(list, keyPath('warmup.sites', site)));
   }
   return { stages, sites };
 }

@@ -77,7 +77,12 @@ export interface ShapeRequest {
   targets?: readonly ShapeTarget[];
   /** The warm-up stages of `source` at `site` while it is warming up (replies count towards its days). */
   warmup?: readonly number[];
-  /** Recipients in the transaction: what a warm-up turn counts (default 1). */
+  /**
+   * The recipient domain's site when `site` is another (`relay`, for a relay source): sender holds are
+   * kept there. Default: `site`.
+   */
+  destination?: string;
+  /** Recipients in the transaction (or, in a reply, that got it): what a warm-up turn or reply counts (default 1). */
   recipients?: number;
   /** The sending domain (a sender hold at this site keeps its mail back). */
   senderDomain: string;
@@ -134,6 +139,11 @@ export interface Shaper {
     reply: { code: number | undefined; text: string },
     cls: ClassifiedReply,
   ): Promise<Held | undefined>;
+  /**
+   * The message went nowhere after all (a kept connection turned out closed before any of it was sent):
+   * its warm-up turn goes back. `request` names the source, site and warm-up as for a reply.
+   */
+  unused(request: ShapeRequest): Promise<void>;
   /** Connections open now, per source and site (`source/site`, for metrics). */
   openConnections(): Map<string, number>;
   close(): Promise<void>;
@@ -206,6 +216,13 @@ function cappedLimits(limits: SiteLimits, state: SiteState, now: Date): SiteLimi
   };
 }
 
+/** A connection was tried and failed: what `connect` threw, marked so the caller knows an attempt was made. */
+class ConnectAttemptError extends Error {
+  constructor(cause: unknown) {
+    super('connect failed', { cause });
+  }
+}
+
 /** The key of a source's site in this process's maps. */
 const idOf = (key: SiteKey) => `${key.source}/${key.site}`;
 
@@ -227,23 +244,29 @@ const SITE_READ_MS = 500;
 export function createShaper(options: ShaperOptions): Shaper {
   const { db } = options;
   const rules = options.rules ?? [];
-  const siteReads = new Map<
-    string,
-    { at: number; state: Promise<SiteState>; holds: Promise<Map<string, SenderHold>> }
-  >();
-  /** The site's state and sender holds as last read (within SITE_READ_MS), or read now. */
+  const siteReads = new Map<string, { at: number; state: Promise<SiteState> }>();
+  const holdReads = new Map<string, { at: number; holds: Promise<Map<string, SenderHold>> }>();
+  /** A source's state at a site as last read (within SITE_READ_MS), or read now. */
   const readSite = (key: SiteKey, configured: ConfiguredLimits) => {
     const cached = siteReads.get(idOf(key));
     if (cached && Date.now() - cached.at < SITE_READ_MS) return cached;
-    const read = {
-      at: Date.now(),
-      state: siteState(db, key, configured, now()),
-      holds: senderHoldsAt(db, key.site, now()),
-    };
+    const read = { at: Date.now(), state: siteState(db, key, configured, now()) };
     // A failed read is not kept: the next message reads again.
-    Promise.all([read.state, read.holds]).catch(() => siteReads.delete(idOf(key)));
+    read.state.catch(() => siteReads.delete(idOf(key)));
     siteReads.set(idOf(key), read);
     return read;
+  };
+  /**
+   * The sender holds at a destination site, whatever the source: the site refused the sending domain's
+   * authentication, which no other source (a relay included) makes any better.
+   */
+  const readHolds = (site: string) => {
+    const cached = holdReads.get(site);
+    if (cached && Date.now() - cached.at < SITE_READ_MS) return cached.holds;
+    const read = { at: Date.now(), holds: senderHoldsAt(db, site, now()) };
+    read.holds.catch(() => holdReads.delete(site));
+    holdReads.set(site, read);
+    return read.holds;
   };
   /** What this process changed it knows at once. */
   const remember = (key: SiteKey, state: SiteState) => {
@@ -347,7 +370,7 @@ export function createShaper(options: ShaperOptions): Shaper {
         } catch (error) {
           pool.open -= 1;
           await releaseSlot(db, key, slot, holder).catch(() => {});
-          throw error;
+          throw new ConnectAttemptError(error);
         }
       }
       const left = deadline - Date.now();
@@ -425,13 +448,12 @@ export function createShaper(options: ShaperOptions): Shaper {
 
   /** The hold the message is in now (the site paused, or its sender held there), by the site as last read. */
   async function holdNow(request: ShapeRequest, key: SiteKey, configured: ConfiguredLimits): Promise<Held | undefined> {
-    const read = readSite(key, configured);
-    const state = await read.state;
+    const state = await readSite(key, configured).state;
     if (state.pausedUntil && state.pausedUntil > now()) {
       const reason = state.pauseReason === 'throttled' ? 'throttled' : 'site_paused';
       return held(state.pausedUntil, reason, state.pauseReply ?? `${key.site} is paused`);
     }
-    const senderHeld = (await read.holds).get(request.senderDomain);
+    const senderHeld = (await readHolds(request.destination ?? request.site)).get(request.senderDomain);
     if (senderHeld && senderHeld.pausedUntil > now()) {
       return held(senderHeld.pausedUntil, 'sender_paused', senderHeld.reply);
     }
@@ -466,8 +488,9 @@ export function createShaper(options: ShaperOptions): Shaper {
       class: rule.action === 'pause' ? 'rule_pause' : 'rule_lower',
     });
     if (rule.action === 'pause' && rule.scope === 'sender') {
-      await holdSender(db, request.site, request.senderDomain, until, reply.text);
-      siteReads.delete(idOf(key));
+      const destination = request.destination ?? request.site;
+      await holdSender(db, destination, request.senderDomain, until, reply.text);
+      holdReads.delete(destination);
       return held(until, 'sender_paused', reply.text);
     }
     const limits = options.limitsFor(key.site, key.source);
@@ -560,7 +583,8 @@ export function createShaper(options: ShaperOptions): Shaper {
         if (!turn.taken) {
           overAllowance = true;
           const reply = `${target.source} is warming up at ${target.site}: ${turn.sent} of today's ${turn.allowance} sent`;
-          keep(held(turn.until, 'warming_up', reply));
+          // Spread over the first minute of the release, so that a backlog does not wake all at once.
+          keep(held(new Date(turn.until.getTime() + Math.random() * 60_000), 'warming_up', reply));
           continue;
         }
         return { target, key, warmupTaken: true };
@@ -590,18 +614,25 @@ export function createShaper(options: ShaperOptions): Shaper {
       const { target, key } = chosen;
       const limits = options.limitsFor(key.site, key.source);
       const configured = configuredLimits(limits);
-      const state = await readSite(key, configured).state;
-      // A warm-up turn the message does not use now goes back to the day's allowance.
+      // A warm-up turn the message does not use now goes back to the day it was taken on. A connection
+      // that fails is an attempt like a deferral: its turn is kept (and its reply counted).
+      const takenAt = now();
       const notNow = async <H>(value: H): Promise<H> => {
-        if (chosen.warmupTaken) await giveBackWarmupTurn(db, key, request.recipients ?? 1, now()).catch(() => {});
+        if (chosen.warmupTaken) await giveBackWarmupTurn(db, key, request.recipients ?? 1, takenAt).catch(() => {});
         return value;
       };
+      const state = await readSite(key, configured).state.catch(async (error: unknown) => {
+        throw await notNow(error);
+      });
       if (state.messageRate !== undefined) {
-        const waited = await waitForTurn(request, key, state.messageRate);
+        const waited = await waitForTurn(request, key, state.messageRate).catch(async (error: unknown) => {
+          throw await notNow(error);
+        });
         if (waited) return notNow(waited);
       }
       const entry = await connectionFor(request, key, () => connect(target)).catch(async (error: unknown) => {
-        throw await notNow(error);
+        // Before a connection was tried (its slot could not be read), the turn was not used.
+        throw error instanceof ConnectAttemptError ? error.cause : await notNow(error);
       });
       if (entry === undefined) {
         // Busy: back in a moment, spread so that the waiting messages do not all return at once. This is
@@ -613,9 +644,9 @@ export function createShaper(options: ShaperOptions): Shaper {
       if ('held' in entry) return notNow(entry);
       // A pause or hold that came while this message waited for its turn or its connection (another
       // message's 421, the operator) stops it too: not one more message into a hold.
-      const heldMeanwhile = await holdNow(request, key, configured).catch((error: unknown) => {
+      const heldMeanwhile = await holdNow(request, key, configured).catch(async (error: unknown) => {
         giveBack(entry, limits);
-        throw error;
+        throw await notNow(error);
       });
       if (heldMeanwhile) {
         giveBack(entry, limits);
@@ -638,7 +669,10 @@ export function createShaper(options: ShaperOptions): Shaper {
       const key = { source: request.source ?? DEFAULT_SOURCE, site: request.site };
       if (request.warmup) {
         const kind = warmupKind(cls);
-        if (kind) await recordWarmupReply(db, key, request.warmup, { kind, text: reply.text }, now());
+        if (kind) {
+          const count = request.recipients ?? 1;
+          await recordWarmupReply(db, key, request.warmup, { kind, text: reply.text, count }, now());
+        }
       }
       if (cls.class === 'delivered') {
         const counted = successes.get(idOf(key));
@@ -651,8 +685,9 @@ export function createShaper(options: ShaperOptions): Shaper {
       if (cls.hold?.scope === 'sender') {
         destinationThrottles.inc({ site: siteLabel(request.site), class: cls.class });
         const until = new Date(now().getTime() + Math.min(holds[cls.hold.key] ?? holds.sender_fault!, holds.max!));
-        await holdSender(db, request.site, request.senderDomain, until, text);
-        siteReads.delete(idOf(key));
+        const destination = request.destination ?? request.site;
+        await holdSender(db, destination, request.senderDomain, until, text);
+        holdReads.delete(destination);
         return held(until, 'sender_paused', text);
       }
       const throttle = cls.class === 'throttled' || cls.class === 'too_many_connections';
@@ -676,6 +711,12 @@ export function createShaper(options: ShaperOptions): Shaper {
       remember(key, after);
       if (!after.pausedUntil || after.pausedUntil <= now()) return undefined;
       return held(after.pausedUntil, after.pauseReason === 'site_paused' ? 'site_paused' : 'throttled', text);
+    },
+
+    async unused(request) {
+      if (!request.warmup) return;
+      const key = { source: request.source ?? DEFAULT_SOURCE, site: request.site };
+      await giveBackWarmupTurn(db, key, request.recipients ?? 1, now()).catch(() => {});
     },
 
     openConnections: () => new Map([...pools].map(([id, pool]) => [id, pool.open])),

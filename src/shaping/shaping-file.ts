@@ -67,7 +67,9 @@ export function loadShapingFile(path: string | undefined): ShapingPolicy {
   try {
     raw = json ? JSON.parse(text) : parseToml(text, { unsafeKeyBehaviour: 'throw' });
   } catch (error) {
-    throw new ShapingFileError(undefined, `not valid ${json ? 'JSON' : 'TOML'}: ${(error as Error).message}`, path);
+    // The parser quotes the line at fault, which may be a relay source's URL with its password.
+    const message = (error as Error).message.replace(/\/\/[^\s/@"']*@/g, '//…@');
+    throw new ShapingFileError(undefined, `not valid ${json ? 'JSON' : 'TOML'}: ${message}`, path);
   }
   try {
     return compileShapingPolicy(raw);
@@ -109,7 +111,12 @@ export function compileShapingPolicy(raw: unknown): ShapingPolicy {
 
   const rules = raw.rule === undefined ? [] : list(raw.rule, 'rule').map((entry, at) => rule(entry, `rule[${at}]`));
   const holds = holdsTable(raw.holds);
-  const egress = compileEgress(raw);
+  // A site named by the egress tables is one a [site.<id>] key could name (or one the file names).
+  const egress = compileEgress(raw, (id) => {
+    if (fileSites.has(id) || id === 'relay' || id.startsWith('mx:')) return true;
+    if (Object.hasOwn(PROVIDER_MX_SUFFIXES, id)) return true;
+    return /^[a-z0-9.-]+\.[a-z0-9-]+$/.test(id);
+  });
 
   return {
     limitsFor(site: string, source?: string): SiteLimits {

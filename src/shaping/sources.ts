@@ -75,9 +75,16 @@ export function warmupView(state: WarmupState, stages: readonly number[], now: D
   };
 }
 
-export async function listSources(db: Queryable, egress: Egress, now: Date): Promise<SourceView[]> {
+/** Every source (the operator's view), or only those named in `only` (an organization's). */
+export async function listSources(
+  db: Queryable,
+  egress: Egress,
+  now: Date,
+  only?: ReadonlySet<string>,
+): Promise<SourceView[]> {
   const warmup = await listWarmup(db);
-  return [...egress.sources.values()].map((source) => ({
+  const shown = [...egress.sources.values()].filter((source) => only === undefined || only.has(source.name));
+  return shown.map((source) => ({
     object: 'source',
     name: source.name,
     kind: source.kind,
@@ -94,16 +101,36 @@ export async function listSources(db: Queryable, egress: Egress, now: Date): Pro
   }));
 }
 
-/** The pools; `organization` (with its verified sending domains) marks the one its mail goes through. */
-export function listPools(egress: Egress, organization?: { id: string; domains: string[] }): PoolView[] {
-  const theirs = new Set<string>();
-  if (organization) {
-    // Each sending domain's mail goes through its own pool, else the organization's.
-    const own = egress.organizations.get(organization.id.toLowerCase()) ?? egress.defaultPool;
-    for (const domain of organization.domains) theirs.add(egress.domains.get(domain.toLowerCase()) ?? own);
-    if (organization.domains.length === 0) theirs.add(own);
+/**
+ * The pools an organization's mail may go through (by its verified sending domains, then the site routes
+ * of those pools), or every pool for the operator; `yours` marks the ones its mail goes through first.
+ * Another organization's dedicated pool, and so its sources and their traffic, is not shown.
+ */
+export function poolsOf(egress: Egress, organization: { id: string; domains: string[] }): Set<string> {
+  const own = egress.organizations.get(organization.id.toLowerCase()) ?? egress.defaultPool;
+  const first = new Set(organization.domains.map((domain) => egress.domains.get(domain.toLowerCase()) ?? own));
+  if (organization.domains.length === 0) first.add(own);
+  return first;
+}
+
+/** The sources of these pools: their members, their overflow, and those of the pools their sites go through. */
+export function sourcesOf(egress: Egress, pools: Iterable<string>): Set<string> {
+  const names = new Set<string>();
+  for (const name of pools) {
+    const pool = egress.pools.get(name)!;
+    for (const reached of [pool, ...[...pool.sites.values()].map((other) => egress.pools.get(other)!)]) {
+      reached.sources.forEach((source) => names.add(source));
+      if (reached.overflow !== undefined) names.add(reached.overflow);
+    }
   }
-  return [...egress.pools.values()].map((pool) => ({
+  return names;
+}
+
+export function listPools(egress: Egress, organization?: { id: string; domains: string[] }): PoolView[] {
+  const theirs = organization ? poolsOf(egress, organization) : new Set<string>();
+  const reached = new Set([...theirs].flatMap((name) => [name, ...egress.pools.get(name)!.sites.values()]));
+  const shown = [...egress.pools.values()].filter((pool) => organization === undefined || reached.has(pool.name));
+  return shown.map((pool) => ({
     object: 'pool',
     name: pool.name,
     sources: [...pool.sources],

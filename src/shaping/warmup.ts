@@ -174,7 +174,10 @@ export function takeWarmupTurn(
   });
 }
 
-/** A taken turn that was not used (the message then waited for a connection): it goes back to the day. */
+/**
+ * A taken turn that was not used (the message then waited for a connection): it goes back to the day it
+ * was taken on (`at`, when it was taken), not to the next one.
+ */
 export async function giveBackWarmupTurn(db: Queryable, key: SiteKey, count: number, at: Date): Promise<void> {
   await db.query(`UPDATE warmup_state SET sent = greatest(0, sent - $3) WHERE source = $1 AND site = $2 AND day = $4`, [
     key.source,
@@ -186,18 +189,21 @@ export async function giveBackWarmupTurn(db: Queryable, key: SiteKey, count: num
 
 export type WarmupReply = 'delivered' | 'deferred' | 'blocked';
 
-/** Counts a reply towards the day's judgement; a block steps the stage back (once a day). */
+/**
+ * Counts a reply (given to `count` recipients) towards the day's judgement; a block steps the stage back
+ * (once a day).
+ */
 export function recordWarmupReply(
   db: Database,
   key: SiteKey,
   stages: readonly number[],
-  reply: { kind: WarmupReply; text: string },
+  reply: { kind: WarmupReply; text: string; count: number },
   at: Date,
 ): Promise<void> {
   return db.transaction(async (tx) => {
     const state = await lockedState(tx, key, stages, at);
-    if (reply.kind === 'delivered') return save(tx, { ...state, delivered: state.delivered + 1 });
-    if (reply.kind === 'deferred') return save(tx, { ...state, deferred: state.deferred + 1 });
+    if (reply.kind === 'delivered') return save(tx, { ...state, delivered: state.delivered + reply.count });
+    if (reply.kind === 'deferred') return save(tx, { ...state, deferred: state.deferred + reply.count });
     if (state.blocked) return save(tx, state);
     const stage = Math.max(0, Math.min(state.stage, stages.length) - 1);
     const change = `${state.day}: blocked (${reply.text.slice(0, 200)}): back to stage ${stage + 1} (${stages[stage]} a day)`;

@@ -55,17 +55,28 @@ export async function shapedSend(
         throw error instanceof RouteFailure ? error : new ConnectFailure(error);
       });
     };
+    // What the timeline should say about the session's TLS (an MTA-STS policy in testing not met).
+    let tlsNote: string | undefined;
     const answered = (results: RecipientResult[]) =>
-      readReplies(shaper, { ...request, ...replyKey(via) }, results).then((read) =>
-        options.tellSource && via ? read.map((result) => ({ ...result, egress: egressOf(via!) })) : read,
+      readReplies(shaper, { ...request, ...replyKey(via, request) }, results).then((read) =>
+        read.map((result) => ({
+          ...result,
+          ...(options.tellSource && via ? { egress: egressOf(via) } : {}),
+          ...(tlsNote !== undefined ? { tlsNote } : {}),
+        })),
       );
     try {
       attempt = await shaper.run(request, connectOrSay, (session, target) => {
         via = target;
+        tlsNote = session.tlsNote;
         return session.send(envelope, raw);
       });
     } catch (error) {
-      if (error instanceof RouteFailure) return error.results;
+      if (error instanceof RouteFailure) {
+        // Nothing was sent (no route, or a TLS requirement not met): a warm-up turn goes back.
+        await shaper.unused({ ...request, ...replyKey(via, request), recipients: envelope.to.length });
+        return error.results;
+      }
       // A refusal at the greeting (421 4.7.28, too many connections) is a reply like any other.
       if (error instanceof ConnectFailure) {
         return answered(resultsFromSendError(envelope.to, error.failure, options.context?.()));
@@ -76,7 +87,10 @@ export async function shapedSend(
       return heldResults(envelope.to, request.site, { held: true, until, reason: 'throttled', reply, quiet: true });
     }
     if (isHeld(attempt)) return heldResults(envelope.to, request.site, attempt);
-    if (!('info' in attempt) && attempt.nothingSent && tries === 0) continue;
+    if (!('info' in attempt) && attempt.nothingSent && tries === 0) {
+      await shaper.unused({ ...request, ...replyKey(via, request), recipients: envelope.to.length });
+      continue;
+    }
     const results =
       'info' in attempt
         ? resultsFromSendInfo(envelope.to, attempt.info)
@@ -86,8 +100,8 @@ export async function shapedSend(
 }
 
 /** The key a reply counts against: the source and site the message went through. */
-const replyKey = (via: ShapeTarget | undefined): Partial<ShapeRequest> =>
-  via ? { source: via.source, site: via.site, warmup: via.warmup } : {};
+const replyKey = (via: ShapeTarget | undefined, request: ShapeRequest): Partial<ShapeRequest> =>
+  via ? { source: via.source, site: via.site, warmup: via.warmup, destination: request.site } : {};
 
 const egressOf = (via: ShapeTarget): NonNullable<RecipientResult['egress']> =>
   via.overflow ? { source: via.source, overflow: true } : { source: via.source };
@@ -104,6 +118,12 @@ async function readReplies(
   results: RecipientResult[],
 ): Promise<RecipientResult[]> {
   const holds = new Map<string, Held | undefined>();
+  // How many recipients got each reply: a warming source's day counts recipients.
+  const counts = new Map<string, number>();
+  for (const result of results) {
+    const reply = `${result.smtpCode ?? ''} ${result.response}`;
+    counts.set(reply, (counts.get(reply) ?? 0) + 1);
+  }
   for (const result of results) {
     const reply = `${result.smtpCode ?? ''} ${result.response}`;
     if (holds.has(reply)) continue;
@@ -111,7 +131,7 @@ async function readReplies(
     // The message has gone (or been refused): the outcome must be recorded whatever happens here, so a
     // reply the shaping state cannot take now (the database is away) only goes unlearned.
     const hold = await shaper
-      .reply(request, { code: result.smtpCode, text: result.response }, cls)
+      .reply({ ...request, recipients: counts.get(reply) }, { code: result.smtpCode, text: result.response }, cls)
       .catch(() => undefined);
     holds.set(reply, hold);
   }

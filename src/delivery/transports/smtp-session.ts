@@ -56,6 +56,26 @@ export class SmtpSession implements ShapedConnection {
     return this.open;
   }
 
+  /**
+   * Whether the session runs over TLS, and whether the server's certificate is valid for the name it was
+   * asked for (checked even when an invalid one was let through, as opportunistic TLS does).
+   */
+  tlsState(): { secure: boolean; authorized: boolean; problem: string | undefined } {
+    const socket = (this.connection as unknown as { _socket?: { authorized?: boolean; authorizationError?: unknown } })
+      ._socket;
+    const secure = this.connection.secure === true;
+    const authorized = secure && socket?.authorized === true;
+    const problem = !secure
+      ? 'the server did not use TLS'
+      : authorized
+        ? undefined
+        : String(socket?.authorizationError ?? 'certificate not checked');
+    return { secure, authorized, problem };
+  }
+
+  /** What the message's timeline should say about this session's TLS (MTA-STS in testing mode). */
+  tlsNote: string | undefined;
+
   /** One transaction. Never rejects: a failure is returned, with whether the server got any of it. */
   send(envelope: { from: string; to: string[] }, raw: Buffer): Promise<SendAttempt> {
     const reused = this.sent > 0;
