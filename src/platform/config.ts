@@ -161,6 +161,24 @@ const SETTING_TABLE = {
     'Port the `mx` transport connects to on each MX host (25 on the Internet; tests use a loopback port).',
     integer(1, 65535),
   ),
+  mtaStsPort: setting(
+    'MAILROOM_MTA_STS_PORT',
+    '443',
+    'Port of the HTTPS servers MTA-STS policies are fetched from (`https://mta-sts.<domain>/.well-known/mta-sts.txt`); 443 on the Internet, tests use a loopback port.',
+    integer(1, 65535),
+  ),
+  extraCaFile: setting(
+    'MAILROOM_EXTRA_CA_FILE',
+    undefined,
+    "PEM certificates trusted besides the system's when a certificate is checked on delivery: MTA-STS policy fetches, and MX hosts of MTA-STS `enforce` and TLS-required domains (a private CA, or a test one).",
+    optionalText,
+  ),
+  tlsRequiredDomains: setting(
+    'MAILROOM_TLS_REQUIRED_DOMAINS',
+    undefined,
+    'Comma-separated recipient domains whose mail goes only over TLS with a certificate valid for the MX host, whatever they publish (as with an MTA-STS `enforce` policy naming every MX); otherwise the recipient is deferred. Unset: none.',
+    domainList,
+  ),
   heloName: setting(
     'MAILROOM_HELO_NAME',
     undefined,
@@ -433,6 +451,11 @@ function domainName(value: string | undefined, variable: string): string {
 
 function optionalDomainName(value: string | undefined, variable: string): string | undefined {
   return value === undefined ? undefined : domainName(value, variable);
+}
+
+function domainList(value: string | undefined, variable: string): string[] {
+  if (value === undefined || value.trim() === '') return [];
+  return value.split(',').map((item) => domainName(item.trim(), variable));
 }
 
 function dnsLabel(value: string | undefined, variable: string): string {

@@ -82,6 +82,11 @@ export interface ShapeRequest {
    * kept there. Default: `site`.
    */
   destination?: string;
+  /**
+   * Whether the message may go over a kept connection (opened for another message of the site): a domain
+   * that requires verified TLS takes only one verified for an MX host it names. Default: any.
+   */
+  reuse?: (connection: ShapedConnection) => boolean;
   /** Recipients in the transaction (or, in a reply, that got it): what a warm-up turn or reply counts (default 1). */
   recipients?: number;
   /** The sending domain (a sender hold at this site keeps its mail back). */
@@ -350,10 +355,21 @@ export function createShaper(options: ShaperOptions): Shaper {
     const pool = poolOf(key);
     const deadline = Date.now() + waitMs;
     for (;;) {
-      const idle = pool.idle.pop();
-      if (idle) {
+      // The newest idle connection this message may use (a domain that requires verified TLS takes only
+      // a connection verified for one of its MX hosts); one it may not use keeps waiting for others.
+      const at = pool.idle.findLastIndex((entry) => request.reuse?.(entry.connection) ?? true);
+      if (at >= 0) {
+        const idle = pool.idle.splice(at, 1)[0]!;
         clearTimeout(idle.idleTimer);
         return idle;
+      }
+      // Every slot taken by idle connections this message may not use: close one to open its own.
+      if (
+        pool.idle.length > 0 &&
+        pool.open >=
+          (await readSite(key, configuredLimits(options.limitsFor(key.site, key.source))).state).connectionLimit
+      ) {
+        retire(pool.idle.shift()!);
       }
       const slot = await takeSlot(db, key, holder, leaseMs, now());
       if (slot !== undefined) {
@@ -395,7 +411,9 @@ export function createShaper(options: ShaperOptions): Shaper {
         );
         pool.waiters.push(waiter);
       });
-      if (handed) return handed;
+      if (handed && (request.reuse?.(handed.connection) ?? true)) return handed;
+      // Handed a connection this message may not use: its slot is freed for a connection of its own.
+      if (handed) retire(handed);
     }
   }
 

@@ -48,6 +48,8 @@ const attemptTimeouts = new WeakMap<Dispatcher, number>();
 export interface SafeDispatcherOptions {
   /** Connections kept to one origin at a time; default MAILROOM_WEBHOOK_CONNECTIONS_PER_ENDPOINT. */
   connectionsPerOrigin?: number;
+  /** The certificates TLS trusts (default: Node's); e.g. the system's and an operator's private CA. */
+  ca?: string[];
 }
 
 export function createSafeDispatcher(config: Config, options: SafeDispatcherOptions = {}): Dispatcher {
@@ -75,7 +77,11 @@ export function createSafeDispatcher(config: Config, options: SafeDispatcherOpti
       );
   };
 
-  const connectTo = buildConnector({ timeout: config.webhookTimeoutMs, lookup });
+  const connectTo = buildConnector({
+    timeout: config.webhookTimeoutMs,
+    lookup,
+    ...(options.ca ? { ca: options.ca } : {}),
+  });
   const connect: buildConnector.connector = (connectOptions, callback) => {
     const host = connectOptions.hostname.replace(/^\[(.*)\]$/, '$1');
     if (isIP(host) !== 0) {

@@ -60,6 +60,8 @@ export interface SmtpSinkOptions {
   checkCredentials?: (username: string, password: string) => boolean;
   /** Offer STARTTLS, then abort every TLS handshake (a broken TLS setup, as found on some MX hosts). */
   failTlsHandshake?: boolean;
+  /** The key and certificate STARTTLS presents (default: smtp-server's own self-signed one). */
+  tls?: { key: string; cert: string };
 }
 
 export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<SmtpSink> {
@@ -81,6 +83,7 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
     // A client's pooled connection must not hold close() for smtp-server's default 30 s.
     closeTimeout: 200,
     disabledCommands: options.starttls === false ? ['STARTTLS'] : [],
+    ...(options.tls && { key: options.tls.key, cert: options.tls.cert }),
     // Only TLS 1.0 and 1.1, which Node's clients refuse: the handshake fails as with an outdated MX.
     ...(options.failTlsHandshake && { minVersion: 'TLSv1', maxVersion: 'TLSv1.1' }),
     onAuth(auth, _session, callback) {

@@ -9,7 +9,8 @@ import type { Transport } from '../transport.ts';
 import { createComposer, defaultComposeThreads } from '../composer.ts';
 import { createCaptureTransport } from './capture.ts';
 import { createMxTransport } from './mx.ts';
-import { createMxTtlLookup } from './mx-lookup.ts';
+import { createMxResolver, createMxTtlLookup } from './mx-lookup.ts';
+import { createMtaSts } from './mta-sts.ts';
 import { createSmtpRelayTransport, type SmtpRelayOptions } from './smtp-relay.ts';
 
 export { readCaptured } from './capture.ts';
@@ -54,12 +55,19 @@ export function createTransport(config: Config, db: Database, options: Transport
     case 'mx': {
       checkSourceAddresses(policy);
       const sites = createSiteResolver({ lookupMx: createMxTtlLookup(config), extraSuffixes: policy.mxSuffixes });
+      const mtaSts = createMtaSts(config, {
+        resolver: createMxResolver(config),
+        db,
+        now: options.shaping?.now,
+        log: options.log,
+      });
       return createMxTransport(config, {
         composer,
         shaper: shaper(),
         sites,
         egress: policy.egress,
         relayTls: options.relayTls,
+        mtaSts,
       });
     }
   }

@@ -2,7 +2,7 @@ import { isIP } from 'node:net';
 import type { Config } from '../../platform/config.ts';
 import { forbiddenAddressReason } from '../../platform/network-address.ts';
 import type { ConnectionOptions } from 'node:tls';
-import type { ShapeTarget, Shaper } from '../../shaping/shaper.ts';
+import type { ShapedConnection, ShapeTarget, Shaper } from '../../shaping/shaper.ts';
 import { compileEgress, type AddressSource, type Egress } from '../../shaping/egress.ts';
 import type { SiteResolver } from '../../shaping/sites.ts';
 import { composeInline, type Composer } from '../composer.ts';
@@ -12,6 +12,7 @@ import { createMxResolver, findMailRoute, type MailHost } from './mx-lookup.ts';
 import { RouteFailure, shapedSend } from './shaped-send.ts';
 import { SmtpSession } from './smtp-session.ts';
 import { openRelaySession } from './smtp-relay.ts';
+import { mxMatches, type MtaSts, type MtaStsPolicy, type TlsRule } from './mta-sts.ts';
 
 // Direct delivery: recipients are grouped by domain, and each domain gets one SMTP transaction with
 // all of its recipients, over a connection to the domain's destination *site* (src/shaping/): the
@@ -24,7 +25,11 @@ import { openRelaySession } from './smtp-relay.ts';
 // TLS is opportunistic, as between MTAs on the Internet without MTA-STS or DANE: STARTTLS is used
 // whenever the server offers it, certificates are not checked (MX certificates are often self-signed
 // or name another host, and refusing them would only push the message to plaintext), and when the TLS
-// handshake itself fails the same address is tried once more without STARTTLS.
+// handshake itself fails the same address is tried once more without STARTTLS. A domain with an
+// MTA-STS policy in `enforce` mode (mta-sts.ts), or one the operator marks TLS-required, gets its mail
+// only over TLS with a certificate valid for an MX host its policy names; otherwise its recipients are
+// deferred with the reason. A policy in `testing` mode delivers as usual and says on the timeline when
+// TLS fell short of it.
 //
 // Each domain's mail goes through the egress pool of its sending domain (or organization), from one of
 // the pool's sources in turn: bound to a source's local address and greeting with its EHLO name, or
@@ -45,6 +50,8 @@ export interface MxTransportOptions {
   egress?: Egress;
   /** TLS settings for relay sources (tests relax certificate checks here). */
   relayTls?: ConnectionOptions;
+  /** MTA-STS policies and the operator's TLS-required domains; default: opportunistic TLS everywhere. */
+  mtaSts?: MtaSts;
 }
 
 export function createMxTransport(config: MxConfig, options: MxTransportOptions): Transport {
@@ -76,6 +83,7 @@ export function createMxTransport(config: MxConfig, options: MxTransportOptions)
     recipients: string[],
     tried: { last?: string },
     source: AddressSource,
+    rule: TlsRule,
   ): Promise<SmtpSession> {
     const route = await findMailRoute(resolver, domain);
     if (route.kind !== 'hosts') {
@@ -103,14 +111,42 @@ export function createMxTransport(config: MxConfig, options: MxTransportOptions)
         recipients.map((address) => ({ address, outcome: 'bounced', smtpCode: undefined, response }) as const),
       );
     }
+    const { strict, named } = tlsTerms(rule);
+    const why =
+      rule.kind === 'required'
+        ? `${domain} requires TLS (the operator's setting)`
+        : `the MTA-STS policy of ${domain} (${rule.kind === 'mta-sts' ? rule.policy.mode : ''})`;
+    const deferAll = (response: string): never => {
+      throw new RouteFailure(
+        recipients.map((address) => ({ address, outcome: 'deferred', smtpCode: undefined, response }) as const),
+      );
+    };
+    const candidates = strict ? hosts.filter(({ name }) => named(name)) : hosts;
+    if (candidates.length === 0) {
+      const patterns = rule.kind === 'mta-sts' ? rule.policy.mx.join(', ') : '';
+      deferAll(
+        `4.7.5 Not delivered: no MX host of ${domain} (${hosts.map((h) => h.name).join(', ')}) is one that ${why} names (mx: ${patterns})`,
+      );
+    }
     let lastError: unknown;
-    for (const { host, address } of attemptsFor(hosts)) {
+    const refusals: string[] = [];
+    for (const { host, address } of attemptsFor(candidates)) {
       tried.last = `${host} [${address}]`;
       try {
-        return await openWithTlsFallback(config, { host, address }, source);
+        const session = strict
+          ? await openVerified(config, { host, address }, source, options.mtaSts!.ca)
+          : await openWithTlsFallback(config, { host, address }, source, options.mtaSts?.ca);
+        session.mxHost = host;
+        return session;
       } catch (error) {
         lastError = error;
+        if (strict) refusals.push(`${host} [${address}]: ${(error as Error).message}`);
       }
+    }
+    if (strict) {
+      deferAll(
+        `4.7.5 Not delivered: ${why} requires TLS with a certificate valid for the MX host: ${refusals.join('; ')}`,
+      );
     }
     throw lastError;
   }
@@ -125,6 +161,10 @@ export function createMxTransport(config: MxConfig, options: MxTransportOptions)
         [...groupByDomain(message.envelope.to)].map(async ([domain, recipients]) => {
           const site = await sites.siteFor(domain);
           const tried: { last?: string } = {};
+          // Read before any connection is chosen: a kept connection of the site serves this domain only
+          // if it meets the domain's TLS terms.
+          const rule: TlsRule = (await options.mtaSts?.ruleFor(domain)) ?? { kind: 'opportunistic' };
+          const { strict, named } = tlsTerms(rule);
           const request = {
             site,
             senderDomain,
@@ -132,10 +172,17 @@ export function createMxTransport(config: MxConfig, options: MxTransportOptions)
             fresh: message.firstAttempt,
             targets: targetsFor(message, site),
             recipients: recipients.length,
+            // A relay session (no MX host) is the relay's matter; an MX session must be verified for a named host.
+            reuse: strict
+              ? (connection: ShapedConnection) => {
+                  const session = connection as SmtpSession;
+                  return session.mxHost === undefined || (named(session.mxHost) && session.tlsState().authorized);
+                }
+              : undefined,
           };
           const connect = (target: ShapeTarget) => {
             const source = egress.sources.get(target.source)!;
-            if (source.kind === 'address') return connectToDomain(domain, recipients, tried, source);
+            if (source.kind === 'address') return connectToDomain(domain, recipients, tried, source, rule);
             tried.last = `relay ${source.host}:${source.port}`;
             const relay = { ...source, tls: options.relayTls };
             return openRelaySession(relay, source.ehlo ?? config.heloName, config.smtpTimeoutMs);
@@ -143,6 +190,7 @@ export function createMxTransport(config: MxConfig, options: MxTransportOptions)
           return shapedSend(shaper, request, { from: message.envelope.from, to: recipients }, raw, connect, {
             context: () => tried.last,
             tellSource: egress.declared,
+            tlsNote: rule.kind === 'mta-sts' ? (session) => testingNote(domain, rule.policy, session) : undefined,
           });
         }),
       );
@@ -153,8 +201,33 @@ export function createMxTransport(config: MxConfig, options: MxTransportOptions)
     close: async () => {
       await shaper.close();
       await composer.close();
+      await options.mtaSts?.close();
     },
   };
+}
+
+/** Whether the domain's mail must go over verified TLS, and which MX hosts it may go to. */
+function tlsTerms(rule: TlsRule) {
+  return {
+    strict: rule.kind === 'required' || (rule.kind === 'mta-sts' && rule.policy.mode === 'enforce'),
+    named: (host: string) => rule.kind !== 'mta-sts' || rule.policy.mx.some((pattern) => mxMatches(pattern, host)),
+  };
+}
+
+/** Testing mode: delivered whatever TLS gave; what the timeline says where the session fell short of the policy. */
+function testingNote(domain: string, policy: MtaStsPolicy, session: SmtpSession): string | undefined {
+  if (policy.mode !== 'testing' || session.mxHost === undefined) return undefined;
+  const host = session.mxHost;
+  const tls = session.tlsState();
+  const problems = [
+    ...(policy.mx.some((pattern) => mxMatches(pattern, host))
+      ? []
+      : [`${host} is not named by the policy (mx: ${policy.mx.join(', ')})`]),
+    ...(tls.authorized ? [] : [`${host}: ${tls.problem}`]),
+  ];
+  return problems.length > 0
+    ? `MTA-STS policy of ${domain} in testing mode not met: ${problems.join('; ')}`
+    : undefined;
 }
 
 function groupByDomain(addresses: string[]): Map<string, string[]> {
@@ -181,13 +254,35 @@ async function openWithTlsFallback(
   config: MxConfig,
   target: { host: string; address: string },
   source: AddressSource,
+  ca: string[] | undefined,
 ): Promise<SmtpSession> {
   try {
-    return await openSession(config, target, source, false);
+    return await openSession(config, target, source, false, ca);
   } catch (error) {
     if (!isTlsFailure(error)) throw error;
-    return openSession(config, target, source, true);
+    return openSession(config, target, source, true, ca);
   }
+}
+
+/** A session that is TLS with a certificate valid for the MX host name, or none: never in the clear. */
+function openVerified(
+  config: MxConfig,
+  { host, address }: { host: string; address: string },
+  source: AddressSource,
+  ca: string[],
+): Promise<SmtpSession> {
+  return SmtpSession.open({
+    host: address,
+    port: config.mxPort,
+    secure: false,
+    requireTLS: true,
+    ...(source.address !== undefined ? { localAddress: source.address } : {}),
+    name: source.ehlo ?? config.heloName,
+    connectionTimeout: config.smtpTimeoutMs,
+    greetingTimeout: config.smtpTimeoutMs,
+    socketTimeout: config.smtpTimeoutMs,
+    tls: { rejectUnauthorized: true, servername: host, ca },
+  });
 }
 
 function openSession(
@@ -195,6 +290,7 @@ function openSession(
   { host, address }: { host: string; address: string },
   source: AddressSource,
   ignoreTLS: boolean,
+  ca: string[] | undefined,
 ): Promise<SmtpSession> {
   return SmtpSession.open({
     host: address,
@@ -209,6 +305,7 @@ function openSession(
     connectionTimeout: config.smtpTimeoutMs,
     greetingTimeout: config.smtpTimeoutMs,
     socketTimeout: config.smtpTimeoutMs,
-    tls: { rejectUnauthorized: false, servername: isIP(host) === 0 ? host : undefined },
+    // Not checked, but with the trusted certificates, so that an MTA-STS policy in testing can be told.
+    tls: { rejectUnauthorized: false, servername: isIP(host) === 0 ? host : undefined, ...(ca ? { ca } : {}) },
   });
 }

@@ -43,7 +43,12 @@ export async function shapedSend(
   envelope: { from: string; to: string[] },
   raw: Buffer,
   connect: (target: ShapeTarget) => Promise<SmtpSession>,
-  options: { context?: () => string | undefined; tellSource?: boolean } = {},
+  options: {
+    context?: () => string | undefined;
+    tellSource?: boolean;
+    /** What the timeline should say about a session's TLS for this message (an MTA-STS policy in testing). */
+    tlsNote?: (session: SmtpSession) => string | undefined;
+  } = {},
 ): Promise<RecipientResult[]> {
   for (let tries = 0; ; tries++) {
     let attempt: SendAttempt | Held;
@@ -68,7 +73,7 @@ export async function shapedSend(
     try {
       attempt = await shaper.run(request, connectOrSay, (session, target) => {
         via = target;
-        tlsNote = session.tlsNote;
+        tlsNote = options.tlsNote?.(session);
         return session.send(envelope, raw);
       });
     } catch (error) {

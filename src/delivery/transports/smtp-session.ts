@@ -73,8 +73,8 @@ export class SmtpSession implements ShapedConnection {
     return { secure, authorized, problem };
   }
 
-  /** What the message's timeline should say about this session's TLS (MTA-STS in testing mode). */
-  tlsNote: string | undefined;
+  /** The MX host name this session was opened to (direct delivery; undefined for a relay). */
+  mxHost: string | undefined;
 
   /** One transaction. Never rejects: a failure is returned, with whether the server got any of it. */
   send(envelope: { from: string; to: string[] }, raw: Buffer): Promise<SendAttempt> {
