@@ -39,7 +39,14 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
       const port = config.inboundPort;
       const where = { what: 'the inbound SMTP listener', host, port, setting: 'MAILROOM_INBOUND_PORT' };
       inbound = await listenOrExplain(where, () =>
-        startInboundServer({ db, signer: app.signer, host, port, log: app.log }),
+        startInboundServer({
+          db,
+          signer: app.signer,
+          host,
+          port,
+          log: app.log,
+          returnPathDomain: config.returnPathDomain,
+        }),
       );
       listening.push(inbound);
     }

@@ -1,8 +1,16 @@
 import { Type } from 'typebox';
 import type { App } from '../platform/http/app-types.ts';
 import { addDomain, deleteDomain, getDomain, listDomains, updateDomain, verifyDomain } from './domains.ts';
+import { dmarcSummary } from './dmarc.ts';
+import { dmarcAddress } from './dmarc-address.ts';
+import { loadShapingFile } from '../shaping/shaping-file.ts';
 
 const IdParams = Type.Object({ id: Type.String() });
+
+const DmarcQuery = Type.Object(
+  { days: Type.Optional(Type.Integer({ minimum: 1, maximum: 366, default: 30 })) },
+  { additionalProperties: false },
+);
 
 /** A tracking switch: true or false overrides the organization's, null follows it again. */
 const TrackingSwitch = Type.Optional(Type.Union([Type.Boolean(), Type.Null()]));
@@ -65,6 +73,30 @@ export async function domainRoutes(app: App) {
     await deleteDomain(app.db, request.principal.organizationId, request.params.id);
     return { object: 'domain', id: request.params.id, deleted: true };
   });
+
+  // The egress source addresses, so that a report's source address can be told as Mailroom's own.
+  const mailroomSources = new Map<string, string>();
+  for (const source of loadShapingFile(app.config.shapingFile).egress.sources.values()) {
+    if (source.kind === 'address' && source.address !== undefined) mailroomSources.set(source.address, source.name);
+  }
+  app.get(
+    '/domains/:id/dmarc',
+    {
+      config: { access: 'full' },
+      schema: {
+        summary: "The domain's DMARC aggregate reports: pass rate, per day and per source",
+        params: IdParams,
+        querystring: DmarcQuery,
+      },
+    },
+    async (request) =>
+      dmarcSummary(app.db, request.principal.organizationId, request.params.id, {
+        days: request.query.days ?? 30,
+        now: new Date(),
+        mailroomSources,
+        rua: app.config.returnPathDomain === undefined ? null : `mailto:${dmarcAddress(app.config.returnPathDomain)}`,
+      }),
+  );
 
   // Synchronous: the caller gets the outcome of this check, bounded by MAILROOM_DNS_TIMEOUT_MS.
   app.post('/domains/:id/verify', { config: { access: 'full' }, schema: { params: IdParams } }, async (request) => {

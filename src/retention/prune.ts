@@ -40,6 +40,8 @@ export interface PruneCounts {
   webhookDeliveries: number;
   /** Hourly outcome counts (GET /overview) deleted. */
   eventCounts: number;
+  /** DMARC aggregate reports deleted with their records. */
+  dmarcReports: number;
 }
 
 /** Runs every kind once, content before metadata; on PGlite, then vacuums what changed. */
@@ -50,6 +52,7 @@ export async function pruneAll(db: Database, options: PruneOptions): Promise<Pru
     idempotencyKeys: await pruneIdempotencyKeys(db, options),
     webhookDeliveries: await pruneWebhookDeliveries(db, options),
     eventCounts: await pruneEventCounts(db, options),
+    dmarcReports: await pruneDmarcReports(db, options),
   };
   if (db.kind === 'pglite') await vacuumChanged(db, counts);
   return counts;
@@ -168,6 +171,19 @@ export async function pruneEventCounts(db: Database, options: PruneOptions): Pro
   });
 }
 
+/** DMARC aggregate reports about days more than `metadataRetentionDays` ago, with their records. */
+export async function pruneDmarcReports(db: Database, options: PruneOptions): Promise<number> {
+  return inBatches(options, async (limit) => {
+    const { rowCount } = await db.query(
+      `DELETE FROM dmarc_reports WHERE id IN (
+         SELECT id FROM dmarc_reports WHERE end_at < now() - make_interval(days => $1)
+          LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+      [options.metadataRetentionDays, limit],
+    );
+    return rowCount;
+  });
+}
+
 /** Runs `batch` until it handles fewer rows than asked (or the process stops); the total handled. */
 async function inBatches(options: PruneOptions, batch: (limit: number) => Promise<number>): Promise<number> {
   const limit = options.batchSize ?? DEFAULT_BATCH_SIZE;
@@ -192,6 +208,7 @@ async function vacuumChanged(db: Database, counts: PruneCounts): Promise<void> {
     ...(counts.idempotencyKeys > 0 ? ['idempotency_keys'] : []),
     ...(counts.webhookDeliveries > 0 ? ['webhook_deliveries', 'webhook_attempts'] : []),
     ...(counts.eventCounts > 0 ? ['email_event_counts'] : []),
+    ...(counts.dmarcReports > 0 ? ['dmarc_reports', 'dmarc_report_rows'] : []),
   ];
   if (tables.length > 0) await db.query(`VACUUM (SKIP_LOCKED) ${tables.join(', ')}`);
 }

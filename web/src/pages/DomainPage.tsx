@@ -12,6 +12,7 @@ import {
   Timestamp,
 } from '../components/index.ts';
 import { useAction, useApiGet } from '../hooks.ts';
+import { DmarcSection } from './DmarcSection.tsx';
 import { Link, navigate } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
 import { DomainStatus, type Domain, type DomainRecord } from './DomainsPage.tsx';
@@ -167,6 +168,8 @@ export function DomainPage({ params }: PageProps) {
             </div>
             <ErrorBanner error={tracking.error} title="Tracking could not be changed" />
           </section>
+
+          <DmarcSection domainId={id} domainName={data.name} />
 
           <section className="card" aria-labelledby="delete-title">
             <h2 id="delete-title">Delete</h2>
