@@ -35,6 +35,7 @@ import { unsubscribeRoutes } from './contacts/unsubscribe-routes.ts';
 import { trackingRoutes } from './tracking/tracking-routes.ts';
 import { suppressionRoutes } from './suppressions/suppression-routes.ts';
 import { destinationRoutes } from './shaping/destination-routes.ts';
+import { doctorRoutes } from './doctor/doctor-routes.ts';
 import { dashboardRoutes } from './dashboard/dashboard-routes.ts';
 import { cacheLookups } from './platform/db/lookup-cache.ts';
 
@@ -72,6 +73,7 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
     organizationRoutes,
     suppressionRoutes,
     destinationRoutes,
+    doctorRoutes,
     // The web dashboard's page and files at `/` and `/assets/` (it calls the routes above like any client).
     dashboardRoutes(),
   ]) {

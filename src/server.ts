@@ -10,6 +10,8 @@ import { startWebhookDelivery } from './webhooks/start-webhooks.ts';
 import { startInboundServer } from './inbound/inbound-server.ts';
 import { startSubmission } from './submission/start-submission.ts';
 import { startRetention } from './retention/start-retention.ts';
+import { startDoctor } from './doctor/start-doctor.ts';
+import { doctorContext } from './doctor/doctor-routes.ts';
 import type { Worker } from './queue/worker.ts';
 import { listenOrExplain } from './platform/listen-error.ts';
 
@@ -76,6 +78,8 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
   const webhooks = role === 'api' ? undefined : await startWebhookDelivery(db, config, app.log);
   // Pruning is background work like delivery: it runs where the workers run.
   const retention = role === 'api' ? undefined : startRetention(db, config, app.log);
+  // The deliverability doctor's daily round of every verified domain, also where the workers run.
+  const doctor = role === 'api' ? undefined : startDoctor(doctorContext(db, config), app.log);
   // Everything is running: only now is the development organization made, so that its credentials,
   // shown only once, are never created by a start that then fails.
   const dev = db.kind === 'pglite' ? await bootstrapDevOrganization(db, config) : undefined;
@@ -116,6 +120,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     await worker?.stop(); // claims nothing more, lets the messages being sent finish
     await webhooks?.close();
     await retention?.stop(); // stops after its current batch
+    await doctor?.stop();
     await transport?.close();
     await db.close();
     clearTimeout(deadline);

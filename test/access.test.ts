@@ -154,6 +154,8 @@ export const ROUTES: Row[] = [
   { method: 'DELETE', url: '/domains/:own', access: 'full', ok: 200, fixture: domainFixture },
   { method: 'POST', url: '/domains/:own/verify', access: 'full', ok: 200, fixture: domainFixture },
   { method: 'GET', url: '/domains/:own/dmarc', access: 'full', ok: 200, fixture: domainFixture },
+  { method: 'POST', url: '/domains/:own/check', access: 'full', ok: 200, fixture: domainFixture },
+  { method: 'GET', url: '/domains/:own/health', access: 'full', ok: 200, fixture: domainFixture },
   {
     method: 'POST',
     url: '/templates',

@@ -1,4 +1,4 @@
-// The DMARC reports section of a domain's page in a real browser against a real server: reports stored
+// The Deliverability section (the doctor, Check now) and the DMARC reports section of a domain's page in a real browser against a real server: reports stored
 // as the inbound listener leaves them, the pass rate, the failing source first, and the record to publish
 // (the rua address at the return-path domain); a domain without reports says how to get them.
 import { after, before, describe, test } from 'node:test';
@@ -24,7 +24,12 @@ let quietId = '';
 before(async () => {
   dashboard = await startDashboard({
     organizationName: 'Acme DMARC',
-    env: { MAILROOM_RETURN_PATH_DOMAIN: 'bounces.dmarc-page.example' },
+    // DNS goes to a dead loopback port: the doctor's look-ups fail at once, and nothing leaves the machine.
+    env: {
+      MAILROOM_RETURN_PATH_DOMAIN: 'bounces.dmarc-page.example',
+      MAILROOM_DNS_SERVERS: '127.0.0.1:9',
+      MAILROOM_DNS_TIMEOUT_MS: '200',
+    },
     async prepare(cli, org, env) {
       domainId = (await cli('domain', 'add', '--org', org, DOMAIN)).id as string;
       await cli('domain', 'verify', '--org', org, DOMAIN, '--trust');
@@ -113,6 +118,32 @@ describe('dmarc', () => {
       const section = page.getByRole('region', { name: 'DMARC reports' });
       await section.getByText(`No reports about ${QUIET} in the last 30 days.`).waitFor();
       await section.getByText('v=DMARC1; p=none; rua=mailto:dmarc@bounces.dmarc-page.example').waitFor();
+      assert.deepEqual(problems, []);
+    });
+  });
+
+  test('Check now runs the doctor and lists each finding with its fix, failing ones first', async (t) => {
+    await withPage(t, dashboard, async ({ page, problems }) => {
+      await signIn(page, dashboard.user.email, dashboard.user.password);
+      await openPage(page, `/domains/${quietId}`, QUIET);
+      await waitUntilLoaded(page);
+      const section = page.getByRole('region', { name: 'Deliverability' });
+      await section.getByText('Not checked yet.').waitFor();
+      await section.getByRole('button', { name: 'Check now' }).click();
+      await section.getByText(/findings? needs? a fix/).waitFor();
+      const items = (await section.getByRole('listitem').allInnerTexts()).map((item) =>
+        item.replace(/\s+/g, ' ').trim(),
+      );
+      assert.match(
+        items[0]!,
+        /^Fails return path mx · bounces\.dmarc-page\.example .*Fix: Point the MX of bounces\.dmarc-page\.example/,
+      );
+      assert.ok(
+        items.some((item) => /^Passes complaint rate · organization/.test(item)),
+        items.join('\n'),
+      );
+      await section.scrollIntoViewIfNeeded();
+      await docScreenshot(page, 'domain-health');
       assert.deepEqual(problems, []);
     });
   });

@@ -10,6 +10,8 @@ import { runServer, type Role } from '../server.ts';
 import { StartupError } from '../platform/listen-error.ts';
 import { loadShapingFile, ShapingFileError, type ShapingPolicy } from '../shaping/shaping-file.ts';
 import { listPools, listSources } from '../shaping/sources.ts';
+import { checkDomain } from '../doctor/doctor.ts';
+import { doctorContext } from '../doctor/doctor-routes.ts';
 import { listDestinations, pauseSite, resumeSite } from '../shaping/destinations.ts';
 import { parseDuration } from '../shaping/limits.ts';
 import { normalizeSiteId } from '../shaping/sites.ts';
@@ -173,6 +175,24 @@ const COMMANDS: Record<string, Command> = {
           : verifyDomain(db, config, text(values, 'org'), found.id);
       });
       return { json: domain, text: `domain ${domain.name}: ${domain.status}` };
+    },
+  },
+
+  'domain check': {
+    usage: 'domain check --org ID NAME',
+    options: { org: { type: 'string' } },
+    positionals: 1,
+    async run({ config, values, positionals }) {
+      const health = await withDatabase(config, async (db) => {
+        await requireOrganization(db, text(values, 'org'));
+        const found = await findDomainByName(db, text(values, 'org'), positionals[0]!);
+        if (!found) throw new UsageError(`domain ${positionals[0]} is not one of this organization's`);
+        return checkDomain(doctorContext(db, config), text(values, 'org'), found.id);
+      });
+      const lines = health.findings.map(
+        (f) => `${f.status.padEnd(4)}  ${f.check} · ${f.subject}: ${f.summary}${f.fix ? `\n      fix: ${f.fix}` : ''}`,
+      );
+      return { json: health, text: [`domain ${health.domain}: ${health.status}`, ...lines].join('\n') };
     },
   },
 
@@ -350,6 +370,7 @@ const REQUIRED: Record<string, string[]> = {
   'org create': ['name'],
   'domain add': ['org'],
   'domain verify': ['org'],
+  'domain check': ['org'],
   'key create': ['org', 'name', 'permission'],
   'key list': ['org'],
   'user create': ['org', 'email'],

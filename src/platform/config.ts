@@ -179,6 +179,12 @@ const SETTING_TABLE = {
     'Comma-separated recipient domains whose mail goes only over TLS with a certificate valid for the MX host, whatever they publish (as with an MTA-STS `enforce` policy naming every MX); otherwise the recipient is deferred. Unset: none.',
     domainList,
   ),
+  dnsblZones: setting(
+    'MAILROOM_DNSBL_ZONES',
+    'zen.spamhaus.org,bl.spamcop.net,b.barracudacentral.org',
+    "Comma-separated DNS blocklists the deliverability doctor looks each source address up on. Spamhaus answers only resolvers it knows: point `MAILROOM_DNS_SERVERS` at your own resolver (or use Spamhaus's DQS zone). Empty: none.",
+    hostList,
+  ),
   heloName: setting(
     'MAILROOM_HELO_NAME',
     undefined,
@@ -451,6 +457,10 @@ function domainName(value: string | undefined, variable: string): string {
 
 function optionalDomainName(value: string | undefined, variable: string): string | undefined {
   return value === undefined ? undefined : domainName(value, variable);
+}
+
+function hostList(value: string | undefined, variable: string): string[] {
+  return domainList(value, variable);
 }
 
 function domainList(value: string | undefined, variable: string): string[] {

@@ -17,6 +17,7 @@ export const EVENT_TYPES = [
   'domain.created',
   'domain.updated',
   'domain.deleted',
+  'domain.health_changed',
   'contact.created',
   'contact.updated',
   'contact.deleted',

@@ -13,6 +13,7 @@ import {
 } from '../components/index.ts';
 import { useAction, useApiGet } from '../hooks.ts';
 import { DmarcSection } from './DmarcSection.tsx';
+import { HealthSection } from './HealthSection.tsx';
 import { Link, navigate } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
 import { DomainStatus, type Domain, type DomainRecord } from './DomainsPage.tsx';
@@ -168,6 +169,8 @@ export function DomainPage({ params }: PageProps) {
             </div>
             <ErrorBanner error={tracking.error} title="Tracking could not be changed" />
           </section>
+
+          <HealthSection domainId={id} />
 
           <DmarcSection domainId={id} domainName={data.name} />
 
