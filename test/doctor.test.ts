@@ -17,6 +17,8 @@ import { compileShapingPolicy } from '../src/shaping/shaping-file.ts';
 import { checkDomain, checkDueDomains, type DoctorContext, type Finding } from '../src/doctor/doctor.ts';
 import { evaluateSpf } from '../src/doctor/spf.ts';
 import { runCli } from './helpers/cli.ts';
+import { waitFor } from './helpers/wait.ts';
+import { startDoctor } from '../src/doctor/start-doctor.ts';
 import { onPostgres } from './helpers/database.ts';
 
 const RP = 'rp.doctor.test';
@@ -360,4 +362,20 @@ test('mailroom domain check prints the findings with their fixes', async () => {
   const missing = await runCli(['domain', 'check', '--org', org.id, 'nope.doctor.test'], env);
   assert.notEqual(missing.code, 0);
   assert.match(missing.stderr, /not one of this organization's/);
+});
+
+test('the real timer: the first round runs after its delay and checks the due domains', async () => {
+  await t.db.query('DELETE FROM domain_health');
+  const rounds = startDoctor(context(mta1), quiet, { firstDelayMs: 10, roundMs: 3_600_000 });
+  try {
+    await waitFor(async () => {
+      const { rows } = await t.db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM domain_health WHERE domain_id = $1 AND findings <> '[]'`,
+        [ids['good.doctor.test']],
+      );
+      return rows[0]!.n === 1;
+    }, 15_000);
+  } finally {
+    await rounds.stop();
+  }
 });
