@@ -9,18 +9,22 @@ import { isUuid } from '../platform/ids.ts';
 // source address, what failed: someone spoofing the domain, or a sender of its own that was forgotten
 // (a CRM, a help desk) and is not signed yet.
 
-/** What a report says, as stored. */
+/** What a report says, as stored (src/inbound/dmarc-reports.ts reads it from the report's XML). */
 export interface StoredReport {
+  /** Who sent the report: `google.com`, `Yahoo`, `Enterprise Outlook`. */
   reporter: string;
   reporterEmail: string | null;
   reportId: string;
   begin: Date;
   end: Date;
+  /** The policy domain: the sending domain the report is about. */
   domain: string;
+  /** The published `p=`. */
   policy: string | null;
   records: Array<{
     sourceIp: string;
     messages: number;
+    /** DKIM and SPF as DMARC evaluated them: passed and aligned with the From domain. */
     dkimAligned: boolean;
     spfAligned: boolean;
     disposition: string | null;

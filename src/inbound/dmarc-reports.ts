@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { gunzipSync } from 'node:zlib';
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import yauzl from 'yauzl';
+import type { StoredReport } from '../domains/dmarc.ts';
 
 // DMARC aggregate reports (RFC 7489 appendix C) as Google, Microsoft and Yahoo mail them: an XML file,
 // gzip-compressed (`.xml.gz`), zipped (`.zip`) or plain, attached to a message sent to the domain's
@@ -25,33 +26,9 @@ export class DmarcReportError extends Error {
   }
 }
 
-export interface DmarcRecord {
-  sourceIp: string;
-  messages: number;
-  /** DKIM and SPF as DMARC evaluated them: passed and aligned with the From domain. */
-  dkimAligned: boolean;
-  spfAligned: boolean;
-  disposition: string | null;
-  headerFrom: string | null;
-  envelopeFrom: string | null;
-  /** The domains of the DKIM signatures that passed. */
-  dkimDomains: string[];
-  spfDomain: string | null;
-}
-
-export interface DmarcReport {
-  /** Who sent the report: `google.com`, `Yahoo`, `Enterprise Outlook`. */
-  reporter: string;
-  reporterEmail: string | null;
-  reportId: string;
-  begin: Date;
-  end: Date;
-  /** The policy domain: the sending domain the report is about. */
-  domain: string;
-  /** The published `p=`. */
-  policy: string | null;
-  records: DmarcRecord[];
-}
+/** A report as read: what src/domains/dmarc.ts stores. */
+export type DmarcReport = StoredReport;
+export type DmarcRecord = StoredReport['records'][number];
 
 export interface Attachment {
   contentType: string;
