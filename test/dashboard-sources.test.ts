@@ -57,10 +57,12 @@ default_pool = "shared"
 `,
   );
   const today = new Date().toISOString().slice(0, 10);
-  [dashboard, plain] = await Promise.all([
+  // Both started before either fails the hook, so that a failing start leaves no server behind.
+  const started = await Promise.allSettled([
     startDashboard({
       organizationName: 'Acme Sources',
-      env: { MAILROOM_SHAPING_FILE: shapingFile },
+      // Capture on both databases: the mx transport would refuse documentation addresses this host lacks.
+      env: { MAILROOM_SHAPING_FILE: shapingFile, MAILROOM_TRANSPORT: 'capture' },
       async prepare(cli, org, env) {
         await cli('domain', 'add', '--org', org, DOMAIN);
         await cli('domain', 'verify', '--org', org, DOMAIN, '--trust');
@@ -98,6 +100,15 @@ default_pool = "shared"
     }),
     startDashboard({ organizationName: 'Acme Plain' }),
   ]);
+  const failed = started.find((result) => result.status === 'rejected');
+  if (failed) {
+    await Promise.all(started.map((result) => (result.status === 'fulfilled' ? result.value.close() : undefined)));
+    throw failed.reason;
+  }
+  [dashboard, plain] = started.map((result) => (result as PromiseFulfilledResult<Dashboard>).value) as [
+    Dashboard,
+    Dashboard,
+  ];
 });
 after(async () => {
   await Promise.all([dashboard?.close(), plain?.close()]);

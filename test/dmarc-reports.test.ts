@@ -360,3 +360,23 @@ test('reports older than the metadata retention are pruned with their records; n
   );
   assert.equal(rows[0]!.n, 0, 'no record outlives its report');
 });
+
+test('a report whose dates are not past days, or whose XML nests too deep, is refused; huge counts are summed without overflow', async () => {
+  const future = reportXml('google.com', 'future', org.domain, '2030-01-01T00:00:00Z', [
+    { ip: OURS, count: 1, dkim: 'pass', spf: 'pass' },
+  ]);
+  assert.throws(() => parseReportXml(future), /not a range of past days/);
+  const deep = `<feedback>${'<a>'.repeat(200)}${'</a>'.repeat(200)}</feedback>`;
+  const answer = await mailReport({ filename: 'r.xml', contentType: 'text/xml', content: Buffer.from(deep) });
+  assert.match(answer, /^550 /);
+
+  const big = reportXml('google.com', 'big-1', org.domain, '2026-11-23T00:00:00Z', [
+    { ip: '192.0.2.99', count: 1_000_000_000, dkim: 'fail', spf: 'fail' },
+    { ip: '192.0.2.99', count: 1_000_000_000, dkim: 'fail', spf: 'fail' },
+    { ip: '192.0.2.99', count: 1_000_000_000, dkim: 'fail', spf: 'fail' },
+  ]);
+  assert.match(await mailReport({ filename: 'r.xml', contentType: 'text/xml', content: Buffer.from(big) }), /^250 /);
+  const res = await summary(org.fullKey, undefined, '?days=366');
+  assert.equal(res.statusCode, 200, res.body);
+  assert.equal(res.json().sources[0].failed, 3_000_000_000);
+});

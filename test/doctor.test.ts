@@ -95,9 +95,10 @@ after(async () => {
   await dns.close();
 });
 
-const context = (sources: Record<string, unknown>): DoctorContext => ({
+const context = (sources: Record<string, unknown>, returnPath = true): DoctorContext => ({
   db: t.db,
-  config: t.config,
+  // Without a return-path domain, the envelope (and so SPF's) domain is the sending domain itself.
+  config: returnPath ? t.config : { ...t.config, returnPathDomain: undefined },
   egress: compileShapingPolicy({ source: sources }).egress,
   resolver,
 });
@@ -118,13 +119,23 @@ test('a domain and source that pass every check', async () => {
     [...new Set(health.findings.map((f) => f.check))],
     ['dkim', 'dmarc', 'ptr', 'blocklist', 'spf', 'return_path_mx', 'complaint_rate', 'unsubscribe', 'authentication'],
   );
-  // SPF for the sending domain (through its include) and for the return-path domain.
+  // SPF of the envelope domain: the return-path domain, which every copy's MAIL FROM is at.
   const spf = byCheck(health.findings, 'spf');
   assert.deepEqual(
-    spf.map((f) => f.subject),
-    ['SPF of good.doctor.test for source mta1 (127.0.0.2)', `SPF of ${RP} for source mta1 (127.0.0.2)`],
+    spf.map((f) => [f.subject, f.status]),
+    [[`SPF of ${RP} for source mta1 (127.0.0.2)`, 'pass']],
   );
-  assert.match(spf[0]!.summary, /^pass \(good\.doctor\.test: ip4:127\.0\.0\.2; 1 of 10 look-ups\)$/);
+  // Without a return-path domain it is the sending domain's, here through its include.
+  const own = byCheck((await checkDomain(context(mta1, false), org.id, ids['good.doctor.test']!)).findings, 'spf');
+  assert.deepEqual(
+    own.map((f) => [f.subject, f.summary]),
+    [
+      [
+        'SPF of good.doctor.test for source mta1 (127.0.0.2)',
+        'pass (good.doctor.test: ip4:127.0.0.2; 1 of 10 look-ups)',
+      ],
+    ],
+  );
   assert.match(one(health.findings, 'ptr').summary, /127\.0\.0\.2 ⇄ mta1\.doctor\.test/);
 });
 
@@ -164,11 +175,11 @@ test('each check failing says the fix to make', async () => {
   );
   assert.match(listed[0]!.summary, /listed on bl\.doctor\.test \(127\.0\.0\.2\)/);
 
-  const spf = byCheck(health.findings, 'spf').find(
-    (f) => f.subject === 'SPF of bad.doctor.test for source liar (127.0.0.3)',
-  )!;
+  const ownSpf = byCheck((await checkDomain(context(sources, false), org.id, ids['bad.doctor.test']!)).findings, 'spf');
+  const spf = ownSpf.find((f) => f.subject === 'SPF of bad.doctor.test for source liar (127.0.0.3)')!;
   assert.equal(spf.status, 'fail');
   assert.match(spf.summary, /^permerror: more than 10 DNS look-ups/);
+  assert.match(spf.fix!, /replace includes by the ip4:\/ip6: they stand for/);
   const rpSpf = byCheck(health.findings, 'spf').find((f) => f.subject === `SPF of ${RP} for source liar (127.0.0.3)`)!;
   assert.equal(rpSpf.fix, `Add ip4:127.0.0.3 to the SPF record of ${RP}.`);
   assert.equal(one(health.findings, 'authentication').status, 'fail');
@@ -187,7 +198,8 @@ test('DKIM missing, DMARC without Mailroom’s rua, SPF missing', async () => {
       dmarc.fix!,
       new RegExp(`^Add rua=mailto:dmarc@${RP.replace(/\./g, '\\.')} to _dmarc\\.bad\\.doctor\\.test`),
     );
-    const spf = byCheck(health.findings, 'spf').find((f) => f.subject.startsWith('SPF of bad.doctor.test'))!;
+    const own = await checkDomain(context(mta1, false), org.id, ids['bad.doctor.test']!);
+    const spf = byCheck(own.findings, 'spf').find((f) => f.subject.startsWith('SPF of bad.doctor.test'))!;
     assert.equal(spf.fix, 'Publish TXT bad.doctor.test "v=spf1 ip4:127.0.0.2 -all".');
   } finally {
     dns.zone.set('mailroom._domainkey.bad.doctor.test', txt(`v=DKIM1; k=rsa; p=${keys['good.doctor.test']}`));
@@ -266,11 +278,18 @@ test('SPF evaluation: redirect, a, mx, softfail, void look-ups, two records', as
   const soft = await evaluateSpf(resolver, '192.0.2.3', 'r.spf.test');
   assert.deepEqual([soft.result, soft.lookups], ['softfail', 3]);
   assert.equal((await evaluateSpf(resolver, '192.0.2.1', 'two.spf.test')).result, 'permerror');
-  assert.match(
-    (await evaluateSpf(resolver, '192.0.2.1', 'void.spf.test')).reason,
-    /more than 2 look-ups found nothing/,
-  );
+  assert.match((await evaluateSpf(resolver, '192.0.2.1', 'void.spf.test')).reason, /more than 2 void look-ups/);
   assert.equal((await evaluateSpf(resolver, '192.0.2.1', 'nothing.spf.test')).result, 'none');
+  // A prefix length out of range is a syntax error, answered at once.
+  z.set('cidr.spf.test', txt('v=spf1 ip4:192.0.2.1/99999999999999999999 -all'));
+  assert.match((await evaluateSpf(resolver, '192.0.2.1', 'cidr.spf.test')).reason, /prefix length out of range/);
+  z.set('cidr6.spf.test', txt('v=spf1 a/24//129 -all'));
+  assert.equal((await evaluateSpf(resolver, '192.0.2.1', 'cidr6.spf.test')).result, 'permerror');
+  z.set('badip.spf.test', txt('v=spf1 ip4:2001:db8::1 -all'));
+  assert.match((await evaluateSpf(resolver, '192.0.2.1', 'badip.spf.test')).reason, /not an IPv4 address/);
+  // Macros are not expanded: the term is passed over.
+  z.set('macro.spf.test', txt('v=spf1 exists:%{i}._spf.macro.spf.test ip4:192.0.2.1 -all'));
+  assert.equal((await evaluateSpf(resolver, '192.0.2.1', 'macro.spf.test')).result, 'pass');
 });
 
 test('POST /domains/:id/check, GET /domains/:id/health, the daily round, and domain.health_changed when a finding changes', async () => {

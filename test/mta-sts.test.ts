@@ -294,3 +294,39 @@ test('the policy file and the TXT record, as RFC 8461 writes them', () => {
   assert.equal(stsRecordId([['v=STSv1; id=a'], ['v=STSv1; id=b']]), undefined, 'two records: none');
   assert.equal(stsRecordId([['v=STSv1; id=not-alphanumeric']]), undefined);
 });
+
+test('a policy is refreshed ahead of its expiry, and a process whose copy ran out reads the one another refreshed', async () => {
+  dns.zone.set('_mta-sts.fleet.sts.test', { txt: [['v=STSv1; id=fleet1']] });
+  let now = new Date('2026-11-25T12:00:00Z');
+  let fetched = 0;
+  let failing = false;
+  const resolver = new Resolver();
+  resolver.setServers([dns.address]);
+  const make = () =>
+    createMtaSts(t.config, {
+      resolver,
+      db: t.db,
+      now: () => now,
+      fetchPolicy: async () => {
+        fetched += 1;
+        if (failing) throw new Error('blocked');
+        return policy('enforce', 'mx.fleet.sts.test').replace('86400', '3600');
+      },
+    });
+  const [a, b] = [make(), make()];
+  const mode = async (instance: typeof a) => {
+    const rule = await instance.ruleFor('fleet.sts.test');
+    return rule.kind === 'mta-sts' ? rule.policy.mode : rule.kind;
+  };
+  assert.equal(await mode(a), 'enforce');
+  assert.equal(fetched, 1);
+  // Past half its max_age: B (reading the database's copy) fetches it again, the id unchanged.
+  now = new Date(now.getTime() + 3000_000);
+  assert.equal(await mode(b), 'enforce');
+  assert.equal(fetched, 2);
+  // Past A's copy's expiry, with the record stripped and the fetch blocked: A finds B's fresher copy.
+  now = new Date(now.getTime() + 700_000);
+  failing = true;
+  dns.zone.delete('_mta-sts.fleet.sts.test');
+  assert.equal(await mode(a), 'enforce');
+});

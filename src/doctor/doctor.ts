@@ -45,6 +45,7 @@ export interface DoctorContext {
   egress: Egress;
   resolver: Resolver;
   now?: () => Date;
+  log?: { error(details: object, message: string): void };
 }
 
 interface DomainRow {
@@ -56,6 +57,8 @@ interface DomainRow {
 }
 
 const RANK: Record<FindingStatus, number> = { pass: 0, warn: 1, fail: 2 };
+/** The fix of a finding whose look-up failed: it says nothing new about the domain. */
+const CHECK_AGAIN = 'Check again later.';
 const worst = (findings: Finding[]): FindingStatus =>
   findings.reduce<FindingStatus>((w, f) => (RANK[f.status] > RANK[w] ? f.status : w), 'pass');
 
@@ -78,8 +81,7 @@ export async function examineDomain(ctx: DoctorContext, domain: DomainRow): Prom
   const dkimName = `${domain.dkim_selector}._domainkey.${domain.name}`;
   const dkimRecord = `v=DKIM1; k=rsa; p=${domain.dkim_public_key}`;
   const dkim = await txt(dkimName);
-  if (dkim === 'failed')
-    add('dkim', domain.name, 'warn', `the DNS look-up of ${dkimName} failed`, 'Check again later.');
+  if (dkim === 'failed') add('dkim', domain.name, 'warn', `the DNS look-up of ${dkimName} failed`, CHECK_AGAIN);
   else {
     const keys = dkim.map((record) => /(?:^|;)\s*p=([^;]*)/.exec(record)?.[1]?.replace(/\s+/g, '')).filter(Boolean);
     if (keys.length === 0) {
@@ -99,14 +101,30 @@ export async function examineDomain(ctx: DoctorContext, domain: DomainRow): Prom
   // DMARC: present, and where its aggregate reports go.
   const rua =
     ctx.config.returnPathDomain === undefined ? undefined : `mailto:${dmarcAddress(ctx.config.returnPathDomain)}`;
-  const dmarcName = `_dmarc.${domain.name}`;
-  const dmarc = await txt(dmarcName);
+  let dmarcName = `_dmarc.${domain.name}`;
+  let dmarc = await txt(dmarcName);
   const suggested = `v=DMARC1; p=none${rua ? `; rua=${rua}` : ''}`;
-  if (dmarc === 'failed')
-    add('dmarc', domain.name, 'warn', `the DNS look-up of ${dmarcName} failed`, 'Check again later.');
+  const isDmarc = (r: string) => /^v=DMARC1\s*(;|$)/i.test(r);
+  // A subdomain without a record of its own is covered by its organizational domain's (RFC 7489 §6.6.3;
+  // taken here as the last two labels, without the public suffix list).
+  const parent = domain.name.split('.').slice(-2).join('.');
+  if (dmarc !== 'failed' && !dmarc.some(isDmarc) && parent !== domain.name) {
+    const inherited = await txt(`_dmarc.${parent}`);
+    if (inherited !== 'failed' && inherited.some(isDmarc)) [dmarcName, dmarc] = [`_dmarc.${parent}`, inherited];
+  }
+  if (dmarc === 'failed') add('dmarc', domain.name, 'warn', `the DNS look-up of ${dmarcName} failed`, CHECK_AGAIN);
   else {
-    const record = dmarc.find((r) => /^v=DMARC1\s*(;|$)/i.test(r));
-    if (!record) {
+    const records = dmarc.filter(isDmarc);
+    const record = records[0];
+    if (records.length > 1) {
+      add(
+        'dmarc',
+        domain.name,
+        'fail',
+        `${dmarcName} has ${records.length} DMARC records: receivers then apply none`,
+        `Keep one record at ${dmarcName}.`,
+      );
+    } else if (!record) {
       add(
         'dmarc',
         domain.name,
@@ -127,7 +145,9 @@ export async function examineDomain(ctx: DoctorContext, domain: DomainRow): Prom
 
   // Per source: its address's PTR (confirmed forward, matching its EHLO name), blocklists, and SPF.
   const addressSources = [...ctx.egress.sources.values()].filter((s) => s.kind === 'address');
-  const envelopeDomains = [domain.name, ...(ctx.config.returnPathDomain ? [ctx.config.returnPathDomain] : [])];
+  // The envelope domain receivers check SPF against: the return-path domain when there is one (every
+  // copy's MAIL FROM is its VERP address there), else the sending domain itself.
+  const envelopeDomains = [ctx.config.returnPathDomain ?? domain.name];
   for (const source of addressSources) {
     if (source.kind !== 'address') continue;
     if (source.address === undefined) {
@@ -186,7 +206,7 @@ export async function examineDomain(ctx: DoctorContext, domain: DomainRow): Prom
     for (const zone of ctx.config.dnsblZones) {
       const listed = await blocklisted(resolver, source.address, zone);
       if (listed === 'failed')
-        add('blocklist', `${subject} on ${zone}`, 'warn', `the look-up at ${zone} failed`, 'Check again later.');
+        add('blocklist', `${subject} on ${zone}`, 'warn', `the look-up at ${zone} failed`, CHECK_AGAIN);
       else if (listed)
         add(
           'blocklist',
@@ -202,7 +222,7 @@ export async function examineDomain(ctx: DoctorContext, domain: DomainRow): Prom
       const where = `SPF of ${envelope} for ${subject}`;
       if (spf.result === 'pass')
         add('spf', where, 'pass', `pass (${spf.reason}; ${spf.lookups} of ${SPF_LOOKUP_LIMIT} look-ups)`);
-      else if (spf.result === 'permerror' && spf.reason.includes('look-ups')) {
+      else if (spf.result === 'permerror' && spf.reason.includes('DNS look-ups')) {
         add(
           'spf',
           where,
@@ -210,8 +230,7 @@ export async function examineDomain(ctx: DoctorContext, domain: DomainRow): Prom
           `permerror: ${spf.reason}`,
           `Shorten the SPF record of ${envelope}: replace includes by the ip4:/ip6: they stand for, to stay within ${SPF_LOOKUP_LIMIT} look-ups.`,
         );
-      } else if (spf.result === 'temperror')
-        add('spf', where, 'warn', `temperror: ${spf.reason}`, 'Check again later.');
+      } else if (spf.result === 'temperror') add('spf', where, 'warn', `temperror: ${spf.reason}`, CHECK_AGAIN);
       else {
         const mechanism = ipaddr.parse(source.address).kind() === 'ipv4' ? 'ip4' : 'ip6';
         const fix =
@@ -328,18 +347,19 @@ async function runChecks(ctx: DoctorContext, domain: DomainRow): Promise<DomainH
   const checkedAt = ctx.now?.() ?? new Date();
   const status = worst(findings);
   await ctx.db.transaction(async (tx) => {
-    const { rows: before } = await tx.query<{ findings: Finding[] }>(
+    const { rows: before } = await tx.query<{ findings: Finding[] | null }>(
       'SELECT findings FROM domain_health WHERE domain_id = $1 FOR UPDATE',
       [domain.id],
     );
     await tx.query(
-      `INSERT INTO domain_health (domain_id, status, findings, checked_at) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (domain_id) DO UPDATE SET status = $2, findings = $3, checked_at = $4`,
+      `INSERT INTO domain_health (domain_id, status, findings, checked_at, claimed_at) VALUES ($1, $2, $3, $4, $4)
+       ON CONFLICT (domain_id) DO UPDATE SET status = $2, findings = $3, checked_at = $4, claimed_at = $4`,
       [domain.id, status, JSON.stringify(findings), checkedAt],
     );
     const previous = new Map((before[0]?.findings ?? []).map((f) => [`${f.check} ${f.subject}`, f.status]));
+    // A look-up that failed this time (a timeout, a blocklist refusing the resolver) is not a change.
     const changes = findings
-      .filter((f) => previous.get(`${f.check} ${f.subject}`) !== f.status)
+      .filter((f) => f.fix !== CHECK_AGAIN && previous.get(`${f.check} ${f.subject}`) !== f.status)
       .map((f) => ({
         check: f.check,
         subject: f.subject,
@@ -404,22 +424,31 @@ export async function checkDueDomains(ctx: DoctorContext, intervalMs: number, li
     const { rows } = await tx.query<DomainRow>(
       `SELECT d.id, d.organization_id, d.name, d.dkim_selector, d.dkim_public_key FROM domains d
          LEFT JOIN domain_health h ON h.domain_id = d.id
-        WHERE d.status = 'verified' AND (h.checked_at IS NULL OR h.checked_at < $1)
-        ORDER BY h.checked_at NULLS FIRST LIMIT $2 FOR UPDATE OF d SKIP LOCKED`,
+        WHERE d.status = 'verified' AND (h.claimed_at IS NULL OR h.claimed_at < $1)
+        ORDER BY h.claimed_at NULLS FIRST LIMIT $2 FOR UPDATE OF d SKIP LOCKED`,
       [new Date(now.getTime() - intervalMs), limit],
     );
-    // Claimed: marked checked now, so another process's round passes them over.
+    // Claimed (its findings stay as they were until checked), so another process's round passes them over.
     for (const row of rows) {
       await tx.query(
-        `INSERT INTO domain_health (domain_id, status, findings, checked_at) VALUES ($1, 'pass', '[]', $2)
-         ON CONFLICT (domain_id) DO UPDATE SET checked_at = $2`,
+        `INSERT INTO domain_health (domain_id, claimed_at) VALUES ($1, $2)
+         ON CONFLICT (domain_id) DO UPDATE SET claimed_at = $2`,
         [row.id, now],
       );
     }
     return rows;
   });
-  for (const domain of due) await runChecks(ctx, domain);
-  return due.length;
+  let checked = 0;
+  for (const domain of due) {
+    // One domain's failure (its DNS, the database a moment) does not keep the others unchecked.
+    try {
+      await runChecks(ctx, domain);
+      checked += 1;
+    } catch (error) {
+      ctx.log?.error({ err: error, domain: domain.name }, 'doctor: could not check the domain');
+    }
+  }
+  return checked;
 }
 
 function sameAddress(a: string, b: string): boolean {
@@ -495,11 +524,12 @@ async function unsubscribeCoverage(db: Queryable, domain: DomainRow, now: Date) 
   const { rows } = await db.query<{ total: number; without_topic: number; busiest: number }>(
     `WITH sent AS (
        SELECT date_trunc('day', created_at) AS day, topic_id FROM emails
-        WHERE organization_id = $1 AND created_at >= $2 AND lower(split_part("from", '@', 2)) LIKE $3)
+        WHERE organization_id = $1 AND created_at >= $2
+          AND lower(substring("from" from '@([^@>[:space:]]+)>?[[:space:]]*$')) = $3)
      SELECT count(*)::int AS total, count(*) FILTER (WHERE topic_id IS NULL)::int AS without_topic,
             coalesce((SELECT max(n) FROM (SELECT count(*)::int AS n FROM sent GROUP BY day) d), 0)::int AS busiest
        FROM sent`,
-    [domain.organization_id, new Date(now.getTime() - 30 * 86_400_000), `${domain.name}%`],
+    [domain.organization_id, new Date(now.getTime() - 30 * 86_400_000), domain.name],
   );
   const row = rows[0]!;
   return { total: row.total, withoutTopic: row.without_topic, busiestDay: row.busiest };

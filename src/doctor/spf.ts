@@ -82,12 +82,21 @@ async function check(
     const cidr4 = match[4] === undefined ? undefined : Number(match[4]);
     const cidr6 = match[5] === undefined ? undefined : Number(match[5]);
     const said = `${domain}: ${term}`;
+    // A prefix length out of range is a syntax error (RFC 7208 §5.6), never a loop over huge numbers.
+    const ip6Term = mechanism === 'ip6';
+    if (cidr4 !== undefined && cidr4 > (ip6Term ? 128 : 32))
+      throw new SpfError('permerror', `${said}: prefix length out of range`);
+    if (cidr6 !== undefined && cidr6 > 128) throw new SpfError('permerror', `${said}: prefix length out of range`);
+    // Macros (%{i}, %{d} …) are not expanded here: such a term is passed over, neither matched nor looked up.
+    if (target.includes('%')) continue;
     switch (mechanism) {
       case 'all':
         return { result: qualifier, reason: said };
       case 'ip4':
       case 'ip6': {
-        if (!match[3]) throw new SpfError('permerror', `${said} names no address`);
+        if (!match[3] || isIP(match[3]) !== (mechanism === 'ip4' ? 4 : 6)) {
+          throw new SpfError('permerror', `${said}: not an ${mechanism === 'ip4' ? 'IPv4' : 'IPv6'} address`);
+        }
         if (inNetwork(address, match[3], match[4])) return { result: qualifier, reason: said };
         break;
       }
@@ -100,7 +109,8 @@ async function check(
       case 'mx': {
         count(counter, said);
         const exchanges = await resolveOrVoid(() => resolver.resolveMx(target), counter, target);
-        for (const { exchange } of exchanges.slice(0, 10)) {
+        if (exchanges.length > 10) throw new SpfError('permerror', `${said}: more than 10 MX records`);
+        for (const { exchange } of exchanges) {
           const addresses = await addressesOf(resolver, exchange);
           if (addresses.some((a) => inNetwork(address, a, String(isIP(a) === 4 ? (cidr4 ?? 32) : (cidr6 ?? 128)))))
             return { result: qualifier, reason: said };
@@ -150,7 +160,7 @@ function count(counter: { lookups: number }, term: string): void {
 async function resolveOrVoid<T>(lookup: () => Promise<T[]>, counter: { voids: number }, name: string): Promise<T[]> {
   try {
     const found = await lookup();
-    if (found.length === 0) void countVoid(counter, name);
+    if (found.length === 0) countVoid(counter, name);
     return found;
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
@@ -165,7 +175,10 @@ async function resolveOrVoid<T>(lookup: () => Promise<T[]>, counter: { voids: nu
 function countVoid(counter: { voids: number }, name: string): void {
   counter.voids += 1;
   if (counter.voids > VOID_LOOKUP_LIMIT) {
-    throw new SpfError('permerror', `more than ${VOID_LOOKUP_LIMIT} look-ups found nothing (at ${name})`);
+    throw new SpfError(
+      'permerror',
+      `more than ${VOID_LOOKUP_LIMIT} void look-ups, names that do not exist (at ${name})`,
+    );
   }
 }
 

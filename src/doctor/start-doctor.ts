@@ -23,7 +23,7 @@ export function startDoctor(
   let timer: NodeJS.Timeout | undefined;
   const round = async () => {
     try {
-      const checked = await checkDueDomains(context, options.recheckMs ?? DOCTOR_RECHECK_MS);
+      const checked = await checkDueDomains({ log, ...context }, options.recheckMs ?? DOCTOR_RECHECK_MS);
       if (checked > 0) log.info({ checked }, 'doctor: domains checked');
     } catch (error) {
       log.error({ err: error }, 'doctor: the round failed; trying again next round');

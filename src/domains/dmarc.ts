@@ -130,6 +130,7 @@ export async function dmarcSummary(
   );
   if (!domains[0]) throw notFound('Domain');
   const since = new Date(options.now.getTime() - options.days * 86_400_000).toISOString().slice(0, 10);
+  // Sums as float8: a forged report may claim a billion messages a record, past a 32-bit integer.
   const { rows: sources } = await db.query<{
     source_ip: string;
     messages: number;
@@ -140,10 +141,10 @@ export async function dmarcSummary(
     envelope_from: string[];
     dkim_domains: string[];
   }>(
-    `SELECT w.source_ip, sum(w.messages)::int AS messages,
-            coalesce(sum(w.messages) FILTER (WHERE w.dkim_aligned OR w.spf_aligned), 0)::int AS passed,
-            coalesce(sum(w.messages) FILTER (WHERE w.dkim_aligned), 0)::int AS dkim_aligned,
-            coalesce(sum(w.messages) FILTER (WHERE w.spf_aligned), 0)::int AS spf_aligned,
+    `SELECT w.source_ip, sum(w.messages)::float8 AS messages,
+            coalesce(sum(w.messages) FILTER (WHERE w.dkim_aligned OR w.spf_aligned), 0)::float8 AS passed,
+            coalesce(sum(w.messages) FILTER (WHERE w.dkim_aligned), 0)::float8 AS dkim_aligned,
+            coalesce(sum(w.messages) FILTER (WHERE w.spf_aligned), 0)::float8 AS spf_aligned,
             array_agg(DISTINCT r.reporter ORDER BY r.reporter) AS reporters,
             array_remove(array_agg(DISTINCT w.envelope_from ORDER BY w.envelope_from), NULL) AS envelope_from,
             ARRAY(SELECT DISTINCT d FROM unnest(array_agg(array_to_string(w.dkim_domains, ','))) AS d
@@ -156,8 +157,8 @@ export async function dmarcSummary(
     [domainId, since],
   );
   const { rows: daily } = await db.query<{ day: string; messages: number; passed: number }>(
-    `SELECT to_char(w.day, 'YYYY-MM-DD') AS day, sum(w.messages)::int AS messages,
-            coalesce(sum(w.messages) FILTER (WHERE w.dkim_aligned OR w.spf_aligned), 0)::int AS passed
+    `SELECT to_char(w.day, 'YYYY-MM-DD') AS day, sum(w.messages)::float8 AS messages,
+            coalesce(sum(w.messages) FILTER (WHERE w.dkim_aligned OR w.spf_aligned), 0)::float8 AS passed
        FROM dmarc_report_rows w JOIN dmarc_reports r ON r.id = w.report_id
       WHERE r.domain_id = $1 AND w.day >= $2::date
       GROUP BY w.day ORDER BY w.day`,

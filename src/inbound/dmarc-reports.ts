@@ -18,6 +18,8 @@ export const MAX_XML_BYTES = 20 * 1024 * 1024;
 const MAX_RECORDS = 100_000;
 const MAX_ZIP_ENTRIES = 10;
 const MAX_TEXT = 255;
+/** The longest time one report covers. */
+const MAX_RANGE_MS = 31 * 86_400_000;
 
 export class DmarcReportError extends Error {
   constructor(message: string) {
@@ -140,7 +142,12 @@ export function parseReportXml(xml: string): DmarcReport {
   const valid = XMLValidator.validate(xml);
   if (valid !== true) throw new DmarcReportError(`not well-formed XML (${valid.err.msg}, line ${valid.err.line})`);
   if (/<!ENTITY/i.test(xml)) throw new DmarcReportError('the XML declares entities');
-  const root = parser.parse(xml) as Node;
+  let root: Node;
+  try {
+    root = parser.parse(xml) as Node;
+  } catch (error) {
+    throw new DmarcReportError(`not a report's XML (${(error as Error).message})`);
+  }
   const feedback = node(root.feedback, 'feedback');
   const metadata = node(feedback.report_metadata, 'report_metadata');
   const range = node(metadata.date_range, 'report_metadata.date_range');
@@ -148,12 +155,19 @@ export function parseReportXml(xml: string): DmarcReport {
   const records = (feedback.record as unknown[] | undefined) ?? [];
   if (records.length > MAX_RECORDS) throw new DmarcReportError(`over ${MAX_RECORDS} records`);
   const domain = text(published.domain, 'policy_published.domain').toLowerCase().replace(/\.$/, '');
+  const begin = epoch(range.begin, 'report_metadata.date_range.begin');
+  const end = epoch(range.end, 'report_metadata.date_range.end');
+  // A report covers a day, sometimes a few, that has passed: anything else is not one (and a far-future
+  // end would never be pruned).
+  if (end < begin || end.getTime() - begin.getTime() > MAX_RANGE_MS || end.getTime() > Date.now() + 86_400_000) {
+    throw new DmarcReportError('report_metadata.date_range: not a range of past days (at most 31)');
+  }
   return {
     reporter: text(metadata.org_name, 'report_metadata.org_name'),
     reporterEmail: optionalText(metadata.email),
     reportId: text(metadata.report_id, 'report_metadata.report_id'),
-    begin: epoch(range.begin, 'report_metadata.date_range.begin'),
-    end: epoch(range.end, 'report_metadata.date_range.end'),
+    begin,
+    end,
     domain,
     policy: optionalText(published.p),
     records: records.map((value, at) => record(node(value, `record[${at}]`), `record[${at}]`)),

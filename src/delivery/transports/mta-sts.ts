@@ -132,8 +132,9 @@ export function createMtaSts(config: Config, options: MtaStsOptions): MtaSts {
     });
 
   const stored = async (domain: string): Promise<MtaStsPolicy | undefined> => {
+    // A copy in memory that ran out may have been refreshed by another process: read the database then.
     const known = memory.get(domain);
-    if (known) return known;
+    if (known && fresh(known)) return known;
     const { rows } = await options.db.query<{
       policy_id: string;
       mode: MtaStsPolicy['mode'];
@@ -161,6 +162,8 @@ export function createMtaSts(config: Config, options: MtaStsOptions): MtaSts {
       [domain, policy.id, policy.mode, policy.mx, policy.maxAgeSeconds, policy.fetchedAt],
     );
   };
+  const dueForRefresh = (policy: MtaStsPolicy) =>
+    now().getTime() - policy.fetchedAt.getTime() > Math.min(policy.maxAgeSeconds * 500, 86_400_000);
   const fresh = (policy: MtaStsPolicy | undefined) =>
     policy !== undefined && policy.fetchedAt.getTime() + policy.maxAgeSeconds * 1000 > now().getTime();
 
@@ -177,7 +180,9 @@ export function createMtaSts(config: Config, options: MtaStsOptions): MtaSts {
       if (code !== 'ENOTFOUND' && code !== 'ENODATA') return valid;
     }
     if (id === undefined) return valid;
-    if (valid && valid.id === id) return valid;
+    // The same id: the cached policy, refreshed ahead of its expiry (RFC 8461 §10.2) once half its
+    // max_age has passed (at most a day), so that it never runs out between two deliveries.
+    if (valid && valid.id === id && !dueForRefresh(valid)) return valid;
     try {
       const parsed = parsePolicy(await fetchPolicy(domain), id, now());
       if ('invalid' in parsed) throw new Error(parsed.invalid);
