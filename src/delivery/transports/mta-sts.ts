@@ -34,6 +34,14 @@ export type TlsRule =
 /** RFC 8461 §3.2: max_age up to 31557600 seconds (a year). */
 const MAX_AGE_LIMIT = 31_557_600;
 const POLICY_BYTES_LIMIT = 64 * 1024;
+/**
+ * How long a domain's answer (its policy, or that it has none) is kept in memory before the TXT record
+ * is looked up again: deliveries to a domain do not each cost a DNS query and a database read, and a new
+ * policy id is seen within this.
+ */
+export const RECHECK_MS = 5 * 60_000;
+/** Domains whose answer is kept at most: the oldest answer goes first. */
+const MAX_ANSWERS = 10_000;
 const FETCH_TIMEOUT_MS = 10_000;
 
 /** The policy in a policy file's text, or why it is not one. */
@@ -197,11 +205,24 @@ export function createMtaSts(config: Config, options: MtaStsOptions): MtaSts {
     }
   }
 
+  const answers = new Map<string, { at: number; policy: MtaStsPolicy | undefined }>();
+  /** The domain's policy as last looked up (within RECHECK_MS, and still within its max_age), or now. */
+  const currentPolicy = async (name: string) => {
+    const known = answers.get(name);
+    const at = now().getTime();
+    if (known && at - known.at < RECHECK_MS && (known.policy === undefined || fresh(known.policy))) return known.policy;
+    const policy = await policyFor(name);
+    answers.delete(name);
+    if (answers.size >= MAX_ANSWERS) answers.delete(answers.keys().next().value!);
+    answers.set(name, { at, policy });
+    return policy;
+  };
+
   return {
     ca,
     async ruleFor(domain) {
       const name = domain.toLowerCase();
-      const policy = await policyFor(name);
+      const policy = await currentPolicy(name);
       if (policy?.mode === 'enforce') return { kind: 'mta-sts', policy };
       // The operator's requirement is at least as strict as a policy in testing.
       if (required.has(name)) return { kind: 'required' };
