@@ -183,7 +183,7 @@ const SETTING_TABLE = {
     'MAILROOM_DNSBL_ZONES',
     'zen.spamhaus.org,bl.spamcop.net,b.barracudacentral.org',
     "Comma-separated DNS blocklists the deliverability doctor looks each source address up on. Spamhaus answers only resolvers it knows: point `MAILROOM_DNS_SERVERS` at your own resolver (or use Spamhaus's DQS zone). Empty: none.",
-    hostList,
+    domainList,
   ),
   heloName: setting(
     'MAILROOM_HELO_NAME',
@@ -457,10 +457,6 @@ function domainName(value: string | undefined, variable: string): string {
 
 function optionalDomainName(value: string | undefined, variable: string): string | undefined {
   return value === undefined ? undefined : domainName(value, variable);
-}
-
-function hostList(value: string | undefined, variable: string): string[] {
-  return domainList(value, variable);
 }
 
 function domainList(value: string | undefined, variable: string): string[] {
