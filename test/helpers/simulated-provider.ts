@@ -89,6 +89,8 @@ export async function startProvider(host: string, options: { dataDelayMs?: numbe
   });
   const port = await freePort();
   await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  // A client killed mid-session (kill -9 in the process tests) resets its socket: not the test's failure.
+  server.on('error', () => {});
   provider.port = port;
   return provider;
 }
