@@ -405,6 +405,59 @@ test('relay: a 554 spam refusal at the end of DATA fails every recipient (not a 
   assert.equal(sink.transactions.length, 0);
 });
 
+test('relay: after a refused message the next waits for RSET to be answered, however late (the session stays in step)', async () => {
+  // A hand-written server: smtp-server answers RSET at once, and the mix-up needs a late answer. It
+  // offers PIPELINING, refuses every message at the end of DATA, and answers RSET after 300 ms.
+  const lines: string[] = [];
+  const server = createServer((socket) => {
+    let buffered = '';
+    let inData = false;
+    socket.write('220 slow-reset.test ESMTP\r\n');
+    socket.on('error', () => {});
+    socket.on('data', (chunk) => {
+      buffered += chunk.toString('latin1');
+      let end: number;
+      while ((end = buffered.indexOf('\r\n')) >= 0) {
+        const line = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        if (inData) {
+          if (line === '.') {
+            inData = false;
+            socket.write('554 5.7.1 Message rejected as spam\r\n');
+          }
+          continue;
+        }
+        lines.push(line);
+        const verb = line.slice(0, 4).toUpperCase();
+        if (verb === 'EHLO') socket.write('250-slow-reset.test\r\n250 PIPELINING\r\n');
+        else if (verb === 'DATA') {
+          inData = true;
+          socket.write('354 go ahead\r\n');
+        } else if (verb === 'RSET') setTimeout(() => socket.write('250 2.0.0 Reset\r\n'), 300);
+        else if (verb === 'QUIT') socket.end('221 Bye\r\n');
+        else socket.write('250 OK\r\n');
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  try {
+    const to = ['ann@one.test'];
+    await using(relay(`smtp://127.0.0.1:${port}`), async (t) => {
+      for (let round = 0; round < 3; round += 1) {
+        const results = await t.send(outgoing({ to }));
+        assert.deepEqual(outcomes(results), [{ address: 'ann@one.test', outcome: 'failed', smtpCode: 554 }]);
+      }
+    });
+    // One connection carried the three messages, each refused and reset before the next began.
+    assert.equal(lines.filter((line) => /^EHLO/i.test(line)).length, 1);
+    const verbs = lines.filter((line) => /^(MAIL|RSET)/i.test(line)).map((line) => line.slice(0, 4).toUpperCase());
+    assert.deepEqual(verbs, ['MAIL', 'RSET', 'MAIL', 'RSET', 'MAIL', 'RSET']);
+  } finally {
+    server.close();
+  }
+});
+
 test('relay: a server that is not listening defers every recipient, without a code', async () => {
   const to = ['ann@one.test', 'bob@two.test'];
   const results = await using(relay(`smtp://127.0.0.1:${await closedPort()}`), (t) => t.send(outgoing({ to })));

@@ -6,6 +6,9 @@ import type { ShapedConnection } from '../../shaping/shaper.ts';
 // message per transaction, the next transaction on the same connection. After a refused transaction
 // (the server said no to the envelope or the message) the session is reset with RSET and goes on.
 
+/** How long a refused transaction's RSET may go unanswered before the connection is given up. */
+const RSET_TIMEOUT_MS = 10_000;
+
 export interface SessionOptions extends SMTPConnection.Options {
   auth?: { user: string; pass: string };
 }
@@ -100,20 +103,31 @@ export class SmtpSession implements ShapedConnection {
       // A kept connection the server dropped while idle fails before a byte of this message is sent.
       this.connection.once('end', onEnd);
       this.connection.send(envelope, raw, (error, info) => {
+        // The server's reply is in: it, not a later close, is what the recipients get.
+        this.connection.removeListener('end', onEnd);
         if (!error) return finish({ info: info as unknown as SmtpSendInfo });
         const code = (error as { code?: string }).code;
         const answered = (error as { responseCode?: number }).responseCode !== undefined;
         const transient = !answered && (code === 'ECONNECTION' || code === 'ESOCKET' || code === 'ETIMEDOUT');
         const refused = code === 'EENVELOPE' || code === 'EMESSAGE';
+        const attempt = { error, nothingSent: reused && transient && !refused && code !== 'ETIMEDOUT' };
         if (refused && (error as { responseCode?: number }).responseCode !== 421 && this.open) {
-          // The server refused this transaction; the connection is fine once reset.
+          // The server refused this transaction; the connection is fine once reset. The attempt ends
+          // only when RSET is answered: a next MAIL FROM sent before that answer would have its own
+          // reply taken for RSET's, and the session would be out of step with the server.
+          const unanswered = setTimeout(() => {
+            this.close();
+            finish(attempt);
+          }, RSET_TIMEOUT_MS);
           this.connection.reset((resetError) => {
+            clearTimeout(unanswered);
             if (resetError) this.close();
+            finish(attempt);
           });
         } else {
           this.close();
+          finish(attempt);
         }
-        finish({ error, nothingSent: reused && transient && !refused && code !== 'ETIMEDOUT' });
       });
     });
   }
