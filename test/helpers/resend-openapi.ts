@@ -1,0 +1,101 @@
+import { readFileSync } from 'node:fs';
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+
+// Resend's published OpenAPI document (see test/fixtures/resend-openapi/README.md), as validators:
+// the response schema of each operation by method, path and status, and each webhook event's payload.
+
+const DOCUMENT_PATH = new URL('../fixtures/resend-openapi/resend-1.5.0.json', import.meta.url);
+
+interface Operation {
+  method: string;
+  template: string; // /emails/{email_id}
+  pattern: RegExp;
+  operationId: string;
+  responses: Record<string, { content?: Record<string, { schema?: unknown }> }>;
+  requestSchema: unknown;
+}
+
+const document = JSON.parse(readFileSync(DOCUMENT_PATH, 'utf8')) as {
+  paths: Record<string, Record<string, Record<string, unknown>>>;
+  webhooks: Record<string, { post: { requestBody: { content: { 'application/json': { schema: unknown } } } } }>;
+  components: { schemas: Record<string, unknown> };
+};
+
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+addFormats.default(ajv);
+// Every $ref in the document is "#/components/...": registered under an id, they resolve as "resend#/...".
+ajv.addSchema({ $id: 'resend', components: document.components });
+const rebased = (schema: unknown) => JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"resend#/components/'));
+
+const operations: Operation[] = [];
+for (const [template, methods] of Object.entries(document.paths)) {
+  for (const [method, op] of Object.entries(methods)) {
+    if (!['get', 'post', 'put', 'patch', 'delete'].includes(method)) continue;
+    const requestBody = op.requestBody as { content?: Record<string, { schema?: unknown }> } | undefined;
+    operations.push({
+      method: method.toUpperCase(),
+      template,
+      // A literal segment beats a parameter: /emails/batch is not /emails/{email_id}.
+      pattern: new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`),
+      operationId: String(op.operationId),
+      responses: (op.responses ?? {}) as Operation['responses'],
+      requestSchema: requestBody?.content?.['application/json']?.schema,
+    });
+  }
+}
+const literalSegments = (template: string) => template.split('/').filter((part) => part && !part.startsWith('{')).length;
+
+/** Resend's operation for a request, or undefined when Resend has no such operation. */
+export function resendOperation(method: string, path: string): Operation | undefined {
+  const pathOnly = path.split('?')[0]!;
+  return operations
+    .filter((op) => op.method === method.toUpperCase() && op.pattern.test(pathOnly))
+    .sort((a, b) => literalSegments(b.template) - literalSegments(a.template))[0];
+}
+
+export const resendOperationCount = operations.length;
+export const resendWebhookTypes = Object.keys(document.webhooks);
+
+const compiled = new Map<string, ValidateFunction>();
+function validatorFor(key: string, schema: unknown): ValidateFunction {
+  let validate = compiled.get(key);
+  if (!validate) {
+    validate = ajv.compile(rebased(schema) as object);
+    compiled.set(key, validate);
+  }
+  return validate;
+}
+
+const describe = (validate: ValidateFunction) =>
+  (validate.errors ?? []).map((error) => `${error.instancePath || '/'} ${error.message} ${JSON.stringify(error.params)}`);
+
+/**
+ * What is wrong with a response by Resend's schema for it: [] when it conforms (or the schema gives
+ * no body for that status), a list of problems otherwise. Undefined when Resend has no such operation.
+ */
+export function responseProblems(method: string, path: string, status: number, body: unknown): string[] | undefined {
+  const op = resendOperation(method, path);
+  if (!op) return undefined;
+  const response = op.responses[String(status)] ?? op.responses[`${String(status)[0]}XX`] ?? op.responses.default;
+  const schema = response?.content?.['application/json']?.schema;
+  if (!schema) return [];
+  const validate = validatorFor(`${op.operationId} ${status}`, schema);
+  return validate(body) ? [] : describe(validate);
+}
+
+/** What is wrong with a request body by Resend's schema for the operation ([] when it conforms). */
+export function requestProblems(method: string, path: string, body: unknown): string[] {
+  const op = resendOperation(method, path);
+  if (!op?.requestSchema) return [];
+  const validate = validatorFor(`${op.operationId} request`, op.requestSchema);
+  return validate(body) ? [] : describe(validate);
+}
+
+/** What is wrong with a webhook payload by Resend's schema for its event type; undefined for a type Resend lacks. */
+export function webhookProblems(payload: { type?: string }): string[] | undefined {
+  const hook = payload.type ? document.webhooks[payload.type] : undefined;
+  if (!hook) return undefined;
+  const validate = validatorFor(`webhook ${payload.type}`, hook.post.requestBody.content['application/json'].schema);
+  return validate(payload) ? [] : describe(validate);
+}
