@@ -218,7 +218,7 @@ const COMMANDS: Record<string, Command> = {
     async run({ config, values }) {
       const keys = await withDatabase(config, async (db) => {
         await requireOrganization(db, text(values, 'org'));
-        return listApiKeys(db, text(values, 'org'));
+        return (await listApiKeys(db, text(values, 'org'))).data;
       });
       // Only a hash of each token is stored: a lost token is replaced with `key create`, never shown again.
       const data = keys.map((key) => ({ ...key, created_at: key.created_at.toISOString() }));

@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
 import type { App } from '../platform/http/app-types.ts';
+import { PageQuery } from '../platform/db/keyset-page.ts';
 import { createTopic, deleteTopic, getTopic, listTopics, updateTopic } from './topics.ts';
 
 const IdParams = Type.Object({ id: Type.String() });
@@ -33,9 +34,11 @@ export async function topicRoutes(app: App) {
     },
   );
 
-  app.get('/topics', { config: { access: 'full' }, schema: { summary: 'List topics' } }, async (request) => {
-    return { object: 'list', data: await listTopics(app.db, request.principal.organizationId) };
-  });
+  app.get(
+    '/topics',
+    { config: { access: 'full' }, schema: { summary: 'List topics', querystring: PageQuery } },
+    async (request) => listTopics(app.db, request.principal.organizationId, request.query),
+  );
 
   app.get(
     '/topics/:id',

@@ -1,7 +1,9 @@
 import type { Queryable } from '../platform/db/database.ts';
 import { notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
+import { keysetPage, type Page, type PageRequest } from '../platform/db/keyset-page.ts';
 import { withEvent } from '../webhooks/fan-out.ts';
+import { isoMillisSql } from '../webhooks/event-payloads.ts';
 import type { EventType } from '../webhooks/event-types.ts';
 
 // A topic is a kind of message an organization sends to its contacts (a newsletter, product news).
@@ -27,12 +29,12 @@ export interface Topic {
   updated_at: Date;
 }
 
-/** The API shape. */
+/** The API shape. A topic without a description has no `description` field (Resend's SDK types it `description?: string`). */
 export interface TopicView {
   object: 'topic';
   id: string;
   name: string;
-  description: string | null;
+  description?: string;
   default_subscription: Subscription;
   created_at: string;
   updated_at: string;
@@ -44,9 +46,12 @@ const COLUMNS = 'id, organization_id, name, description, default_subscription, c
 const topicEvent = (type: EventType) => ({
   org: '$1::uuid',
   type: `'${type}'::text`,
-  data: `jsonb_build_object('id', changed.id, 'name', changed.name, 'default_subscription', changed.default_subscription)`,
+  // The fields of the SDK's topic events (TopicEventData).
+  data: `jsonb_build_object('id', changed.id, 'name', changed.name, 'description', changed.description,
+           'default_subscription', changed.default_subscription, 'deleted', ${type === 'topic.deleted'},
+           'created_at', ${isoMillisSql('changed.created_at')}, 'updated_at', ${isoMillisSql('changed.updated_at')})`,
 });
-const RETURNED = 'RETURNING id, name, default_subscription';
+const RETURNED = 'RETURNING id, name, description, default_subscription, created_at, updated_at';
 
 export async function createTopic(
   db: Queryable,
@@ -64,13 +69,14 @@ export async function createTopic(
   return { id: rows[0]!.id };
 }
 
-/** Oldest first. */
-export async function listTopics(db: Queryable, organizationId: string): Promise<TopicView[]> {
-  const { rows } = await db.query<Topic>(
-    `SELECT ${COLUMNS} FROM topics WHERE organization_id = $1 ORDER BY created_at, id`,
-    [organizationId],
+/** Oldest first, a page at a time (platform/db/keyset-page.ts). */
+export async function listTopics(db: Queryable, organizationId: string, page: PageRequest): Promise<Page<TopicView>> {
+  const listed = await keysetPage<Topic>(
+    db,
+    { table: 'topics', columns: COLUMNS, organizationId, newestFirst: false },
+    page,
   );
-  return rows.map(toView);
+  return { ...listed, data: listed.data.map(toView) };
 }
 
 /** One of the organization's topics, or undefined (also for a malformed id). */
@@ -136,7 +142,7 @@ function toView(topic: Topic): TopicView {
     object: 'topic',
     id: topic.id,
     name: topic.name,
-    description: topic.description,
+    ...(topic.description === null ? {} : { description: topic.description }),
     default_subscription: topic.default_subscription,
     created_at: new Date(topic.created_at).toISOString(),
     updated_at: new Date(topic.updated_at).toISOString(),

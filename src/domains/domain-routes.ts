@@ -4,6 +4,7 @@ import { addDomain, deleteDomain, getDomain, listDomains, updateDomain, verifyDo
 import { dmarcSummary } from './dmarc.ts';
 import { dmarcAddress } from './dmarc-address.ts';
 import { loadShapingFile } from '../shaping/shaping-file.ts';
+import { PageQuery } from '../platform/db/keyset-page.ts';
 
 const IdParams = Type.Object({ id: Type.String() });
 
@@ -45,9 +46,9 @@ export async function domainRoutes(app: App) {
     },
   );
 
-  app.get('/domains', { config: { access: 'full' } }, async (request) => {
-    return { object: 'list', data: await listDomains(app.db, request.principal.organizationId) };
-  });
+  app.get('/domains', { config: { access: 'full' }, schema: { querystring: PageQuery } }, async (request) =>
+    listDomains(app.db, request.principal.organizationId, request.query),
+  );
 
   app.get('/domains/:id', { config: { access: 'full' }, schema: { params: IdParams } }, async (request) => {
     return getDomain(app.db, request.principal.organizationId, request.params.id);

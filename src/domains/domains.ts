@@ -6,9 +6,11 @@ import { generateDkimKeyPair } from './dkim.ts';
 import { checkRecords } from './dns-verification.ts';
 import { normalizeDomainName } from '../platform/domain-name.ts';
 import { withEvent } from '../webhooks/fan-out.ts';
+import { domainEventDataSql } from '../webhooks/event-payloads.ts';
 import type { EventType } from '../webhooks/event-types.ts';
 import { recordsToPublish, type RecordKind, type RecordStatus, type RecordStatuses } from './domain-records.ts';
 import { forgetLookups, lookupCache } from '../platform/db/lookup-cache.ts';
+import { keysetPage, type Page, type PageRequest } from '../platform/db/keyset-page.ts';
 
 // A domain is verified (allowed to send) once its DKIM key is found in DNS, or when the operator
 // attests it (trustDomain). It then stays verified: a later check that cannot find the records only
@@ -129,12 +131,14 @@ export async function addDomain(
   return toView(rows[0]!);
 }
 
-export async function listDomains(db: Queryable, organizationId: string): Promise<DomainView[]> {
-  const { rows } = await db.query<Domain>(
-    `SELECT ${COLUMNS} FROM domains WHERE organization_id = $1 ORDER BY created_at DESC, id`,
-    [organizationId],
+/** Newest first, a page at a time (platform/db/keyset-page.ts). */
+export async function listDomains(db: Queryable, organizationId: string, page: PageRequest): Promise<Page<DomainView>> {
+  const listed = await keysetPage<Domain>(
+    db,
+    { table: 'domains', columns: COLUMNS, organizationId, newestFirst: true },
+    page,
   );
-  return rows.map(toView);
+  return { ...listed, data: listed.data.map(toView) };
 }
 
 export async function getDomain(db: Queryable, organizationId: string, id: string): Promise<DomainView> {
@@ -279,11 +283,11 @@ export async function findSendingDomain(
 
 const sendingDomainsOf = (db: Queryable) => lookupCache<SendingDomain>(db, 'sending-domains');
 
-/** A domain.* webhook event for the changed row (its data: id, name, status). */
+/** A domain.* webhook event for the changed row (its data: webhooks/event-payloads.ts). */
 const domainEvent = (org: string, type: EventType) => ({
   org,
   type: `'${type}'::text`,
-  data: `jsonb_build_object('id', changed.id, 'name', changed.name, 'status', changed.status)`,
+  data: domainEventDataSql('changed'),
 });
 
 async function requireDomain(db: Queryable, organizationId: string, id: string): Promise<Domain> {

@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
 import type { App } from '../platform/http/app-types.ts';
+import { PageQuery } from '../platform/db/keyset-page.ts';
 import { createTemplate, deleteTemplate, getTemplate, listTemplates, updateTemplate } from './templates.ts';
 import { renderTemplatePreview } from './preview-template.ts';
 
@@ -74,9 +75,11 @@ export async function templateRoutes(app: App) {
     async (request) => ({ object: 'template_render' as const, ...renderTemplatePreview(request.body) }),
   );
 
-  app.get('/templates', { config: { access: 'full' }, schema: { summary: 'List templates' } }, async (request) => {
-    return { object: 'list', data: await listTemplates(app.db, request.principal.organizationId) };
-  });
+  app.get(
+    '/templates',
+    { config: { access: 'full' }, schema: { summary: 'List templates', querystring: PageQuery } },
+    async (request) => listTemplates(app.db, request.principal.organizationId, request.query),
+  );
 
   app.get(
     '/templates/:id',

@@ -3,6 +3,7 @@ import type { EventType } from '../webhooks/event-types.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
+import { keysetPage, type Page, type PageRequest } from '../platform/db/keyset-page.ts';
 import { checkedSources } from './template-syntax.ts';
 import {
   checkedVariables,
@@ -81,12 +82,18 @@ export async function createTemplate(
   return { id: rows[0]!.id };
 }
 
-export async function listTemplates(db: Queryable, organizationId: string): Promise<TemplateView[]> {
-  const { rows } = await db.query<Template>(
-    `SELECT ${COLUMNS} FROM templates WHERE organization_id = $1 ORDER BY created_at DESC, id`,
-    [organizationId],
+/** Newest first, a page at a time (platform/db/keyset-page.ts). */
+export async function listTemplates(
+  db: Queryable,
+  organizationId: string,
+  page: PageRequest,
+): Promise<Page<TemplateView>> {
+  const listed = await keysetPage<Template>(
+    db,
+    { table: 'templates', columns: COLUMNS, organizationId, newestFirst: true },
+    page,
   );
-  return rows.map(toView);
+  return { ...listed, data: listed.data.map(toView) };
 }
 
 /** One of the organization's templates, or undefined (also for a malformed id). */

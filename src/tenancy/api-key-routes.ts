@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
 import type { App } from '../platform/http/app-types.ts';
+import { PageQuery } from '../platform/db/keyset-page.ts';
 import { createApiKey, listApiKeys, revokeApiKey } from './api-keys.ts';
 
 const IdParams = Type.Object({ id: Type.String() });
@@ -30,9 +31,9 @@ export async function apiKeyRoutes(app: App) {
     },
   );
 
-  app.get('/api-keys', { config: { access: 'full' } }, async (request) => {
-    const keys = await listApiKeys(app.db, request.principal.organizationId);
-    return { object: 'list', data: keys.map((key) => ({ object: 'api_key', ...key })) };
+  app.get('/api-keys', { config: { access: 'full' }, schema: { querystring: PageQuery } }, async (request) => {
+    const keys = await listApiKeys(app.db, request.principal.organizationId, request.query);
+    return { ...keys, data: keys.data.map((key) => ({ object: 'api_key', ...key })) };
   });
 
   app.delete('/api-keys/:id', { config: { access: 'full' }, schema: { params: IdParams } }, async (request) => {

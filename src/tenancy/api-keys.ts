@@ -3,6 +3,7 @@ import { notFound } from '../platform/errors.ts';
 import { hashToken, newToken } from '../platform/tokens.ts';
 import { API_KEY_PREFIX } from './credentials.ts';
 import { isUuid } from '../platform/ids.ts';
+import { keysetPage, type Page, type PageRequest } from '../platform/db/keyset-page.ts';
 import { forgetLookups } from '../platform/db/lookup-cache.ts';
 import type { ApiKeyPermission } from './principal.ts';
 
@@ -26,13 +27,19 @@ export async function createApiKey(
   return { id: rows[0]!.id, token, permission: input.permission };
 }
 
-export async function listApiKeys(db: Queryable, organizationId: string): Promise<ApiKey[]> {
-  const { rows } = await db.query<ApiKey>(
-    `SELECT id, name, permission, created_at FROM api_keys
-      WHERE organization_id = $1 AND revoked_at IS NULL ORDER BY created_at DESC, id`,
-    [organizationId],
+/** Keys not revoked, newest first, a page at a time (platform/db/keyset-page.ts); all of them without a limit. */
+export async function listApiKeys(db: Queryable, organizationId: string, page: PageRequest = {}): Promise<Page<ApiKey>> {
+  return keysetPage<ApiKey>(
+    db,
+    {
+      table: 'api_keys',
+      columns: 'id, name, permission, created_at',
+      organizationId,
+      newestFirst: true,
+      where: 'revoked_at IS NULL',
+    },
+    page,
   );
-  return rows;
 }
 
 /**

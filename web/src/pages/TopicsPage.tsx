@@ -23,7 +23,7 @@ export type Subscription = 'opt_in' | 'opt_out';
 interface Topic {
   id: string;
   name: string;
-  description: string | null;
+  description?: string;
   default_subscription: Subscription;
   created_at: string;
 }
