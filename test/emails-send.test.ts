@@ -328,13 +328,13 @@ describe('refused: the message table rules', () => {
       'attachments.0.filename',
     ],
     [
-      'an attachment path (no fetching)',
+      'an attachment path on a link-local address (cloud metadata): never fetched',
       { attachments: [{ filename: 'a', path: 'http://169.254.169.254/' }] },
-      'validation_error',
+      'invalid_attachment',
       'attachments.0.path',
     ],
     [
-      'an attachment without content',
+      'an attachment without content or path',
       { attachments: [{ filename: 'a' }] },
       'missing_required_field',
       'attachments.0.content',

@@ -50,9 +50,16 @@ export const EmailMessageSchema = Type.Object(
       Type.Array(
         Type.Object(
           {
-            filename: Type.String(),
-            content: Type.Optional(Type.String({ description: 'Base64. Required.' })),
-            path: Type.Optional(Type.String({ description: 'Not supported: Mailroom does not fetch URLs.' })),
+            filename: Type.Optional(
+              Type.String({ description: "Required with content; with path, defaults to the URL's last segment." }),
+            ),
+            content: Type.Optional(Type.String({ description: 'Base64. This or path is required.' })),
+            path: Type.Optional(
+              Type.String({
+                description:
+                  'An http(s) URL where the file is hosted: fetched once when the message is accepted (public addresses only).',
+              }),
+            ),
             content_type: Type.Optional(Type.String()),
             content_id: Type.Optional(
               Type.String({ description: 'For inline images: referenced as cid:<content_id>.' }),

@@ -5,7 +5,8 @@ import { findSendingDomain } from '../domains/domains.ts';
 import { isUuid, newRowId } from '../platform/ids.ts';
 import { renderTemplate } from '../templates/render-template.ts';
 import type { EmailMessage } from './message-schema.ts';
-import { validateMessage, type ValidMessage } from './validate-message.ts';
+import { validateMessage, type Attachment, type ValidMessage } from './validate-message.ts';
+import { attachmentFetcherFor, type AttachmentFetcher } from './attachment-fetch.ts';
 
 /** A message that passed every check and is ready to be stored: what accept-messages.ts takes. */
 export interface PreparedMessage extends ValidMessage {
@@ -24,6 +25,7 @@ export async function prepareMessage(
   now: Date,
 ): Promise<PreparedMessage> {
   const valid = validateMessage(message, { now, maxAttachmentBytes: config.attachmentsMaxBytes });
+  await fetchAttachments(valid.attachments, attachmentFetcherFor(config), config.attachmentsMaxBytes);
 
   const domain = await findSendingDomain(db, organizationId, valid.from.domain);
   if (!domain) {
@@ -58,4 +60,23 @@ export async function prepareMessage(
 
   const id = newRowId();
   return { ...valid, subject: subject!, html, text, id, domainId: domain.id, messageId: `<${id}@${domain.name}>` };
+}
+
+/**
+ * Fills in the attachments given by URL, one after another, within what the attachments given inline
+ * left of the size limit. Their Content-Type is the answer's when the message gave none.
+ */
+async function fetchAttachments(list: Attachment[], fetcher: AttachmentFetcher, maxBytes: number): Promise<void> {
+  let budget = maxBytes - list.reduce((sum, attachment) => sum + attachment.content.length, 0);
+  for (const attachment of list) {
+    if (!attachment.source) continue;
+    const { url, field, typeGiven } = attachment.source;
+    const fetched = await fetcher.fetch(url, { field, maxBytes: budget, totalLimit: maxBytes });
+    budget -= fetched.content.length;
+    attachment.content = fetched.content;
+    if (!typeGiven && fetched.contentType && fetched.contentType !== 'application/octet-stream') {
+      attachment.contentType = fetched.contentType;
+    }
+    delete attachment.source;
+  }
 }

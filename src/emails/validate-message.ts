@@ -5,6 +5,7 @@ import { addressKey } from '../platform/address-key.ts';
 import { asList, formatMailbox, parseMailbox, type Mailbox } from './addresses.ts';
 import { isTestDomainAddress, testOutcome } from './test-addresses.ts';
 import type { EmailMessage } from './message-schema.ts';
+import { parseScheduledAt } from './scheduled-at.ts';
 
 // Everything about one message that can be decided without the database, in the order a user would
 // want to hear about it. Returns the message in the form it is stored and composed in.
@@ -21,6 +22,8 @@ export interface Attachment {
   contentType: string;
   contentId: string | undefined;
   content: Buffer;
+  /** Given by URL (`path`): content is empty until prepare-message.ts fetches it. */
+  source?: { url: URL; field: string; typeGiven: boolean };
 }
 
 export interface ValidMessage {
@@ -76,8 +79,6 @@ const HEADER_NAME = /^[!-9;-~]{1,100}$/; // printable ASCII without ":" (RFC 532
 // repeats a group keeps a backtracking frame per group and overflows the stack on a large attachment.
 const BASE64_CHARACTERS = /^[A-Za-z0-9+/]*={0,2}$/;
 const isBase64 = (text: string) => text.length % 4 === 0 && BASE64_CHARACTERS.test(text);
-const ISO_8601_WITH_OFFSET =
-  /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):?(\d{2}))$/i;
 const CONTENT_TYPE = /^[A-Za-z0-9][\w!#$&^.+-]{0,126}\/[A-Za-z0-9][\w!#$&^.+-]{0,126}$/;
 
 export function validateMessage(
@@ -158,37 +159,6 @@ function parseAll(list: string[], field: string): Mailbox[] {
   return list.map((entry, i) => parseMailbox(entry, list.length > 1 ? `${field}.${i}` : field));
 }
 
-/** scheduled_at: ISO 8601 with an offset, a real date, in the future (POST /emails and PATCH /emails/:id). */
-export function parseScheduledAt(value: string | undefined, now: Date): Date | undefined {
-  if (value === undefined) return undefined;
-  const invalid = (why: string) => new ServiceError('validation_error', `scheduled_at ${why}`, 'scheduled_at');
-  const time = Date.parse(value);
-  if (!isCalendarTimestamp(value) || Number.isNaN(time)) {
-    throw invalid(`must be an ISO 8601 timestamp with an offset, e.g. 2026-12-01T09:00:00Z; got "${value}"`);
-  }
-  if (time <= now.getTime()) throw invalid(`must be in the future; ${value} has passed`);
-  return new Date(time);
-}
-
-/** ISO 8601 with an offset, and a real date and time (Date.parse would turn February 30 into March 2). */
-function isCalendarTimestamp(value: string): boolean {
-  const match = ISO_8601_WITH_OFFSET.exec(value);
-  if (!match) return false;
-  const [year, month, day, hour, minute, second = '0', offsetHours = '0', offsetMinutes = '0'] = match.slice(1);
-  const daysInMonth = new Date(Date.UTC(Number(year), Number(month), 0)).getUTCDate();
-  return (
-    Number(month) >= 1 &&
-    Number(month) <= 12 &&
-    Number(day) >= 1 &&
-    Number(day) <= daysInMonth &&
-    Number(hour) <= 23 &&
-    Number(minute) <= 59 &&
-    Number(second) <= 59 &&
-    Number(offsetHours) <= 23 &&
-    Number(offsetMinutes) <= 59
-  );
-}
-
 /** Whether Mailroom writes the header itself (so a message cannot set it). */
 export function isOwnedHeader(name: string): boolean {
   const lower = name.toLowerCase();
@@ -228,20 +198,30 @@ function attachments(list: NonNullable<EmailMessage['attachments']>, maxBytes: n
   let total = 0;
   return list.map((attachment, i) => {
     const field = `attachments.${i}`;
+    let content = Buffer.alloc(0);
+    let source: Attachment['source'];
     if (attachment.path !== undefined) {
-      throw new ServiceError(
-        'validation_error',
-        'attachments[].path is not supported: Mailroom does not fetch URLs; send the file as base64 content',
-        `${field}.path`,
-      );
+      if (attachment.content !== undefined) {
+        throw new ServiceError('validation_error', `Give ${field}.content or ${field}.path, not both`, `${field}.path`);
+      }
+      source = { url: attachmentUrl(attachment.path, `${field}.path`), field: `${field}.path`, typeGiven: false };
+    } else {
+      if (attachment.content === undefined) {
+        throw new ServiceError(
+          'missing_required_field',
+          `Missing required field: ${field}.content (or ${field}.path)`,
+          `${field}.content`,
+        );
+      }
+      if (attachment.content === '' || !isBase64(attachment.content)) {
+        throw new ServiceError(
+          'invalid_attachment',
+          `attachments[${i}].content is not valid base64`,
+          `${field}.content`,
+        );
+      }
+      content = Buffer.from(attachment.content, 'base64');
     }
-    if (attachment.content === undefined) {
-      throw new ServiceError('missing_required_field', `Missing required field: ${field}.content`, `${field}.content`);
-    }
-    if (attachment.content === '' || !isBase64(attachment.content)) {
-      throw new ServiceError('invalid_attachment', `attachments[${i}].content is not valid base64`, `${field}.content`);
-    }
-    const content = Buffer.from(attachment.content, 'base64');
     total += content.length;
     if (total > maxBytes) {
       throw new ServiceError(
@@ -250,7 +230,16 @@ function attachments(list: NonNullable<EmailMessage['attachments']>, maxBytes: n
         `${field}.content`,
       );
     }
-    const filename = sanitizeFilename(attachment.filename);
+    // A file given by URL is named by its URL's last segment unless a filename is given.
+    const given = attachment.filename ?? (source ? lastSegment(source.url) : undefined);
+    if (given === undefined) {
+      throw new ServiceError(
+        'missing_required_field',
+        `Missing required field: ${field}.filename`,
+        `${field}.filename`,
+      );
+    }
+    const filename = sanitizeFilename(given) || (source ? 'attachment' : '');
     if (filename === '') {
       throw new ServiceError(
         'invalid_attachment',
@@ -270,8 +259,36 @@ function attachments(list: NonNullable<EmailMessage['attachments']>, maxBytes: n
         `${field}.content_id`,
       );
     }
-    return { filename, contentType, contentId, content };
+    if (source) source.typeGiven = attachment.content_type !== undefined;
+    return { filename, contentType, contentId, content, ...(source ? { source } : {}) };
   });
+}
+
+/** An attachment's `path`: an absolute http(s) URL, without credentials in it. */
+function attachmentUrl(path: string, field: string): URL {
+  let url: URL;
+  try {
+    url = new URL(path);
+  } catch {
+    throw new ServiceError('invalid_attachment', `${field} is not a URL`, field);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    throw new ServiceError('invalid_attachment', `${field} must be an http:// or https:// URL`, field);
+  }
+  if (url.username || url.password) {
+    throw new ServiceError('invalid_attachment', `${field} may not carry a user name or password`, field);
+  }
+  return url;
+}
+
+function lastSegment(url: URL): string | undefined {
+  const segment = url.pathname.split('/').pop();
+  if (!segment) return undefined;
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
 }
 
 /** The last path segment, without control characters or characters that break a MIME parameter. */

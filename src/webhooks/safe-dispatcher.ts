@@ -223,7 +223,7 @@ const PROTOCOL_CODES = new Set([
 ]);
 
 /** The reason of a transport error: the first cause in the chain with a code we know. */
-function reasonOf(error: unknown): WebhookFailureReason {
+export function reasonOf(error: unknown): WebhookFailureReason {
   for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
     if (current instanceof ForbiddenAddressError) return 'forbidden_address';
     if (current instanceof HostResolutionError) return 'dns_failed';
