@@ -37,6 +37,7 @@ import { suppressionRoutes } from './suppressions/suppression-routes.ts';
 import { destinationRoutes } from './shaping/destination-routes.ts';
 import { doctorRoutes } from './doctor/doctor-routes.ts';
 import { dashboardRoutes } from './dashboard/dashboard-routes.ts';
+import { connectionSettingsRoutes } from './submission/connection-settings-routes.ts';
 import { cacheLookups } from './platform/db/lookup-cache.ts';
 
 export type { App } from './platform/http/app-types.ts';
@@ -74,6 +75,7 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
     suppressionRoutes,
     destinationRoutes,
     doctorRoutes,
+    connectionSettingsRoutes,
     // The web dashboard's page and files at `/` and `/assets/` (it calls the routes above like any client).
     dashboardRoutes(),
   ]) {

@@ -192,6 +192,7 @@ export const ROUTES: Row[] = [
     fixture: emailFixture,
   },
   { method: 'GET', url: '/emails', access: 'full', ok: 200 },
+  { method: 'GET', url: '/connection-settings', access: 'full', ok: 200 },
   { method: 'GET', url: '/emails/:own/attachments', access: 'full', ok: 200, fixture: emailFixture },
   {
     method: 'GET',

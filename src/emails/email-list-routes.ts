@@ -19,6 +19,14 @@ const ListQuery = Type.Object(
     recipient: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'A to, cc or bcc address' })),
     from: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: "The sender's address" })),
     tag: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: '`name` or `name:value`' })),
+    search: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 320,
+        description:
+          'Part of a to, cc or bcc address or of the subject, in any case (`alice`, `example.com`, `receipt`)',
+      }),
+    ),
     created_after: Type.Optional(Type.String({ format: 'date-time', description: 'Inclusive' })),
     created_before: Type.Optional(Type.String({ format: 'date-time', description: 'Exclusive' })),
   },
@@ -54,6 +62,7 @@ export async function emailListRoutes(app: App) {
         recipient: q.recipient,
         from: q.from,
         tag: q.tag,
+        search: q.search,
         createdAfter: q.created_after === undefined ? undefined : new Date(q.created_after),
         createdBefore: q.created_before === undefined ? undefined : new Date(q.created_before),
       });

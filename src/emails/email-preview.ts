@@ -70,5 +70,60 @@ export async function readPreview(db: Queryable, signer: Signer, token: string, 
     'SELECT html FROM emails WHERE id = $1 AND organization_id = $2',
     [e, o],
   );
-  return rows[0]?.html ?? null;
+  const html = rows[0]?.html ?? null;
+  if (html === null || !/cid:/i.test(html)) return html;
+  const { rows: inline } = await db.query<InlineImage>(
+    `SELECT content_id, content_type, content FROM email_attachments
+      WHERE email_id = $1 AND content_id IS NOT NULL AND content_type LIKE 'image/%'
+        AND octet_length(content) <= $2
+      ORDER BY position`,
+    [e, INLINE_IMAGE_MAX_BYTES],
+  );
+  return embedInlineImages(html, inline);
+}
+
+/** An attachment the HTML can show by its Content-ID. */
+export interface InlineImage {
+  content_id: string;
+  content_type: string;
+  content: Uint8Array;
+}
+
+// A cid: URL where a URL is expected: an attribute value (src="cid:…", background=cid:…) or CSS url(cid:…).
+const CID_REFERENCE = /(=\s*["']?|url\(\s*["']?)cid:([^"'\s)>]+)/gi;
+/** Larger inline images are left as they are: a preview is one response, held in memory while it is sent. */
+export const INLINE_IMAGE_MAX_BYTES = 5 * 1024 * 1024;
+const IMAGE_TYPE = /^image\/[a-z0-9.+-]+$/i;
+
+/**
+ * The message's HTML with each `cid:` reference to one of its inline images replaced by the image itself
+ * as a data: URL. The preview's policy already allows data: images and nothing else from elsewhere, so
+ * the images show without a second link in the frame, whether remote content is loaded or not. A
+ * reference to no attachment (or to one that is not an image) is left as it was.
+ */
+export function embedInlineImages(html: string, images: InlineImage[]): string {
+  const byId = new Map<string, string>();
+  for (const image of images) {
+    if (!IMAGE_TYPE.test(image.content_type) || byId.has(image.content_id)) continue;
+    byId.set(
+      image.content_id,
+      `data:${image.content_type.toLowerCase()};base64,${Buffer.from(image.content).toString('base64')}`,
+    );
+  }
+  if (byId.size === 0) return html;
+  return html.replace(CID_REFERENCE, (match, before: string, reference: string) => {
+    const url = byId.get(contentIdOf(reference));
+    return url === undefined ? match : `${before}${url}`;
+  });
+}
+
+/** RFC 2392: a cid URL is the Content-ID, URL-encoded, without its angle brackets. */
+function contentIdOf(reference: string): string {
+  let id = reference;
+  try {
+    id = decodeURIComponent(reference);
+  } catch {
+    // not %-encoded after all: compare as written
+  }
+  return id.replace(/^<|>$/g, '');
 }
