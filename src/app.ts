@@ -39,6 +39,8 @@ import { doctorRoutes } from './doctor/doctor-routes.ts';
 import { dashboardRoutes } from './dashboard/dashboard-routes.ts';
 import { connectionSettingsRoutes } from './submission/connection-settings-routes.ts';
 import { cacheLookups } from './platform/db/lookup-cache.ts';
+import { installRequestLog } from './request-log/recorder.ts';
+import { requestLogRoutes } from './request-log/request-log-routes.ts';
 
 export type { App } from './platform/http/app-types.ts';
 
@@ -55,6 +57,8 @@ export interface AppOptions {
 export async function buildApp({ db, config, logger = true, runsWorkers = false }: AppOptions): Promise<App> {
   const app = await buildOpsApp({ db, config, logger, runsWorkers });
   installAuthentication(app);
+  // After authentication: it records the requests of API keys, once they are known.
+  installRequestLog(app);
   for (const routes of [
     authRoutes,
     apiKeyRoutes,
@@ -75,6 +79,7 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
     suppressionRoutes,
     destinationRoutes,
     doctorRoutes,
+    requestLogRoutes,
     connectionSettingsRoutes,
     // The web dashboard's page and files at `/` and `/assets/` (it calls the routes above like any client).
     dashboardRoutes(),

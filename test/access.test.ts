@@ -97,6 +97,16 @@ const unique = () => Math.random().toString(36).slice(2);
 const topicFixture = created('/topics', () => ({ name: 'fixture', default_subscription: 'opt_in' }));
 const contactFixture = created('/contacts', () => ({ email: `c${unique()}@example.com` }));
 /** A suppression's id is its address. */
+/** An entry of the organization's request log: a request made with its key, written at once. */
+const logFixture = async (t: TestApp, org: TestOrganization) => {
+  await t.app.inject({ method: 'GET', url: '/domains', headers: bearer(org.fullKey) });
+  await t.app.requestLog.flush();
+  const { rows } = await t.db.query<{ id: string }>(
+    'SELECT id FROM request_logs WHERE organization_id = $1 ORDER BY created_at DESC LIMIT 1',
+    [org.id],
+  );
+  return rows[0]!.id;
+};
 const suppressionFixture = async (t: TestApp, org: TestOrganization) => {
   const res = await t.app.inject({
     method: 'POST',
@@ -294,6 +304,8 @@ export const ROUTES: Row[] = [
     ok: 200,
     fixture: suppressionFixture,
   })),
+  { method: 'GET', url: '/logs', access: 'full', ok: 200 },
+  { method: 'GET', url: '/logs/:own', access: 'full', ok: 200, fixture: logFixture },
 ];
 
 /** The path of every string leaf of a JSON value. */

@@ -42,6 +42,8 @@ export interface PruneCounts {
   eventCounts: number;
   /** DMARC aggregate reports deleted with their records. */
   dmarcReports: number;
+  /** API request log entries deleted. */
+  requestLogs: number;
 }
 
 /** Runs every kind once, content before metadata; on PGlite, then vacuums what changed. */
@@ -53,6 +55,7 @@ export async function pruneAll(db: Database, options: PruneOptions): Promise<Pru
     webhookDeliveries: await pruneWebhookDeliveries(db, options),
     eventCounts: await pruneEventCounts(db, options),
     dmarcReports: await pruneDmarcReports(db, options),
+    requestLogs: await pruneRequestLogs(db, options),
   };
   if (db.kind === 'pglite') await vacuumChanged(db, counts);
   return counts;
@@ -184,6 +187,22 @@ export async function pruneDmarcReports(db: Database, options: PruneOptions): Pr
   });
 }
 
+/**
+ * API request log entries older than `retentionDays`: their bodies are copies of requests (addresses,
+ * subjects, tags), kept no longer than a message's content.
+ */
+export async function pruneRequestLogs(db: Database, options: PruneOptions): Promise<number> {
+  return inBatches(options, async (limit) => {
+    const { rowCount } = await db.query(
+      `DELETE FROM request_logs WHERE id IN (
+         SELECT id FROM request_logs WHERE created_at < now() - make_interval(days => $1)
+          ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+      [options.retentionDays, limit],
+    );
+    return rowCount;
+  });
+}
+
 /** Runs `batch` until it handles fewer rows than asked (or the process stops); the total handled. */
 async function inBatches(options: PruneOptions, batch: (limit: number) => Promise<number>): Promise<number> {
   const limit = options.batchSize ?? DEFAULT_BATCH_SIZE;
@@ -209,6 +228,7 @@ async function vacuumChanged(db: Database, counts: PruneCounts): Promise<void> {
     ...(counts.webhookDeliveries > 0 ? ['webhook_deliveries', 'webhook_attempts'] : []),
     ...(counts.eventCounts > 0 ? ['email_event_counts'] : []),
     ...(counts.dmarcReports > 0 ? ['dmarc_reports', 'dmarc_report_rows'] : []),
+    ...(counts.requestLogs > 0 ? ['request_logs'] : []),
   ];
   if (tables.length > 0) await db.query(`VACUUM (SKIP_LOCKED) ${tables.join(', ')}`);
 }

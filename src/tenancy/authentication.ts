@@ -11,7 +11,8 @@ export function installAuthentication(app: App): void {
     const access = request.routeOptions.config.access;
     if (!access || access === 'public') return;
     const principal = await resolveBearer(app.db, request.headers.authorization);
-    checkAccess(principal, access);
+    // Known before the access check, so that a refused call is still its organization's (request log).
     request.principal = principal;
+    checkAccess(principal, access);
   });
 }
