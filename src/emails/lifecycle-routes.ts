@@ -3,7 +3,7 @@ import type { App } from '../platform/http/app-types.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { cancelEmail, rescheduleEmail } from './lifecycle.ts';
 import { readEmail, readTimeline } from './read-email.ts';
-import { parseScheduledAt } from './validate-message.ts';
+import { parseScheduledAt } from './scheduled-at.ts';
 
 const IdParams = Type.Object({ id: Type.String() });
 
