@@ -6,6 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startDelivery } from '../src/delivery/start-delivery.ts';
+import { takeMessage } from '../src/delivery/take-message.ts';
 import { createTransport } from '../src/delivery/transports/index.ts';
 import type { Transport } from '../src/delivery/transport.ts';
 import type { Worker } from '../src/queue/worker.ts';
@@ -102,10 +103,43 @@ test('GET /emails/:id returns the stored message, last_event queued or scheduled
   assert.deepEqual(email.to, ['A <a@example.com>']);
   assert.deepEqual(email.bcc, ['b@example.com']);
   assert.deepEqual(email.attachments, [{ filename: 'a.txt', content_type: 'text/plain', size: 5 }]);
+  // Tags read back as Resend's list of name and value, whichever form they were sent in.
+  assert.deepEqual(email.tags, [{ name: 'kind', value: 'receipt' }]);
   assert.equal(email.last_event, 'scheduled');
   assert.match(email.message_id, /^<[0-9a-f-]{36}@/);
   const queued = await read(await sendOne({ to: 'q@example.com' }));
   assert.equal(queued.json().last_event, 'queued');
+});
+
+test('last_event reads sent once a worker takes the message, until a newer outcome; tags have one form', async () => {
+  const id = await sendOne({ to: 'taken@example.com', tags: [{ name: 'n', value: 7 }, 'flag'] });
+  assert.equal((await read(id)).json().last_event, 'queued');
+  // What a worker does first: take the message for its first delivery attempt (no worker runs yet here).
+  const taken = await takeMessage(t.db, id);
+  assert.ok(typeof taken === 'object' && 'email' in taken, 'taken');
+  const email = (await read(id)).json();
+  assert.equal(email.last_event, 'sent');
+  assert.deepEqual(email.tags, [
+    { name: 'n', value: '7' },
+    { name: 'flag', value: 'true' },
+  ]);
+  // The timeline keeps its own kind; the list filter takes sent, and accepted as its alias.
+  assert.deepEqual(
+    (await timeline(id)).map((event) => event.type),
+    ['accepted'],
+  );
+  for (const filter of ['sent', 'accepted']) {
+    const listed = await t.app.inject({
+      method: 'GET',
+      url: `/emails?last_event=${filter}&recipient=taken@example.com`,
+      headers: bearer(org.fullKey),
+    });
+    assert.deepEqual(
+      listed.json().data.map((item: { id: string; last_event: string }) => [item.id, item.last_event]),
+      [[id, 'sent']],
+      filter,
+    );
+  }
 });
 
 test('the timeline starts with accepted, with evt_ ids', async () => {

@@ -2,7 +2,8 @@ import { Type } from 'typebox';
 import type { App } from '../platform/http/app-types.ts';
 import { publicBaseUrl } from '../platform/config.ts';
 import { ServiceError } from '../platform/errors.ts';
-import { LAST_EVENTS, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, listEmails } from './list-emails.ts';
+import { LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, listEmails } from './list-emails.ts';
+import { LAST_EVENT_FILTERS, filteredLastEvent } from './last-event.ts';
 import { downloadAttachment, getAttachment, listAttachments } from './attachments.ts';
 
 const Limit = Type.Optional(
@@ -15,7 +16,12 @@ const ListQuery = Type.Object(
     limit: Limit,
     after: Cursor('An email id: the page of older messages after it'),
     before: Cursor('An email id: the page of newer messages before it'),
-    last_event: Type.Optional(Type.Union(LAST_EVENTS.map((event) => Type.Literal(event)))),
+    last_event: Type.Optional(
+      Type.Union(
+        LAST_EVENT_FILTERS.map((event) => Type.Literal(event)),
+        { description: '`accepted` is taken as `sent`' },
+      ),
+    ),
     recipient: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'A to, cc or bcc address' })),
     from: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: "The sender's address" })),
     tag: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: '`name` or `name:value`' })),
@@ -58,7 +64,7 @@ export async function emailListRoutes(app: App) {
         limit: q.limit ?? LIST_LIMIT_DEFAULT,
         after: q.after,
         before: q.before,
-        lastEvent: q.last_event,
+        lastEvent: q.last_event === undefined ? undefined : filteredLastEvent(q.last_event),
         recipient: q.recipient,
         from: q.from,
         tag: q.tag,

@@ -3,6 +3,7 @@ import { ServiceError } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
 import { addressKey } from '../platform/address-key.ts';
 import type { EmailRecord } from './read-email.ts';
+import { lastEventOf, lastEventSql, type LastEvent } from './last-event.ts';
 
 // GET /emails: an organization's messages, newest first, a page at a time. Pages are cut by keyset on
 // (created_at, id), the order of the index emails_list_idx, so a page is one index range scan whether the
@@ -15,22 +16,6 @@ import type { EmailRecord } from './read-email.ts';
 
 export const LIST_LIMIT_DEFAULT = 20;
 export const LIST_LIMIT_MAX = 100;
-
-/** What each message's last_event can be: its newest timeline kind, or its state before it is sent. */
-export const LAST_EVENTS = [
-  'queued',
-  'scheduled',
-  'accepted',
-  'canceled',
-  'delivered',
-  'delivery_delayed',
-  'bounced',
-  'complained',
-  'opened',
-  'clicked',
-  'failed',
-] as const;
-export type LastEvent = (typeof LAST_EVENTS)[number];
 
 export interface EmailListQuery {
   limit: number;
@@ -95,9 +80,7 @@ export async function listEmails(db: Queryable, organizationId: string, query: E
     );
   }
   if (query.lastEvent !== undefined) {
-    where.push(
-      `CASE WHEN e.status IN ('queued', 'scheduled') THEN e.status ELSE last.type END = ${param(query.lastEvent)}`,
-    );
+    where.push(`${lastEventSql('e.status', 'last.type')} = ${param(query.lastEvent)}`);
   }
   if (query.recipient !== undefined) {
     where.push(
@@ -165,7 +148,6 @@ function tagCondition(tag: string, param: (value: unknown) => string): string {
 
 /** Resend's list item: the message as read by GET /emails/:id, without its bodies, tags and headers. */
 function listItem(row: ListedRow) {
-  const notSentYet = row.status === 'queued' || row.status === 'scheduled';
   return {
     id: row.id,
     from: row.from,
@@ -178,6 +160,6 @@ function listItem(row: ListedRow) {
     message_id: row.message_id,
     created_at: row.created_at.toISOString(),
     scheduled_at: row.scheduled_at?.toISOString() ?? null,
-    last_event: notSentYet ? row.status : row.last_event,
+    last_event: lastEventOf(row.status, row.last_event),
   };
 }

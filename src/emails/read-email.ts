@@ -2,6 +2,7 @@ import type { Queryable } from '../platform/db/database.ts';
 import { notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
 import type { EmailStatus } from './statuses.ts';
+import { lastEventOf } from './last-event.ts';
 
 /** A message's row as read back (GET /emails/:id, and the columns GET /emails shows). */
 export interface EmailRecord {
@@ -29,9 +30,9 @@ export interface EmailRecord {
 
 /**
  * GET /emails/:id: the message as accepted, one organization's only (another's id is 404), attachments
- * by name, type and size without content. `last_event`: the newest timeline kind, or queued/scheduled
- * before sending. `body_pruned_at`: absent while the content is kept; once retention deleted it, when
- * that happened, with html, text and headers null, no attachments and the template without variables.
+ * by name, type and size without content; `last_event` as last-event.ts says. `body_pruned_at`: absent
+ * while the content is kept; once retention deleted it, when that happened, with html, text and headers
+ * null, no attachments and the template without variables.
  */
 export async function readEmail(db: Queryable, organizationId: string, id: string) {
   if (!isUuid(id)) throw notFound('Email');
@@ -48,7 +49,6 @@ export async function readEmail(db: Queryable, organizationId: string, id: strin
   );
   const email = rows[0];
   if (!email) throw notFound('Email');
-  const notSentYet = email.status === 'queued' || email.status === 'scheduled';
   return {
     object: 'email' as const,
     id: email.id,
@@ -60,7 +60,7 @@ export async function readEmail(db: Queryable, organizationId: string, id: strin
     subject: email.subject,
     html: email.html,
     text: email.text,
-    tags: email.tags ?? null,
+    tags: tagList(email.tags),
     headers: email.headers,
     topic_id: email.topic_id,
     template: email.template ?? null,
@@ -69,9 +69,28 @@ export async function readEmail(db: Queryable, organizationId: string, id: strin
     ...(email.body_pruned_at ? { body_pruned_at: email.body_pruned_at.toISOString() } : {}),
     created_at: email.created_at.toISOString(),
     scheduled_at: email.scheduled_at?.toISOString() ?? null,
-    last_event: notSentYet ? email.status : email.last_event,
+    last_event: lastEventOf(email.status, email.last_event),
     message_id: email.message_id,
   };
+}
+
+/**
+ * A message's tags in one form, Resend's list of `{ name, value }`, whichever form they were sent in
+ * (an object, a list of objects, or bare names): values read as text, a bare name as "true" (set, like
+ * a bare name in an SMTP X-Tags header). No tags is an empty list.
+ */
+export function tagList(tags: unknown): Array<{ name: string; value: string }> {
+  if (Array.isArray(tags)) {
+    return tags.map((tag: unknown) =>
+      typeof tag === 'string'
+        ? { name: tag, value: 'true' }
+        : { name: String((tag as { name: unknown }).name), value: String((tag as { value: unknown }).value) },
+    );
+  }
+  if (tags !== null && typeof tags === 'object') {
+    return Object.entries(tags).map(([name, value]) => ({ name, value: String(value) }));
+  }
+  return [];
 }
 
 /** GET /emails/:id/events: the timeline, oldest first. */

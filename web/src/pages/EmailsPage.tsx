@@ -38,7 +38,7 @@ export interface EmailListItem {
 export const LAST_EVENTS = [
   'queued',
   'scheduled',
-  'accepted',
+  'sent',
   'canceled',
   'delivered',
   'delivery_delayed',
