@@ -1,6 +1,7 @@
 // Webhooks end to end: real HTTP receivers on loopback, events from real sends, signatures checked with
 // Stripe's own verifier and with the Standard Webhooks ones (Resend's SDK, standardwebhooks), the exact
-// retry schedule, deletion, rotation, replay, a slow endpoint.
+// retry schedule, deletion, rotation, replay, a slow endpoint; the endpoint routes driven by Resend's SDK
+// and checked against Resend's OpenAPI document; disabling, test events and "replay all failed since".
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
@@ -16,6 +17,8 @@ import { createTransport } from '../src/delivery/transports/index.ts';
 import type { Transport } from '../src/delivery/transport.ts';
 import type { Worker } from '../src/queue/worker.ts';
 import { standardSignatureHeader } from '../src/webhooks/signature.ts';
+import { EVENT_TYPES } from '../src/webhooks/event-types.ts';
+import { requestProblems, responseProblems, webhookProblems } from './helpers/resend-openapi.ts';
 import { startWebhookDelivery } from '../src/webhooks/start-webhooks.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { message, send, sendBatch } from './helpers/emails.ts';
@@ -122,7 +125,7 @@ const delivered = (id: string) => async () =>
   (await t.app.inject({ method: 'GET', url: `/emails/${id}`, headers: bearer(org.fullKey) })).json().last_event ===
   'delivered';
 
-test('register: 201 with a signing secret shown once; listing (session only) shows no secret', async () => {
+test('register: 201 with a signing secret; listing (session only) shows no secret', async () => {
   const created = await register('http://127.0.0.1:1/never', ['email.delivered']);
   assert.match(created.signing_secret, /^whsec_/);
   const one = created as unknown as Record<string, unknown>;
@@ -629,6 +632,279 @@ test('webhook-id is the same on every attempt of a retried delivery and on its r
     const replayed = hook.received[3]!;
     assert.equal(header(replayed, 'webhook-id'), header(attempts[0]!, 'webhook-id'), 'a replay keeps the webhook-id');
     assert.deepEqual(verifyAll(replayed, endpoint.signing_secret), ALL);
+  } finally {
+    await remove(endpoint.id);
+    await hook.close();
+  }
+});
+
+/** Every answer `fetch` gets while `body` runs (the SDK's own requests, on the wire), to check each one. */
+async function recordingAnswers<T>(body: () => Promise<T>) {
+  const answers: Array<{ method: string; path: string; status: number; body: unknown }> = [];
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = async (input, init) => {
+    const response = await realFetch(input, init);
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    const text = await response.clone().text();
+    answers.push({
+      method: init?.method ?? 'GET',
+      path: url.pathname + url.search,
+      status: response.status,
+      body: text ? JSON.parse(text) : undefined,
+    });
+    return response;
+  };
+  try {
+    return { result: await body(), answers };
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+}
+
+test("Resend's SDK: create, get, list in pages, update and remove, each answer valid by Resend's OpenAPI document", async () => {
+  const base = await t.app.listen({ port: 0, host: '127.0.0.1' });
+  // Creating takes a full_access key; the rest a dashboard session, which the SDK sends as its key.
+  const byKey = new Resend(org.fullKey, { baseUrl: base });
+  const bySession = new Resend(org.session, { baseUrl: base });
+  const createBody = {
+    endpoint: 'http://127.0.0.1:9/sdk',
+    events: ['email.sent', 'email.delivered', 'email.received'],
+  };
+  assert.deepEqual(requestProblems('POST', '/webhooks', createBody), []);
+  const { answers } = await recordingAnswers(async () => {
+    const created = await byKey.webhooks.create(createBody as Parameters<typeof byKey.webhooks.create>[0]);
+    assert.equal(created.error, null, JSON.stringify(created.error));
+    assert.equal(created.data!.object, 'webhook');
+    assert.match(created.data!.signing_secret, /^whsec_/);
+    const id = created.data!.id;
+
+    const read = await bySession.webhooks.get(id);
+    assert.equal(read.error, null, JSON.stringify(read.error));
+    assert.deepEqual(
+      [read.data!.endpoint, read.data!.events, read.data!.status, read.data!.signing_secret],
+      [createBody.endpoint, createBody.events, 'enabled', created.data!.signing_secret],
+    );
+
+    const update = { status: 'disabled' as const, events: ['email.bounced' as const] };
+    assert.deepEqual(requestProblems('PATCH', `/webhooks/${id}`, update), []);
+    const updated = await bySession.webhooks.update(id, update);
+    assert.equal(updated.error, null, JSON.stringify(updated.error));
+    assert.deepEqual([updated.data!.object, updated.data!.id], ['webhook', id]);
+    const after = await bySession.webhooks.get(id);
+    assert.deepEqual([after.data!.status, after.data!.events], ['disabled', ['email.bounced']]);
+    await bySession.webhooks.update(id, { status: 'enabled' });
+    assert.equal((await bySession.webhooks.get(id)).data!.status, 'enabled');
+
+    // Three more, then pages of two, newest first, going older with `after` and back with `before`.
+    for (const n of [1, 2, 3])
+      await byKey.webhooks.create({ endpoint: `http://127.0.0.1:9/sdk${n}`, events: ['email.sent'] });
+    const all = await bySession.webhooks.list();
+    assert.equal(all.error, null, JSON.stringify(all.error));
+    assert.equal(all.data!.has_more, false);
+    const ids = all.data!.data.map((webhook) => webhook.id);
+    assert.ok(ids.length >= 4);
+    assert.doesNotMatch(JSON.stringify(all.data), /whsec_/, 'no secret in a listing');
+    const first = await bySession.webhooks.list({ limit: 2 });
+    assert.deepEqual([first.data!.has_more, first.data!.data.map((w) => w.id)], [true, ids.slice(0, 2)]);
+    const second = await bySession.webhooks.list({ limit: 2, after: ids[1]! });
+    assert.deepEqual(
+      second.data!.data.map((w) => w.id),
+      ids.slice(2, 4),
+    );
+    assert.equal(second.data!.has_more, ids.length > 4);
+    const back = await bySession.webhooks.list({ limit: 1, before: ids[2]! });
+    assert.deepEqual([back.data!.has_more, back.data!.data.map((w) => w.id)], [true, [ids[1]]]);
+
+    for (const other of ids) {
+      const removed = await bySession.webhooks.remove(other);
+      assert.equal(removed.error, null, JSON.stringify(removed.error));
+      assert.deepEqual([removed.data!.object, removed.data!.id, removed.data!.deleted], ['webhook', other, true]);
+    }
+    const gone = await bySession.webhooks.get(id);
+    assert.equal(gone.error?.name, 'not_found');
+  });
+  const checked = answers.filter((answer) => answer.status < 300);
+  assert.ok(checked.length >= 14, `${checked.length} answers`);
+  for (const answer of checked) {
+    assert.deepEqual(
+      responseProblems(answer.method, answer.path, answer.status, answer.body),
+      [],
+      `${answer.method} ${answer.path} ${answer.status}: ${JSON.stringify(answer.body)}`,
+    );
+  }
+});
+
+test('bad input to the endpoint routes is a 400 in the error envelope naming the field, never a 500', async () => {
+  const endpoint = await register('http://127.0.0.1:9/bad');
+  try {
+    // [method, url, body, the field named]; a missing field is missing_required_field, the rest validation_error.
+    const cases: Array<[string, string, unknown, string | undefined]> = [
+      ['PATCH', `/webhooks/${endpoint.id}`, { status: 'paused' }, 'status'],
+      ['PATCH', `/webhooks/${endpoint.id}`, { enabled: false }, undefined],
+      ['GET', '/webhooks?limit=0', undefined, 'limit'],
+      ['GET', '/webhooks?limit=101', undefined, 'limit'],
+      ['GET', `/webhooks?after=${endpoint.id}&before=${endpoint.id}`, undefined, 'before'],
+      ['GET', '/webhooks?after=00000000-0000-0000-0000-000000000000', undefined, 'after'],
+      ['GET', '/webhooks?before=not-an-id', undefined, 'before'],
+      ['POST', `/webhooks/${endpoint.id}/test`, { type: 'email.exploded' }, 'type'],
+      ['POST', `/webhooks/${endpoint.id}/test`, {}, 'type'],
+      ['POST', `/webhooks/${endpoint.id}/deliveries/replay`, { since: 'yesterday' }, 'since'],
+      ['POST', `/webhooks/${endpoint.id}/deliveries/replay`, {}, 'since'],
+    ];
+    for (const [method, url, payload, field] of cases) {
+      const res = await t.app.inject({
+        method: method as 'GET',
+        url,
+        headers: bearer(org.session),
+        ...(payload === undefined ? {} : { payload: payload as object }),
+      });
+      assert.equal(res.statusCode, 400, `${method} ${url} ${JSON.stringify(payload)}: ${res.body}`);
+      const missing = payload !== undefined && field !== undefined && !(field in (payload as object));
+      assert.equal(res.json().name, missing ? 'missing_required_field' : 'validation_error', res.body);
+      if (field) assert.equal(res.json().field, field, `${method} ${url} ${JSON.stringify(payload)}: ${res.body}`);
+    }
+  } finally {
+    await remove(endpoint.id);
+  }
+});
+
+const deliveriesOf = async (endpointId: string) =>
+  (
+    await t.app.inject({ method: 'GET', url: `/webhooks/${endpointId}/deliveries`, headers: bearer(org.session) })
+  ).json().data as Array<{
+    id: string;
+    event_id: string;
+    type: string;
+    status: string;
+    failure: string | null;
+    replay_of: string | null;
+    test: boolean;
+    payload: { id: string; type: string; test?: boolean; data: Record<string, unknown> };
+    attempts: Array<{ status_code: number | null; response: string | null }>;
+  }>;
+const postAsSession = (url: string, payload?: object) =>
+  t.app.inject({ method: 'POST', url, headers: bearer(org.session), ...(payload ? { payload } : {}) });
+
+test('a test event of every catalog type: signed like any event, marked "test": true, its sample data valid by Resend\'s schema for the type; the deliveries list shows the body sent and the answer', async () => {
+  const hook = await receiver();
+  const endpoint = await register(hook.url, ['email.delivered']);
+  try {
+    for (const type of EVENT_TYPES) {
+      const res = await postAsSession(`/webhooks/${endpoint.id}/test`, { type });
+      assert.equal(res.statusCode, 200, res.body);
+      assert.deepEqual([res.json().object, res.json().type, res.json().test], ['webhook_delivery', type, true]);
+    }
+    // Any type from the catalog, whether or not the endpoint subscribes to it.
+    await waitFor(() => hook.received.length === EVENT_TYPES.length, 20_000);
+    await waitFor(deliveriesOver(endpoint.id));
+    assert.deepEqual(hook.received.map((r) => r.body.type).sort(), [...EVENT_TYPES].sort());
+    const deliveries = await deliveriesOf(endpoint.id);
+    for (const request of hook.received) {
+      assert.deepEqual(verifyAll(request, endpoint.signing_secret), ALL);
+      assert.equal((request.body as { test?: unknown }).test, true);
+      assert.equal(request.body.data.email_id ?? request.body.data.id, '00000000-0000-0000-0000-000000000000');
+      const problems = webhookProblems(request.body);
+      if (problems) assert.deepEqual(problems, [], `${request.body.type}: ${request.raw}`);
+      const delivery = deliveries.find((d) => d.event_id === request.body.id)!;
+      assert.deepEqual(delivery.payload, JSON.parse(request.raw), 'the deliveries list shows the body sent');
+      assert.deepEqual([delivery.status, delivery.test], ['succeeded', true]);
+      assert.deepEqual([delivery.attempts[0]!.status_code, delivery.attempts[0]!.response], [200, 'ok']);
+    }
+    assert.equal(
+      hook.received.filter((r) => webhookProblems(r.body) !== undefined).length,
+      17,
+      "every one of Resend's 17 types was checked",
+    );
+  } finally {
+    await remove(endpoint.id);
+    await hook.close();
+  }
+});
+
+test('disabling: no new deliveries, the pending ones fail as endpoint_disabled; enabled again, "replay all failed since" sends each failed delivery once, and a double click sends nothing twice', async () => {
+  let answer = 503;
+  const hook = await receiver(() => answer);
+  const endpoint = await register(hook.url, ['email.accepted']);
+  try {
+    const start = new Date(Date.now() - 1000);
+    // One delivery fails outright (410); another is still being retried (503) when the endpoint is disabled.
+    answer = 410;
+    await sendOne();
+    await waitFor(deliveriesOver(endpoint.id));
+    answer = 503;
+    await sendOne();
+    await waitFor(async () =>
+      (await deliveriesOf(endpoint.id)).some((d) => d.attempts.length >= 1 && d.status === 'pending'),
+    );
+    const disabled = await t.app.inject({
+      method: 'PATCH',
+      url: `/webhooks/${endpoint.id}`,
+      headers: bearer(org.session),
+      payload: { status: 'disabled' },
+    });
+    assert.deepEqual([disabled.statusCode, disabled.json().status], [200, 'disabled']);
+    const afterDisable = await deliveriesOf(endpoint.id);
+    // Newest first: the one disabled while it waited, then the one refused.
+    assert.deepEqual(
+      afterDisable.map((d) => [d.status, d.failure]),
+      [
+        ['failed', 'endpoint_disabled'],
+        ['failed', null],
+      ],
+    );
+    const { rowCount: jobs } = await t.db.query('SELECT 1 FROM jobs WHERE group_key = $1', [endpoint.id]);
+    assert.equal(jobs, 0, 'no job left for the disabled endpoint');
+
+    // While disabled: events are not fanned out to it; test events and replays are refused.
+    const received = hook.received.length;
+    await waitFor(delivered(await sendOne()));
+    assert.equal((await deliveriesOf(endpoint.id)).length, 2, 'no delivery for an event while disabled');
+    for (const [url, payload] of [
+      [`/webhooks/${endpoint.id}/test`, { type: 'email.accepted' }],
+      [`/webhooks/${endpoint.id}/deliveries/replay`, { since: start.toISOString() }],
+      [`/webhooks/${endpoint.id}/deliveries/${afterDisable[0]!.id}/replay`, undefined],
+    ] as const) {
+      const refused = await postAsSession(url, payload);
+      assert.deepEqual([refused.statusCode, refused.json().name], [400, 'invalid_state'], url);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    assert.equal(hook.received.length, received, 'the retry that was due is not made');
+
+    await t.app.inject({
+      method: 'PATCH',
+      url: `/webhooks/${endpoint.id}`,
+      headers: bearer(org.session),
+      payload: { status: 'enabled' },
+    });
+    answer = 200;
+    // A time after both deliveries replays nothing.
+    const none = await postAsSession(`/webhooks/${endpoint.id}/deliveries/replay`, {
+      since: new Date(Date.now() + 60_000).toISOString(),
+    });
+    assert.deepEqual([none.statusCode, none.json().replayed], [200, 0], none.body);
+    // A double click: two requests at once replay each failed delivery once between them.
+    const clicks = await Promise.all([
+      postAsSession(`/webhooks/${endpoint.id}/deliveries/replay`, { since: start.toISOString() }),
+      postAsSession(`/webhooks/${endpoint.id}/deliveries/replay`, { since: start.toISOString() }),
+    ]);
+    assert.deepEqual(
+      clicks.map((click) => click.statusCode),
+      [200, 200],
+    );
+    assert.deepEqual(clicks.map((click) => click.json().replayed).sort(), [0, 2]);
+    assert.equal(clicks[0]!.json().object, 'webhook_replay');
+    await waitFor(deliveriesOver(endpoint.id));
+    const replays = hook.received.slice(received);
+    assert.equal(replays.length, 2, 'each failed delivery sent once more');
+    assert.deepEqual(
+      new Set(replays.map((r) => r.body.id)),
+      new Set(afterDisable.map((d) => d.event_id)),
+      'the same events, with their ids',
+    );
+    const listed = await deliveriesOf(endpoint.id);
+    assert.equal(listed.filter((d) => d.replay_of !== null && d.status === 'succeeded').length, 2);
+    const again = await postAsSession(`/webhooks/${endpoint.id}/deliveries/replay`, { since: start.toISOString() });
+    assert.equal(again.json().replayed, 0, 'replayed deliveries are not replayed again');
   } finally {
     await remove(endpoint.id);
     await hook.close();

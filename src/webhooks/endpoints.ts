@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Config } from '../platform/config.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
@@ -7,10 +7,15 @@ import { parseEndpointUrl } from './endpoint-address.ts';
 import { isEventType } from './event-types.ts';
 import { cancelGroupJobs, groupChanged } from '../queue/jobs.ts';
 import { queueDeliveriesFrom, WEBHOOK_QUEUE } from './delivery-jobs.ts';
+import { sampleEventData } from './test-events.ts';
 
-// Webhook endpoints of an organization. The signing secret is shown when the endpoint is created (and
-// when it is rotated), never in listings. A rotation keeps the previous secret signing too for 24 hours,
+// Webhook endpoints of an organization. The signing secret is in the answer to creating, reading and
+// rotating an endpoint, never in listings. A rotation keeps the previous secret signing too for 24 hours,
 // so receivers can switch without losing a delivery.
+//
+// A disabled endpoint gets no new deliveries: events are not fanned out to it, and disabling it fails
+// its pending deliveries (failure "endpoint_disabled", their jobs removed) in the same transaction, so
+// that nothing waits for ever and "replay all failed since" can send them once it is enabled again.
 
 interface EndpointRow {
   id: string;
@@ -20,7 +25,12 @@ interface EndpointRow {
   created_at: Date;
 }
 
+export type EndpointStatus = 'enabled' | 'disabled';
+
 const COLUMNS = 'id, url, events, enabled, created_at';
+
+/** Endpoints a list answer holds at most, and when no limit is asked for. */
+export const ENDPOINT_PAGE_MAX = 100;
 const newSecret = () => `whsec_${randomBytes(32).toString('base64')}`;
 
 export function toView(row: EndpointRow) {
@@ -59,37 +69,87 @@ export async function createEndpoint(
   return { ...toView(rows[0]!), signing_secret: secret };
 }
 
-export async function listEndpoints(db: Queryable, organizationId: string) {
+/**
+ * Newest first, `limit` at a time, cut by keyset on (created_at, id): `after` names the last endpoint of
+ * the previous page (older ones follow), `before` the first of the next page (newer ones).
+ */
+export async function listEndpoints(
+  db: Queryable,
+  organizationId: string,
+  page: { limit: number; after?: string; before?: string },
+) {
+  if (page.after !== undefined && page.before !== undefined) {
+    throw new ServiceError('validation_error', 'Use either after or before, not both', 'before');
+  }
+  const cursor = page.after ?? page.before;
+  const cursorField = page.after !== undefined ? 'after' : 'before';
+  if (cursor !== undefined) {
+    const { rowCount } = isUuid(cursor)
+      ? await db.query('SELECT 1 FROM webhook_endpoints WHERE id = $1 AND organization_id = $2', [
+          cursor,
+          organizationId,
+        ])
+      : { rowCount: 0 };
+    if (rowCount === 0) {
+      throw new ServiceError('validation_error', `${cursorField}: no webhook ${cursor}`, cursorField);
+    }
+  }
+  const newerFirst = page.before === undefined;
+  const order = newerFirst ? 'DESC' : 'ASC';
   const { rows } = await db.query<EndpointRow>(
-    `SELECT ${COLUMNS} FROM webhook_endpoints WHERE organization_id = $1 ORDER BY created_at DESC, id`,
-    [organizationId],
+    `SELECT ${COLUMNS} FROM webhook_endpoints
+      WHERE organization_id = $1
+        AND ($2::uuid IS NULL OR (created_at, id) ${newerFirst ? '<' : '>'}
+             (SELECT c.created_at, c.id FROM webhook_endpoints c WHERE c.id = $2::uuid))
+      ORDER BY created_at ${order}, id ${order} LIMIT $3`,
+    [organizationId, cursor ?? null, page.limit + 1],
   );
-  return rows.map(toView);
+  const data = rows.slice(0, page.limit);
+  if (!newerFirst) data.reverse();
+  return { object: 'list' as const, has_more: rows.length > page.limit, data: data.map(toView) };
 }
 
+/** One endpoint with its signing secret (Resend's shape: the SDK's GetWebhookResponse has it). */
 export async function getEndpoint(db: Queryable, organizationId: string, id: string) {
-  return toView(await requireEndpoint(db, organizationId, id));
+  const row = await requireEndpoint(db, organizationId, id);
+  const { rows } = await db.query<{ signing_secret: string }>(
+    'SELECT signing_secret FROM webhook_endpoints WHERE id = $1',
+    [row.id],
+  );
+  return { ...toView(row), signing_secret: rows[0]!.signing_secret };
 }
 
 export async function updateEndpoint(
-  db: Queryable,
+  db: Database,
   config: Config,
   organizationId: string,
   id: string,
-  changes: { endpoint?: string; events?: string[]; enabled?: boolean },
+  changes: { endpoint?: string; events?: string[]; status?: EndpointStatus },
 ) {
   await requireEndpoint(db, organizationId, id);
   const url = changes.endpoint === undefined ? null : (await parseEndpointUrl(changes.endpoint, config)).toString();
   const events = changes.events === undefined ? null : JSON.stringify(checkEvents(changes.events));
-  const { rows } = await db.query<EndpointRow>(
-    `UPDATE webhook_endpoints SET url = coalesce($3, url), events = coalesce($4::jsonb, events),
-            enabled = coalesce($5, enabled)
-      WHERE id = $1 AND organization_id = $2 RETURNING ${COLUMNS}`,
-    [id, organizationId, url, events, changes.enabled ?? null],
-  );
-  if (!rows[0]) throw notFound('Webhook');
-  await groupChanged(db, WEBHOOK_QUEUE, id);
-  return toView(rows[0]);
+  const enabled = changes.status === undefined ? null : changes.status === 'enabled';
+  return db.transaction(async (tx) => {
+    const { rows } = await tx.query<EndpointRow>(
+      `UPDATE webhook_endpoints SET url = coalesce($3, url), events = coalesce($4::jsonb, events),
+              enabled = coalesce($5, enabled)
+        WHERE id = $1 AND organization_id = $2 RETURNING ${COLUMNS}`,
+      [id, organizationId, url, events, enabled],
+    );
+    if (!rows[0]) throw notFound('Webhook');
+    if (enabled === false) {
+      await cancelGroupJobs(tx, WEBHOOK_QUEUE, id);
+      await tx.query(
+        `UPDATE webhook_deliveries SET status = 'failed', failure = 'endpoint_disabled', updated_at = now()
+          WHERE endpoint_id = $1 AND status = 'pending'`,
+        [id],
+      );
+    } else {
+      await groupChanged(tx, WEBHOOK_QUEUE, id);
+    }
+    return toView(rows[0]);
+  });
 }
 
 /** Deletes the endpoint; its deliveries (cascade) and their queued jobs go with it, in one transaction. */
@@ -118,17 +178,27 @@ export async function rotateSecret(db: Queryable, organizationId: string, id: st
   return { object: 'webhook' as const, id, signing_secret: secret };
 }
 
+interface DeliveryRow {
+  id: string;
+  event_id: string;
+  event_type: string;
+  status: string;
+  failure: string | null;
+  replay_of: string | null;
+  test: boolean;
+  payload: unknown;
+  attempts: unknown;
+  created_at: Date;
+}
+
+/**
+ * The endpoint's last 100 deliveries, newest first: each with the JSON body it sends (`payload`) and its
+ * attempts, each attempt with the status and the first 1 KiB of the answer it got (or its error).
+ */
 export async function listDeliveries(db: Queryable, organizationId: string, endpointId: string) {
   await requireEndpoint(db, organizationId, endpointId);
-  const { rows } = await db.query<{
-    id: string;
-    event_id: string;
-    event_type: string;
-    status: string;
-    attempts: unknown;
-    created_at: Date;
-  }>(
-    `SELECT d.id, d.event_id, d.event_type, d.status, d.created_at,
+  const { rows } = await db.query<DeliveryRow>(
+    `SELECT d.id, d.event_id, d.event_type, d.status, d.failure, d.replay_of, d.test, d.payload, d.created_at,
             coalesce((SELECT jsonb_agg(jsonb_build_object('attempt', a.attempt, 'delivery_id', a.request_id,
                          'status_code', a.status_code, 'duration_ms', a.duration_ms, 'response', a.response,
                          'error', a.error, 'created_at', a.created_at) ORDER BY a.attempt)
@@ -144,28 +214,107 @@ export async function listDeliveries(db: Queryable, organizationId: string, endp
       event_id: `evt_${row.event_id}`,
       type: row.event_type,
       status: row.status,
+      failure: row.failure,
+      replay_of: row.replay_of,
+      test: row.test,
+      payload: row.payload,
       attempts: row.attempts,
       created_at: row.created_at.toISOString(),
     })),
   };
 }
 
+/**
+ * Locks the endpoint for the rest of the transaction (replays of one endpoint take turns, so two at once
+ * cannot both send the same failed delivery again) and checks that it may get new deliveries.
+ */
+async function lockEnabledEndpoint(tx: Queryable, organizationId: string, id: string): Promise<void> {
+  if (!isUuid(id)) throw notFound('Webhook');
+  const { rows } = await tx.query<{ enabled: boolean }>(
+    'SELECT enabled FROM webhook_endpoints WHERE id = $1 AND organization_id = $2 FOR UPDATE',
+    [id, organizationId],
+  );
+  if (!rows[0]) throw notFound('Webhook');
+  if (!rows[0].enabled) {
+    throw new ServiceError('invalid_state', 'The endpoint is disabled: enable it before sending it events');
+  }
+}
+
 /** Sends one delivery's event again, as a new delivery with the same event id (receivers deduplicate on it). */
 export async function replayDelivery(db: Database, organizationId: string, endpointId: string, deliveryId: string) {
-  await requireEndpoint(db, organizationId, endpointId);
-  if (!isUuid(deliveryId)) throw notFound('Delivery');
-  const { rows } = await db.query<{ id: string }>(
-    `WITH deliveries AS (
-       INSERT INTO webhook_deliveries (organization_id, endpoint_id, event_id, event_type, payload)
-       SELECT organization_id, endpoint_id, event_id, event_type, payload FROM webhook_deliveries
-        WHERE id = $1 AND endpoint_id = $2 RETURNING id, endpoint_id
-     ),
-     queued AS (${queueDeliveriesFrom('deliveries')})
-     SELECT id FROM deliveries`,
-    [deliveryId, endpointId],
-  );
-  if (!rows[0]) throw notFound('Delivery');
-  return { object: 'webhook_delivery' as const, id: rows[0].id };
+  return db.transaction(async (tx) => {
+    await lockEnabledEndpoint(tx, organizationId, endpointId);
+    if (!isUuid(deliveryId)) throw notFound('Delivery');
+    const { rows } = await tx.query<{ id: string }>(
+      `WITH deliveries AS (
+         INSERT INTO webhook_deliveries (organization_id, endpoint_id, event_id, event_type, payload, test, replay_of)
+         SELECT organization_id, endpoint_id, event_id, event_type, payload, test, id FROM webhook_deliveries
+          WHERE id = $1 AND endpoint_id = $2 RETURNING id, endpoint_id
+       ),
+       queued AS (${queueDeliveriesFrom('deliveries')})
+       SELECT id FROM deliveries`,
+      [deliveryId, endpointId],
+    );
+    if (!rows[0]) throw notFound('Delivery');
+    return { object: 'webhook_delivery' as const, id: rows[0].id };
+  });
+}
+
+/**
+ * Sends again every failed delivery of the endpoint created at or after `since` that has not been sent
+ * again already (by this or by a single replay): each becomes a new delivery with the same event id.
+ * A second request finds them replayed and sends nothing; a replay that fails in turn is a failed
+ * delivery itself, which the next request sends again.
+ */
+export async function replayFailedSince(db: Database, organizationId: string, endpointId: string, since: Date) {
+  return db.transaction(async (tx) => {
+    await lockEnabledEndpoint(tx, organizationId, endpointId);
+    const { rows } = await tx.query<{ replayed: number }>(
+      `WITH deliveries AS (
+         INSERT INTO webhook_deliveries (organization_id, endpoint_id, event_id, event_type, payload, test, replay_of)
+         SELECT d.organization_id, d.endpoint_id, d.event_id, d.event_type, d.payload, d.test, d.id
+           FROM webhook_deliveries d
+          WHERE d.endpoint_id = $1 AND d.created_at >= $2 AND d.status = 'failed'
+            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries r WHERE r.replay_of = d.id)
+          ORDER BY d.created_at, d.id
+         RETURNING id, endpoint_id
+       ),
+       queued AS (${queueDeliveriesFrom('deliveries')})
+       SELECT count(*)::int AS replayed FROM deliveries`,
+      [endpointId, since],
+    );
+    return { object: 'webhook_replay' as const, since: since.toISOString(), replayed: rows[0]!.replayed };
+  });
+}
+
+/**
+ * Sends the endpoint a test event of `type` with sample data (test-events.ts), signed like any other, its
+ * body marked "test": true. It is a delivery like the others: listed, retried, replayable.
+ */
+export async function sendTestEvent(db: Database, organizationId: string, endpointId: string, type: string) {
+  if (!isEventType(type)) throw new ServiceError('validation_error', `Unknown event type: ${type}`, 'type');
+  return db.transaction(async (tx) => {
+    await lockEnabledEndpoint(tx, organizationId, endpointId);
+    const eventId = randomUUID();
+    const createdAt = new Date().toISOString();
+    const payload = {
+      id: `evt_${eventId}`,
+      type,
+      created_at: createdAt,
+      test: true,
+      data: sampleEventData(type, createdAt),
+    };
+    const { rows } = await tx.query<{ id: string }>(
+      `WITH deliveries AS (
+         INSERT INTO webhook_deliveries (organization_id, endpoint_id, event_id, event_type, payload, test)
+         VALUES ($1, $2, $3, $4, $5::jsonb, true) RETURNING id, endpoint_id
+       ),
+       queued AS (${queueDeliveriesFrom('deliveries')})
+       SELECT id FROM deliveries`,
+      [organizationId, endpointId, eventId, type, JSON.stringify(payload)],
+    );
+    return { object: 'webhook_delivery' as const, id: rows[0]!.id, event_id: payload.id, type, test: true };
+  });
 }
 
 async function requireEndpoint(db: Queryable, organizationId: string, id: string): Promise<EndpointRow> {

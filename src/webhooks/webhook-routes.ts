@@ -5,18 +5,35 @@ import {
   deleteEndpoint,
   getEndpoint,
   listDeliveries,
+  ENDPOINT_PAGE_MAX,
   listEndpoints,
   replayDelivery,
+  replayFailedSince,
   rotateSecret,
+  sendTestEvent,
   updateEndpoint,
 } from './endpoints.ts';
+import { EVENT_TYPES } from './event-types.ts';
 
 const IdParams = Type.Object({ id: Type.String() });
 const Events = Type.Array(Type.String(), { maxItems: 100, description: 'Event types; [] subscribes to every type.' });
+const Status = Type.Union([Type.Literal('enabled'), Type.Literal('disabled')], {
+  description: 'disabled: no new deliveries, and the pending ones fail (failure "endpoint_disabled")',
+});
+const Cursor = (description: string) => Type.Optional(Type.String({ maxLength: 100, description }));
+const ListQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: ENDPOINT_PAGE_MAX, default: ENDPOINT_PAGE_MAX })),
+    after: Cursor('A webhook id: the page of older endpoints after it'),
+    before: Cursor('A webhook id: the page of newer endpoints before it'),
+  },
+  { additionalProperties: false },
+);
 
 /**
- * Webhook endpoints: creating one takes a full_access key or a session; everything else about
- * them (listing, reading, changing, deleting, rotating, deliveries, replay) a dashboard session.
+ * Webhook endpoints, in Resend's shapes: creating one takes a full_access key or a session; everything
+ * else about them (listing, reading, changing, deleting, rotating, deliveries, replays, test events) a
+ * dashboard session.
  */
 export async function webhookRoutes(app: App) {
   app.post(
@@ -39,11 +56,14 @@ export async function webhookRoutes(app: App) {
 
   app.get(
     '/webhooks',
-    { config: { access: 'session' }, schema: { summary: 'List webhook endpoints' } },
-    async (request) => ({
-      object: 'list',
-      data: await listEndpoints(app.db, request.principal.organizationId),
-    }),
+    {
+      config: { access: 'session' },
+      schema: { summary: 'List webhook endpoints, newest first, without secrets', querystring: ListQuery },
+    },
+    (request) => {
+      const { limit = ENDPOINT_PAGE_MAX, after, before } = request.query;
+      return listEndpoints(app.db, request.principal.organizationId, { limit, after, before });
+    },
   );
 
   app.get(
@@ -63,7 +83,7 @@ export async function webhookRoutes(app: App) {
           {
             endpoint: Type.Optional(Type.String()),
             events: Type.Optional(Events),
-            enabled: Type.Optional(Type.Boolean()),
+            status: Type.Optional(Status),
           },
           { additionalProperties: false },
         ),
@@ -91,6 +111,36 @@ export async function webhookRoutes(app: App) {
       schema: { summary: 'Rotate the signing secret (the old one signs too for 24 h)', params: IdParams },
     },
     (request) => rotateSecret(app.db, request.principal.organizationId, request.params.id),
+  );
+
+  app.post(
+    '/webhooks/:id/test',
+    {
+      config: { access: 'session' },
+      schema: {
+        summary: 'Send the endpoint a signed test event of a type from the catalog, with sample data',
+        params: IdParams,
+        body: Type.Object(
+          { type: Type.Union(EVENT_TYPES.map((type) => Type.Literal(type))) },
+          { additionalProperties: false },
+        ),
+      },
+    },
+    (request) => sendTestEvent(app.db, request.principal.organizationId, request.params.id, request.body.type),
+  );
+
+  app.post(
+    '/webhooks/:id/deliveries/replay',
+    {
+      config: { access: 'session' },
+      schema: {
+        summary: 'Send again every failed delivery created at or after `since` that was not sent again yet',
+        params: IdParams,
+        body: Type.Object({ since: Type.String({ format: 'date-time' }) }, { additionalProperties: false }),
+      },
+    },
+    (request) =>
+      replayFailedSince(app.db, request.principal.organizationId, request.params.id, new Date(request.body.since)),
   );
 
   app.get(
