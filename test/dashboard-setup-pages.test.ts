@@ -262,10 +262,11 @@ describe('webhooks', () => {
       assert.match(rotated, /^whsec_/);
       assert.notEqual(rotated, secret);
 
-      await page.getByRole('button', { name: 'Disable endpoint' }).click();
+      const onOff = page.getByRole('switch', { name: 'Send events to this endpoint' });
+      await onOff.click();
       await page.getByText('Disabled: events are not sent').waitFor();
-      await page.getByRole('button', { name: 'Enable endpoint' }).click();
-      await page.getByRole('button', { name: 'Disable endpoint' }).waitFor();
+      await onOff.click();
+      await waitFor(async () => (await onOff.getAttribute('aria-checked')) === 'true');
       assert.deepEqual(problems, []);
     });
   });

@@ -1,21 +1,23 @@
-import { useEffect, useState } from 'react';
+import { useEffect, useId, useState, type FormEvent } from 'react';
 import { api, errorMessage, fieldError, segment, type ListResponse } from '../api.ts';
 import {
   Button,
   ConfirmButton,
   EmptyState,
   ErrorBanner,
+  Field,
   Loading,
   PageHeader,
   RelativeTime,
   SecretOnce,
+  SelectField,
   Timestamp,
   StatusBadge,
 } from '../components/index.ts';
 import { useAction, useApiGet } from '../hooks.ts';
 import { Link, navigate } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
-import { EventPicker, eventsWords, type Webhook } from './WebhooksPage.tsx';
+import { EVENT_GROUPS, EventPicker, eventsWords, type Webhook } from './WebhooksPage.tsx';
 
 interface Attempt {
   attempt: number;
@@ -32,8 +34,25 @@ interface Delivery {
   type: string;
   /** pending (queued or retrying), succeeded, failed (given up). */
   status: string;
+  /** endpoint_disabled: failed without an attempt because the endpoint was disabled while it waited. */
+  failure: string | null;
+  /** The delivery this one sends again, for a replay. */
+  replay_of: string | null;
+  test: boolean;
+  /** The JSON body the delivery sends. */
+  payload: unknown;
   attempts: Attempt[];
   created_at: string;
+}
+
+const FAILURE_WORDS: Record<string, string> = {
+  endpoint_disabled: 'Not sent: the endpoint was disabled while this waited. Replay it once the endpoint is on.',
+};
+
+/** A datetime-local input's value for a moment, in the browser's time zone. */
+function localInputValue(date: Date): string {
+  const local = new Date(date.getTime() - date.getTimezoneOffset() * 60_000);
+  return local.toISOString().slice(0, 16);
 }
 
 const DELIVERY_WORDS: Record<string, string> = {
@@ -81,7 +100,8 @@ function DeliveryItem({
         <span>
           <code>{delivery.type}</code>{' '}
           <StatusBadge tone={delivery.status}>{DELIVERY_WORDS[delivery.status] ?? delivery.status}</StatusBadge>
-          {isNew ? <span className="muted"> (replay)</span> : null}
+          {delivery.test ? <span className="muted"> (test)</span> : null}
+          {isNew || delivery.replay_of ? <span className="muted"> (replay)</span> : null}
         </span>
         <span className="muted">
           <RelativeTime value={delivery.created_at} /> · <code>{delivery.event_id}</code>
@@ -104,8 +124,11 @@ function DeliveryItem({
           Replay<span className="visually-hidden"> {delivery.type}</span>
         </Button>
       </div>
+      {delivery.failure ? <p className="attempt-error">{FAILURE_WORDS[delivery.failure] ?? delivery.failure}</p> : null}
       {delivery.attempts.length === 0 ? (
-        <p className="muted">Not attempted yet.</p>
+        delivery.failure ? null : (
+          <p className="muted">Not attempted yet.</p>
+        )
       ) : (
         <ol className="attempts">
           {delivery.attempts.map((attempt) => (
@@ -113,12 +136,132 @@ function DeliveryItem({
           ))}
         </ol>
       )}
+      <details className="delivery-payload">
+        <summary>
+          Payload<span className="visually-hidden"> of {delivery.type}</span>
+        </summary>
+        <pre className="code-block" tabIndex={0} aria-label={`The JSON body of ${delivery.type}`}>
+          {JSON.stringify(delivery.payload, null, 2)}
+        </pre>
+      </details>
       {error !== undefined ? (
         <p className="field-error" role="alert">
           {errorMessage(error)}
         </p>
       ) : null}
     </li>
+  );
+}
+
+/** The endpoint's on/off switch: off, no new deliveries, and the ones waiting fail (they can be replayed). */
+function EnabledSwitch({
+  enabled,
+  busy,
+  onChange,
+}: {
+  enabled: boolean;
+  busy: boolean;
+  onChange: (on: boolean) => void;
+}) {
+  const id = useId();
+  return (
+    <div className="switch-field">
+      <button
+        id={id}
+        type="button"
+        role="switch"
+        className="switch"
+        aria-checked={enabled}
+        aria-describedby={`${id}-hint`}
+        disabled={busy}
+        onClick={() => onChange(!enabled)}
+      >
+        <span className="switch-knob" aria-hidden="true" />
+      </button>
+      <label htmlFor={id}>Send events to this endpoint</label>
+      <p className="field-hint" id={`${id}-hint`}>
+        Off: new events are not sent here, and deliveries still waiting fail (&ldquo;Not sent: the endpoint was
+        disabled&rdquo;); replay them once it is on again.
+      </p>
+    </div>
+  );
+}
+
+const ALL_TYPES = EVENT_GROUPS.flatMap((group) => group.types);
+
+/** Sends a test event of a chosen type, and replays every failed delivery since a chosen time. */
+function TestAndReplay({
+  path,
+  enabled,
+  onQueued,
+}: {
+  path: string;
+  enabled: boolean;
+  onQueued: (announcement: string) => void;
+}) {
+  const [type, setType] = useState('email.delivered');
+  const [since, setSince] = useState(() => localInputValue(new Date(Date.now() - 24 * 3600_000)));
+  const [sinceError, setSinceError] = useState<string | undefined>(undefined);
+  const sendTest = useAction((chosen: string) => api.post<{ id: string }>(`${path}/test`, { type: chosen }));
+  const replayAll = useAction((from: string) =>
+    api.post<{ replayed: number }>(`${path}/deliveries/replay`, { since: from }),
+  );
+
+  async function test(event: FormEvent) {
+    event.preventDefault();
+    if (await sendTest.run(type)) onQueued(`A test ${type} event was queued; it shows at the top of the deliveries.`);
+  }
+
+  async function replay(event: FormEvent) {
+    event.preventDefault();
+    const from = new Date(since);
+    if (since === '' || Number.isNaN(from.getTime())) {
+      setSinceError('Choose a date and time.');
+      return;
+    }
+    setSinceError(undefined);
+    const result = await replayAll.run(from.toISOString());
+    if (!result) return;
+    onQueued(
+      result.replayed === 0
+        ? 'No failed delivery to replay since then (deliveries already replayed are not sent again).'
+        : `${result.replayed} failed ${result.replayed === 1 ? 'delivery was' : 'deliveries were'} queued again.`,
+    );
+  }
+
+  return (
+    <section className="card" aria-labelledby="test-replay-title">
+      <h2 id="test-replay-title">Test and replay</h2>
+      {!enabled ? <p className="muted">Turn the endpoint on to send it a test event or replay deliveries.</p> : null}
+      <form className="inline-form" onSubmit={test} aria-label="Send a test event" noValidate>
+        <SelectField
+          label="Event type"
+          hint='Signed like any event, with sample data, its body marked "test": true.'
+          value={type}
+          onChange={(value) => (setType(value), sendTest.clearError())}
+          options={ALL_TYPES.map((value) => ({ value, label: value }))}
+          error={fieldError(sendTest.error, 'type')}
+        />
+        <Button type="submit" busy={sendTest.busy} busyLabel="Sending…" disabled={!enabled}>
+          Send test event
+        </Button>
+      </form>
+      <ErrorBanner error={sendTest.error} title="The test event could not be sent" exceptFields={['type']} />
+      <form className="inline-form" onSubmit={replay} aria-label="Replay failed deliveries" noValidate>
+        <Field
+          label="Failed since"
+          hint="Every failed delivery from then on is sent again, once (a second click finds them replayed)."
+          type="datetime-local"
+          value={since}
+          onChange={(value) => (setSince(value), setSinceError(undefined), replayAll.clearError())}
+          error={sinceError ?? fieldError(replayAll.error, 'since')}
+        />
+        <Button type="submit" busy={replayAll.busy} busyLabel="Replaying…" disabled={!enabled}>
+          Replay all failed
+        </Button>
+      </form>
+      <ErrorBanner error={replayAll.error} title="The deliveries could not be replayed" exceptFields={['since']} />
+    </section>
   );
 }
 
@@ -131,7 +274,9 @@ export function WebhookPage({ params }: PageProps) {
   const [events, setEvents] = useState<string[] | null | undefined>(undefined);
   const [replayed, setReplayed] = useState<string[]>([]);
   const [announcement, setAnnouncement] = useState('');
-  const update = useAction((changes: { enabled?: boolean; events?: string[] }) => api.patch<Webhook>(path, changes));
+  const update = useAction((changes: { status?: Webhook['status']; events?: string[] }) =>
+    api.patch<Webhook>(path, changes),
+  );
 
   const data = webhook.data;
   const list = deliveries.data?.data ?? [];
@@ -143,11 +288,18 @@ export function WebhookPage({ params }: PageProps) {
     return () => clearTimeout(timer);
   }, [underWay, deliveriesLoading, reloadDeliveries, list]);
 
-  async function change(changes: { enabled?: boolean; events?: string[] }) {
+  async function change(changes: { status?: Webhook['status']; events?: string[] }) {
     if (await update.run(changes)) {
       webhook.reload();
       if (changes.events) setEvents(undefined);
+      // Turning it off fails the deliveries still waiting: show them so.
+      if (changes.status) deliveries.reload();
     }
+  }
+
+  function queued(message: string) {
+    setAnnouncement(message);
+    deliveries.reload();
   }
 
   async function replay(delivery: Delivery) {
@@ -197,14 +349,12 @@ export function WebhookPage({ params }: PageProps) {
                 <Timestamp value={data.created_at} />
               </dd>
             </dl>
+            <EnabledSwitch
+              enabled={data.status === 'enabled'}
+              busy={update.busy}
+              onChange={(on) => change({ status: on ? 'enabled' : 'disabled' })}
+            />
             <div className="button-row">
-              <Button
-                busy={update.busy}
-                busyLabel="Saving…"
-                onClick={() => change({ enabled: data.status !== 'enabled' })}
-              >
-                {data.status === 'enabled' ? 'Disable endpoint' : 'Enable endpoint'}
-              </Button>
               {events === undefined ? (
                 <Button onClick={() => setEvents(data.events.length === 0 ? null : data.events)}>Change events</Button>
               ) : null}
@@ -230,6 +380,8 @@ export function WebhookPage({ params }: PageProps) {
             ) : null}
             <ErrorBanner error={update.error} title="The endpoint could not be changed" exceptFields={['events']} />
           </section>
+
+          <TestAndReplay path={path} enabled={data.status === 'enabled'} onQueued={queued} />
 
           <section aria-labelledby="deliveries-title">
             <div className="section-head">
