@@ -1,7 +1,8 @@
 // The Overview, the Emails list and the message page in a real browser against a real server: messages
 // sent through the API with a key are delivered by the capture transport (on PGlite and on PostgreSQL),
-// found in the list by recipient, and read on their page (timeline, sandboxed HTML, raw source,
-// attachments); a scheduled one is rescheduled and cancelled; a message full of script runs none of it.
+// found in the list by part of a recipient or of the subject, and read on their page (timeline, sandboxed
+// HTML with its inline images, raw source, attachments); a scheduled one is rescheduled and cancelled; a
+// message full of script runs none of it.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
@@ -55,6 +56,8 @@ const XSS_HTML = `<p id="greeting">Hello</p>
 <img src=x onerror="window.top.__xss = 1; parent.document.title = 'pwned'">`;
 
 let receiptId = '';
+// A 2×2 red PNG, shown in the receipt's HTML by its Content-ID.
+const LOGO_PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGP4z8AARAwQCgAf7gP9i18U1AAAAABJRU5ErkJggg==';
 
 describe('before anything is sent', () => {
   test('the Overview shows the quota and says how to send the first message', async (t) => {
@@ -94,10 +97,13 @@ describe('messages sent through the API', () => {
       to: ['Alice <alice@example.com>'],
       cc: ['carol@example.com'],
       subject: 'Your receipt',
-      html: '<h1>Thanks for your order</h1><p>Order 1042: <strong>2 items</strong>, €48.00.</p>',
+      html: '<h1>Thanks for your order</h1><p>Order 1042: <strong>2 items</strong>, €48.00.</p><img id="logo" alt="Acme" src="cid:logo">',
       text: 'Thanks for your order. Order 1042: 2 items, €48.00.',
       tags: [{ name: 'category', value: 'receipt' }],
-      attachments: [{ filename: 'receipt.txt', content: Buffer.from('Order 1042\n').toString('base64') }],
+      attachments: [
+        { filename: 'receipt.txt', content: Buffer.from('Order 1042\n').toString('base64') },
+        { filename: 'logo.png', content: LOGO_PNG, content_id: 'logo' },
+      ],
     });
     await send({ to: ['bob@example.com'], subject: 'Welcome aboard', text: 'Hello Bob' });
     await waitForEvent(receiptId, 'delivered');
@@ -132,7 +138,7 @@ describe('messages sent through the API', () => {
     });
   });
 
-  test('the list finds a message by recipient; the filter stays in the address', async (t) => {
+  test('the search finds a message by part of a recipient or of the subject; it stays in the address', async (t) => {
     await withPage(t, dashboard, async ({ page, problems }) => {
       await signIn(page, dashboard.user.email, dashboard.user.password);
       await openPage(page, '/emails', 'Emails');
@@ -141,16 +147,33 @@ describe('messages sent through the API', () => {
       assert.equal(await rows.count(), 2);
       await docScreenshot(page, 'emails');
 
-      await page.getByLabel('Recipient').fill('carol@example.com');
+      // Part of a cc address: the receipt (to alice, cc carol), not the welcome (to bob).
+      await page.getByLabel('Search').fill('Carol');
       await page.getByRole('button', { name: 'Apply filters' }).click();
-      await page.waitForURL(/#\/emails\?recipient=carol%40example\.com$/);
+      await page.waitForURL(/#\/emails\?search=Carol$/);
       await page.getByRole('link', { name: 'Welcome aboard' }).waitFor({ state: 'detached' });
       assert.equal(await rows.count(), 1);
       await page.getByRole('link', { name: 'Your receipt' }).waitFor();
+      // Part of a subject.
+      await page.getByLabel('Search').fill('welcome');
+      await page.getByRole('button', { name: 'Apply filters' }).click();
+      await page.getByRole('link', { name: 'Your receipt' }).waitFor({ state: 'detached' });
+      await page.getByRole('link', { name: 'Welcome aboard' }).waitFor();
+      // The domain of every recipient; and a % that is not a wildcard.
+      await page.getByLabel('Search').fill('example.com');
+      await page.getByRole('button', { name: 'Apply filters' }).click();
+      await page.getByRole('link', { name: 'Your receipt' }).waitFor();
+      await page.getByRole('link', { name: 'Welcome aboard' }).waitFor();
+      await page.getByLabel('Search').fill('%');
+      await page.getByRole('button', { name: 'Apply filters' }).click();
+      await page.getByText('No emails match these filters').waitFor();
+      await page.getByLabel('Search').fill('carol');
+      await page.getByRole('button', { name: 'Apply filters' }).click();
+      await page.getByRole('link', { name: 'Welcome aboard' }).waitFor({ state: 'detached' });
 
       // A reload keeps the filter; a status filter with nothing in it says so.
       await page.reload();
-      assert.equal(await page.getByLabel('Recipient').inputValue(), 'carol@example.com');
+      assert.equal(await page.getByLabel('Search').inputValue(), 'carol');
       await page.getByLabel('Status').selectOption('bounced');
       await page.getByRole('button', { name: 'Apply filters' }).click();
       await page.getByText('No emails match these filters').waitFor();
@@ -163,7 +186,9 @@ describe('messages sent through the API', () => {
   test("the message page: fields, each recipient's delivered entry, sandboxed HTML, text, attachment, raw source", async (t) => {
     await withPage(t, dashboard, async ({ page, problems }) => {
       await signIn(page, dashboard.user.email, dashboard.user.password);
+      // An address saved before the search existed (recipient=) still finds its messages.
       await openPage(page, '/emails?recipient=alice@example.com', 'Emails');
+      await page.getByRole('link', { name: 'Welcome aboard' }).waitFor({ state: 'detached' });
       await page.getByRole('link', { name: 'Your receipt' }).click();
       await page.getByRole('heading', { level: 1, name: 'Your receipt' }).waitFor();
       assert.equal(new URL(page.url()).hash, `#/emails/${receiptId}`);
@@ -181,6 +206,14 @@ describe('messages sent through the API', () => {
       assert.equal(await frame.getAttribute('referrerpolicy'), 'no-referrer');
       assert.ok((await frame.getAttribute('src'))!.startsWith('/previews/'));
       await page.frameLocator('iframe.preview-frame').getByText('Thanks for your order').waitFor();
+      // The inline image (cid:logo) shows: loaded, 2×2, without asking for remote content.
+      await page.frameLocator('iframe.preview-frame').locator('#logo').waitFor();
+      const preview = page.frames().find((f) => f.url().includes('/previews/'))!;
+      const loaded = `(() => { const image = document.getElementById('logo');
+        return image.complete ? image.naturalWidth : -1; })()`;
+      const deadline = Date.now() + 10_000;
+      while ((await preview.evaluate<number>(loaded)) === -1 && Date.now() < deadline) await page.waitForTimeout(50);
+      assert.equal(await preview.evaluate<number>(loaded), 2); // 0 when the image is broken
       await page.getByRole('button', { name: 'Load remote content' }).click();
       assert.match((await frame.getAttribute('src'))!, /\/previews\/[^?]+\?remote_content=1$/);
       await page.frameLocator('iframe.preview-frame').getByText('Thanks for your order').waitFor();
@@ -259,6 +292,14 @@ describe('messages sent through the API', () => {
         await page.getByRole('link', { name: 'Your receipt' }).waitFor();
         await assertNoPageOverflow(page);
         assert.equal(await page.getByRole('region', { name: /Emails/ }).getAttribute('tabindex'), '0');
+        // Each message a block: its recipients are shown (not hidden at this width), inside the screen.
+        const recipients = page
+          .locator('table tbody td[data-label="To"]')
+          .filter({ hasText: /alice@example\.com>? \+1$/ });
+        await recipients.waitFor();
+        const box = (await recipients.boundingBox())!;
+        assert.ok(box.x >= 0 && box.x + box.width <= PHONE.width, `the recipients span ${box.x}..${box.x + box.width}`);
+        await docScreenshot(page, 'emails-phone');
         await page.getByRole('link', { name: 'Your receipt' }).click();
         await page.getByRole('heading', { level: 1, name: 'Your receipt' }).waitFor();
         await page.getByRole('list', { name: 'Timeline of alice@example.com' }).getByText('Delivered').waitFor();

@@ -109,35 +109,39 @@ export function DomainPage({ params }: PageProps) {
               Publish each as a TXT record at your DNS provider, then press Verify. DKIM is required to send; SPF and
               DMARC help your mail reach inboxes.
             </p>
-            <DataTable
-              caption={`DNS records for ${data.name}`}
-              captionHidden
-              rows={data.records}
-              rowKey={(record) => record.record}
-              columns={[
-                { header: 'Record', className: 'nowrap', cell: (record) => <RecordName record={record} /> },
-                { header: 'Type', cell: (record) => record.type },
-                {
-                  header: 'Name',
-                  cell: (record) => (
-                    <div className="dns-cell">
-                      <code className="dns-value">{record.name}</code>
-                      <CopyButton value={record.name} label={`Copy ${record.record} name`} />
-                    </div>
-                  ),
-                },
-                {
-                  header: 'Value',
-                  cell: (record) => (
-                    <div className="dns-cell">
-                      <code className="dns-value">{record.value}</code>
-                      <CopyButton value={record.value} label={`Copy ${record.record} value`} />
-                    </div>
-                  ),
-                },
-                { header: 'Status', cell: (record) => <DomainStatus status={record.status} /> },
-              ]}
-            />
+            {/* At phone width each record is a block of labelled values, its long name and value wrapped
+                under each other (styles.css, .stack-narrow), instead of a table wider than the screen. */}
+            <div className="stack-narrow">
+              <DataTable
+                caption={`DNS records for ${data.name}`}
+                captionHidden
+                rows={data.records}
+                rowKey={(record) => record.record}
+                columns={[
+                  { header: 'Record', className: 'nowrap', cell: (record) => <RecordName record={record} /> },
+                  { header: 'Type', cell: (record) => record.type },
+                  {
+                    header: 'Name',
+                    cell: (record) => (
+                      <div className="dns-cell">
+                        <code className="dns-value">{record.name}</code>
+                        <CopyButton value={record.name} label={`Copy ${record.record} name`} />
+                      </div>
+                    ),
+                  },
+                  {
+                    header: 'Value',
+                    cell: (record) => (
+                      <div className="dns-cell">
+                        <code className="dns-value">{record.value}</code>
+                        <CopyButton value={record.value} label={`Copy ${record.record} value`} />
+                      </div>
+                    ),
+                  },
+                  { header: 'Status', cell: (record) => <DomainStatus status={record.status} /> },
+                ]}
+              />
+            </div>
           </section>
 
           <section className="card" aria-labelledby="tracking-title">

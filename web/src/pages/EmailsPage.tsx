@@ -17,10 +17,11 @@ import {
 import { useKeysetList } from '../hooks.ts';
 import { Link, navigate } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
+import { SendTestEmail } from './SendTestEmail.tsx';
 
 // The organization's messages, newest first, paged by keys (GET /emails: after/before, never an offset or a
 // count, so a page costs the same at a million messages). The filters live in the address
-// (`#/emails?recipient=…&last_event=bounced`), so a filtered list survives a reload and can be shared.
+// (`#/emails?search=…&last_event=bounced`), so a filtered list survives a reload and can be shared.
 
 export interface EmailListItem {
   id: string;
@@ -62,11 +63,14 @@ export function EventStatus({ event }: { event: string | null }) {
   return <StatusBadge tone={known}>{eventLabel(event)}</StatusBadge>;
 }
 
-const FILTERS = ['recipient', 'from', 'tag', 'last_event', 'created_from', 'created_until'] as const;
+const FILTERS = ['search', 'from', 'tag', 'last_event', 'created_from', 'created_until'] as const;
 type Filters = Record<(typeof FILTERS)[number], string>;
 
 function filtersOf(query: URLSearchParams): Filters {
-  return Object.fromEntries(FILTERS.map((name) => [name, query.get(name) ?? ''])) as Filters;
+  const filters = Object.fromEntries(FILTERS.map((name) => [name, query.get(name) ?? ''])) as Filters;
+  // Addresses saved before the search existed filtered by a whole recipient address: a search finds those too.
+  if (!filters.search) filters.search = query.get('recipient') ?? '';
+  return filters;
 }
 
 /** A local date (YYYY-MM-DD) as the instant it starts, `days` later: the API takes ISO 8601 instants. */
@@ -79,7 +83,7 @@ function startOfLocalDay(date: string, days = 0): string | undefined {
 
 function apiQuery(filters: Filters): Query {
   return {
-    recipient: filters.recipient.trim(),
+    search: filters.search.trim(),
     from: filters.from.trim(),
     tag: filters.tag.trim(),
     last_event: filters.last_event,
@@ -116,12 +120,10 @@ export function EmailsPage({ query }: PageProps) {
   const clear = () => navigate('/emails', { replace: true });
   const set = (name: keyof Filters) => (value: string) => setDraft((previous) => ({ ...previous, [name]: value }));
 
+  // At phone width each message is a block of labelled values (styles.css, .stack-narrow): the recipients
+  // stay visible, only the sender is left out.
   const columns: Array<Column<EmailListItem>> = [
-    {
-      header: 'To',
-      cell: (email) => <span className="break-anywhere">{recipientsText(email)}</span>,
-      className: 'hide-narrow',
-    },
+    { header: 'To', cell: (email) => <span className="break-anywhere">{recipientsText(email)}</span> },
     {
       header: 'Subject',
       cell: (email) => (
@@ -136,22 +138,38 @@ export function EmailsPage({ query }: PageProps) {
   ];
 
   const error = list.error;
-  const fieldNames = ['recipient', 'from', 'tag', 'last_event', 'created_after', 'created_before'];
+  const fieldNames = ['search', 'from', 'tag', 'last_event', 'created_after', 'created_before'];
+  const [testing, setTesting] = useState(false);
 
   return (
     <>
       <PageHeader
         title="Emails"
         description="Every message your organization sent or scheduled, newest first, with its delivery status."
+        actions={
+          <Button aria-expanded={testing} aria-controls="send-test-email" onClick={() => setTesting(!testing)}>
+            {testing ? 'Close the test email' : 'Send a test email'}
+          </Button>
+        }
       />
+      {testing ? (
+        <section id="send-test-email" className="card" aria-labelledby="send-test-email-title">
+          <h2 id="send-test-email-title">Send a test email</h2>
+          <p className="muted">
+            A real message, sent and delivered like any other: it appears in this list with its timeline.
+          </p>
+          <SendTestEmail onSent={() => list.reload()} />
+        </section>
+      ) : null}
       <form className="card filters" onSubmit={apply} aria-label="Filter emails">
         <Field
-          label="Recipient"
-          type="email"
-          value={draft.recipient}
-          onChange={set('recipient')}
-          placeholder="alice@example.com"
-          error={fieldError(error, 'recipient')}
+          label="Search"
+          type="search"
+          value={draft.search}
+          onChange={set('search')}
+          placeholder="alice, example.com, receipt"
+          hint="Part of a recipient's address or of the subject"
+          error={fieldError(error, 'search')}
         />
         <Field
           label="From"
@@ -221,7 +239,7 @@ export function EmailsPage({ query }: PageProps) {
               </Button>
             }
           >
-            Try another recipient, status or date range.
+            Try another search, status or date range.
           </EmptyState>
         ) : (
           <EmptyState title="No emails yet">
@@ -231,7 +249,7 @@ export function EmailsPage({ query }: PageProps) {
         )
       ) : null}
       {list.items.length > 0 ? (
-        <div aria-busy={list.loading || undefined}>
+        <div aria-busy={list.loading || undefined} className="stack-narrow">
           <DataTable
             caption={filtered ? 'Emails matching the filters, newest first' : 'Emails, newest first'}
             captionHidden

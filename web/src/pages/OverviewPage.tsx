@@ -3,6 +3,7 @@ import { Button, DataTable, EmptyState, ErrorBanner, Loading, PageHeader, type C
 import { useApiGet } from '../hooks.ts';
 import { Link } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
+import { FirstRunChecklist } from './FirstRunChecklist.tsx';
 
 // The home page: this month's quota, the rate limit, and what happened to the organization's mail per
 // hour (24 hours) or per day (30 days), from GET /overview in one request.
@@ -69,6 +70,7 @@ export function OverviewPage(_props: PageProps) {
         title="Overview"
         description="How your organization's email is doing: what was sent, delivered, bounced and opened lately."
       />
+      <FirstRunChecklist />
       <ErrorBanner error={overview.error} title="The overview could not be loaded" onRetry={overview.reload} />
       {!data && overview.loading ? <Loading label="Loading the overview…" /> : null}
       {data ? (
