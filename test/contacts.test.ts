@@ -383,21 +383,33 @@ describe('contacts', () => {
     assert.ok(createdEvent, 'contact.created');
     assert.equal(createdEvent.type, 'contact.created');
     assert.match(createdEvent.id, /^evt_/);
-    assert.deepEqual(createdEvent.data, {
+    // Resend's contact event data: a name not set is left out; the times are the contact's.
+    const { created_at: createdAt, updated_at: firstUpdate, ...createdData } = createdEvent.data;
+    assert.deepEqual(createdData, {
       id,
       email: 'evented@example.com',
       first_name: 'Eve',
-      last_name: null,
       unsubscribed: false,
+      segment_ids: [],
     });
-    const final = { id, email: 'evented@example.com', first_name: 'Eve', last_name: 'Ented', unsubscribed: true };
-    assert.deepEqual(
-      (await events('contact.updated', id)).map((event) => event.data),
-      [final],
-    );
+    assert.equal(createdAt, firstUpdate);
+    assert.ok(!Number.isNaN(Date.parse(String(createdAt))));
+    const final = {
+      id,
+      email: 'evented@example.com',
+      first_name: 'Eve',
+      last_name: 'Ented',
+      unsubscribed: true,
+      segment_ids: [],
+    };
+    const [updated] = await events('contact.updated', id);
+    const { created_at: updatedCreatedAt, updated_at: updatedAt, ...updatedData } = updated!.data;
+    assert.deepEqual(updatedData, final);
+    assert.equal(updatedCreatedAt, createdAt);
+    assert.ok(String(updatedAt) >= String(createdAt));
     assert.deepEqual(
       (await events('contact.deleted', id)).map((event) => event.data),
-      [final],
+      [updated!.data],
     );
     // A refused duplicate emits nothing.
     await created({ email: 'once@example.com' });

@@ -202,7 +202,16 @@ test('a DSN for one recipient records a hard bounce, suppresses the address and 
   const events = await webhookEvents(id, 'email.bounced');
   assert.equal(events.length, 1);
   assert.equal(events[0]!.recipient, gone);
-  assert.deepEqual(events[0]!.bounce, { type: 'hard', smtp_code: 550, diagnostic: '550 5.1.1 user unknown' });
+  // The webhook's bounce is Resend's, with Mailroom's fields kept in it.
+  assert.deepEqual(events[0]!.bounce, {
+    type: 'Permanent',
+    subType: 'NoEmail',
+    message: '550 5.1.1 user unknown',
+    diagnosticCode: ['smtp; 550 5.1.1 user unknown'],
+    smtp_code: 550,
+    diagnostic: '550 5.1.1 user unknown',
+  });
+  assert.deepEqual(events[0]!.to, [gone], 'the event names the bounced recipient only');
 });
 
 test('the same DSN delivered twice records one entry and one webhook event', async () => {
@@ -318,6 +327,11 @@ test('a failed DSN with a 4.x.x status is a soft bounce: recorded, not suppresse
     status: '4.2.2',
     source: 'dsn',
   });
+  const [event] = await webhookEvents(id, 'email.bounced');
+  assert.deepEqual(
+    [(event?.bounce as Record<string, unknown>).type, (event?.bounce as Record<string, unknown>).subType],
+    ['Transient', 'MailboxFull'],
+  );
   assert.deepEqual(await recipientStatus(id), { [full]: 'bounced' });
   assert.equal(await suppression(full), undefined);
 });

@@ -114,7 +114,14 @@ test('a mixed message: the real recipient is sent to, the test recipients never 
   ]);
   const [bounced] = await queuedEvents(t.db, org.id, 'email.bounced', { email_id: id });
   assert.equal(bounced!.data.recipient, 'bounced@resend.dev');
-  assert.deepEqual(bounced!.data.bounce, BOUNCE.bounce);
+  // The webhook's bounce is Resend's (a bad mailbox: Permanent, NoEmail), with the timeline's fields in it.
+  assert.deepEqual(bounced!.data.bounce, {
+    ...BOUNCE.bounce,
+    type: 'Permanent',
+    subType: 'NoEmail',
+    message: BOUNCE.bounce.diagnostic,
+    diagnosticCode: [`smtp; ${BOUNCE.bounce.diagnostic}`],
+  });
   const [complained] = await queuedEvents(t.db, org.id, 'email.complained', { email_id: id });
   assert.equal(complained!.data.recipient, 'Complained+Cc@resend.dev');
   assert.equal(complained!.data.feedback_type, 'abuse');

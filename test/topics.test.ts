@@ -260,14 +260,26 @@ describe('topics', () => {
     assert.ok(createdEvent, 'topic.created');
     assert.equal(createdEvent.type, 'topic.created');
     assert.match(createdEvent.id, /^evt_/);
-    assert.deepEqual(createdEvent.data, { id, name: 'Evented', default_subscription: 'opt_in' });
+    // The SDK's topic event data, without the times (checked on their own).
+    const withoutTimes = ({ created_at, updated_at, ...data }: Record<string, unknown>) => {
+      assert.ok(!Number.isNaN(Date.parse(String(created_at))) && !Number.isNaN(Date.parse(String(updated_at))));
+      return data;
+    };
+    const described = { description: null };
+    assert.deepEqual(withoutTimes(createdEvent.data), {
+      id,
+      name: 'Evented',
+      ...described,
+      default_subscription: 'opt_in',
+      deleted: false,
+    });
     assert.deepEqual(
-      (await events('topic.updated', id)).map((event) => event.data),
-      [{ id, name: 'Evented 2', default_subscription: 'opt_out' }],
+      (await events('topic.updated', id)).map((event) => withoutTimes(event.data)),
+      [{ id, name: 'Evented 2', ...described, default_subscription: 'opt_out', deleted: false }],
     );
     assert.deepEqual(
-      (await events('topic.deleted', id)).map((event) => event.data),
-      [{ id, name: 'Evented 2', default_subscription: 'opt_out' }],
+      (await events('topic.deleted', id)).map((event) => withoutTimes(event.data)),
+      [{ id, name: 'Evented 2', ...described, default_subscription: 'opt_out', deleted: true }],
     );
 
     // A 404 update or delete, or a refused create, emits nothing.

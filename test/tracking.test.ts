@@ -355,12 +355,25 @@ describe('tracking over HTTP', () => {
         ['ann@example.com', { click: { link: 'https://shop.example.com/help' } }],
       ],
     );
+    // The webhook's click is Resend's: the link, and the client that followed it (fetch's own User-Agent).
     const clicked = await webhookEvents('email.clicked');
     assert.deepEqual(
-      clicked.map((event) => [event.data.email_id, event.data.recipient, event.data.click]),
+      clicked.map((event) => {
+        const { timestamp, ...click } = event.data.click as Record<string, unknown>;
+        assert.ok(!Number.isNaN(Date.parse(String(timestamp))));
+        return [event.data.email_id, event.data.recipient, click];
+      }),
       [
-        [emailId, 'ann@example.com', { link: 'https://shop.example.com/offer?a=1&b=2' }],
-        [emailId, 'ann@example.com', { link: 'https://shop.example.com/help' }],
+        [
+          emailId,
+          'ann@example.com',
+          { link: 'https://shop.example.com/offer?a=1&b=2', ipAddress: '127.0.0.1', userAgent: 'node' },
+        ],
+        [
+          emailId,
+          'ann@example.com',
+          { link: 'https://shop.example.com/help', ipAddress: '127.0.0.1', userAgent: 'node' },
+        ],
       ],
     );
   });

@@ -81,7 +81,9 @@ describe('one-click unsubscribe', () => {
     assert.equal(await isSubscribed(topicId, address), false);
     const events = await unsubscribedEvents(contactId);
     assert.equal(events.length, 1);
-    assert.deepEqual(events[0]!.data, { id: contactId, email: address, topic_id: topicId, email_id: target.emailId });
+    const { created_at: contactCreatedAt, ...unsubscribed } = events[0]!.data;
+    assert.deepEqual(unsubscribed, { id: contactId, email: address, topic_id: topicId, email_id: target.emailId });
+    assert.ok(!Number.isNaN(Date.parse(String(contactCreatedAt))), "the contact's creation time");
 
     // The second click (clients retry) is a 200 and changes nothing.
     const again = await oneClick(url);

@@ -4,6 +4,7 @@ import { ServiceError } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
 import { addressKey } from '../platform/address-key.ts';
 import { withEvent } from '../webhooks/fan-out.ts';
+import { isoMillisSql } from '../webhooks/event-payloads.ts';
 import type { UnsubscribeTarget } from './unsubscribe-link.ts';
 import type { Subscription } from './topics.ts';
 
@@ -61,9 +62,9 @@ export async function unsubscribeFromTopic(db: Queryable, target: UnsubscribeTar
         {
           org: '$1::uuid',
           type: `'contact.unsubscribed'::text`,
-          data: `jsonb_build_object('id', changed.contact_id,
-                                    'email', (SELECT email FROM contacts WHERE id = changed.contact_id),
-                                    'topic_id', changed.topic_id, 'email_id', $4::text)`,
+          data: `(SELECT jsonb_build_object('id', c.id, 'email', c.email, 'topic_id', changed.topic_id,
+                                            'email_id', $4::text, 'created_at', ${isoMillisSql('c.created_at')})
+                    FROM contacts c WHERE c.id = changed.contact_id)`,
         },
       ),
       [target.organizationId, target.topicId, addressKey(target.address), target.emailId],

@@ -5,6 +5,7 @@ import { parseMailbox } from '../emails/addresses.ts';
 import { isUuid } from '../platform/ids.ts';
 import { addressKey } from '../platform/address-key.ts';
 import { withEvent } from '../webhooks/fan-out.ts';
+import { contactEventDataSql } from '../webhooks/event-payloads.ts';
 import type { EventType } from '../webhooks/event-types.ts';
 import {
   checkedChoices,
@@ -71,10 +72,9 @@ const SELECT_CONTACT = `SELECT c.id, c.email, c.first_name, c.last_name, c.unsub
 const contactEvent = (type: EventType) => ({
   org: '$1::uuid',
   type: `'${type}'::text`,
-  data: `jsonb_build_object('id', changed.id, 'email', changed.email, 'first_name', changed.first_name,
-                            'last_name', changed.last_name, 'unsubscribed', changed.unsubscribed)`,
+  data: contactEventDataSql('changed'),
 });
-const RETURNED = 'RETURNING id, email, first_name, last_name, unsubscribed';
+const RETURNED = 'RETURNING id, email, first_name, last_name, unsubscribed, created_at, updated_at';
 
 export async function createContact(
   db: Database,

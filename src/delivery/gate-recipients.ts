@@ -4,6 +4,8 @@ import { countOutcome } from '../platform/metrics.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
 import type { RecipientFailureReason } from '../emails/statuses.ts';
 import { subscribedAddresses } from '../contacts/subscriptions.ts';
+import { SUPPRESSION_ORIGINS } from '../webhooks/event-payloads.ts';
+import type { SuppressionReason } from '../suppressions/suppressions.ts';
 import type { EmailToSend, PendingRecipient } from './take-message.ts';
 
 // Step 2, gate the recipients: those who must not receive the message fail without being sent to.
@@ -47,19 +49,26 @@ async function failWithoutSending(
   const failed: string[] = [];
   await db.transaction(async (tx) => {
     for (const recipient of recipients) {
-      const changed = await tx.query(
+      // The suppression's own reason goes to the webhook event (its `suppressed.origin`).
+      const changed = await tx.query<{ suppression: SuppressionReason | null }>(
         `UPDATE email_recipients SET status = 'failed', failure_reason = $3, updated_at = now()
-          WHERE email_id = $1 AND address = $2 AND status = 'pending'`,
-        [email.id, recipient.address, reason],
+          WHERE email_id = $1 AND address = $2 AND status = 'pending'
+          RETURNING (SELECT s.reason FROM suppressions s
+                      WHERE s.organization_id = $4 AND s.address = lower($2)) AS suppression`,
+        [email.id, recipient.address, reason, email.organization_id],
       );
       if (changed.rowCount === 0) continue;
       failed.push(recipient.address);
+      const suppression = changed.rows[0]!.suppression;
       await recordTimelineEntry(tx, {
         emailId: email.id,
         organizationId: email.organization_id,
         kind: 'failed',
         recipient: recipient.address,
         data: { reason },
+        ...(reason === 'suppressed' && {
+          webhook: { suppressed: { origin: suppression ? SUPPRESSION_ORIGINS[suppression] : 'manual' } },
+        }),
       });
     }
   });

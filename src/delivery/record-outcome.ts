@@ -285,7 +285,7 @@ export async function writeOutcomeRows(
        RETURNING r.email_id, r.address, r.status
      ),
      entry AS (SELECT * FROM outcome WHERE kind IS NOT NULL),
-     ${timelineEntriesFrom('entry', { readMessage: true })},
+     ${timelineEntriesFrom('entry', { from: 'emails' })},
      suppressed AS (${suppressionsFrom('outcome', 'suppress', 'hard_bounce')}),
      sent AS (${markSentStatement('SELECT email_id FROM outcome WHERE mark_sent', 'updated')} RETURNING e.id),
      -- A job whose message this statement could not mark sent (a recipient changed concurrently, e.g.

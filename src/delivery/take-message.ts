@@ -2,6 +2,8 @@ import type { Database, Queryable } from '../platform/db/database.ts';
 import { batcherPerDatabase } from '../platform/db/batcher.ts';
 import { workerBatchSize } from '../platform/metrics.ts';
 import type { EmailStatus } from '../emails/statuses.ts';
+import { fanOutCtes } from '../webhooks/fan-out.ts';
+import { emailEventFieldsSql } from '../webhooks/event-payloads.ts';
 
 // Step 1, take the message: move it to `sending` and read the recipients that still have no outcome.
 //
@@ -49,6 +51,24 @@ export interface PendingRecipient {
   hold_reason: string | null;
 }
 
+/**
+ * The moment a message is sent: taken for its first delivery attempt (a scheduled one when its time has
+ * come), it moves from queued or scheduled to `sending`, sent_at is set, and email.sent is emitted, once
+ * per message, since only that first take makes the move. CTEs of the take statement over its `locked`
+ * rows; the event's created_at is sent_at.
+ */
+const SENT_MOMENT = `moved AS (
+       UPDATE emails e SET status = 'sending', sent_at = coalesce(e.sent_at, now())
+         FROM locked WHERE e.id = locked.id AND locked.take = 'take' AND locked.status <> 'sending'
+       RETURNING e.id, e.organization_id, e.created_at, e.sent_at, e."from", e."to", e.subject, e.message_id,
+                 e.tags, e.headers, e.template
+     ),
+     event AS (
+       SELECT gen_random_uuid() AS id, moved.sent_at AS created_at, moved.organization_id,
+              ${emailEventFieldsSql('moved')} AS data
+         FROM moved
+     )${fanOutCtes({ org: 'event.organization_id', type: `'email.sent'::text`, data: 'event.data' })}`;
+
 /** What taking a message gives: the message and its pending recipients, 'finished', or a later Date. */
 export type Taken = { email: EmailToSend; recipients: PendingRecipient[] } | 'finished' | Date;
 
@@ -94,10 +114,7 @@ export async function takeMessages(db: Queryable, emailIds: string[]): Promise<T
          FROM emails e JOIN organizations o ON o.id = e.organization_id LEFT JOIN domains d ON d.id = e.domain_id
         WHERE e.id = ANY($1::uuid[]) ORDER BY e.id FOR UPDATE OF e
      ),
-     moved AS (
-       UPDATE emails e SET status = 'sending', sent_at = coalesce(e.sent_at, now())
-         FROM locked WHERE e.id = locked.id AND locked.take = 'take' AND locked.status <> 'sending'
-     )
+     ${SENT_MOMENT}
      SELECT locked.*,
             CASE WHEN take = 'take' THEN coalesce((
               SELECT json_agg(json_build_object('address', r.address, 'attempts', r.attempts, 'hold_reason', r.hold_reason, 'suppressed',

@@ -5,7 +5,8 @@ import { DELIVERY_QUEUE } from './delivery-job.ts';
 import type { EmailStatus } from './statuses.ts';
 import { isUuid } from '../platform/ids.ts';
 import { recordTimelineEntry } from './timeline.ts';
-import { emitEvent } from '../webhooks/fan-out.ts';
+import { withEvent } from '../webhooks/fan-out.ts';
+import { emailEventFieldsSql } from '../webhooks/event-payloads.ts';
 
 // Cancel and reschedule act only on a message not yet handed to a transport (queued or scheduled). Each
 // takes the message's row lock with a conditional UPDATE, the lock the delivery worker takes to move it
@@ -29,13 +30,21 @@ export async function cancelEmail(db: Database, organizationId: string, id: stri
 export async function rescheduleEmail(db: Database, organizationId: string, id: string, at: Date): Promise<void> {
   if (!isUuid(id)) throw notFound('Email');
   await db.transaction(async (tx) => {
+    // email.rescheduled carries the message's fields, as its other events do, and the new time.
     const { rowCount } = await tx.query(
-      `UPDATE emails SET scheduled_at = $3, status = 'scheduled' WHERE id = $1 AND organization_id = $2 AND ${NOT_YET_SENT}`,
-      [id, organizationId, at],
+      withEvent(
+        `UPDATE emails SET scheduled_at = $3, status = 'scheduled' WHERE id = $1 AND organization_id = $2 AND ${NOT_YET_SENT}
+         RETURNING id, created_at, "from", "to", subject, message_id, tags, headers, template`,
+        {
+          org: '$2::uuid',
+          type: `'email.rescheduled'::text`,
+          data: `${emailEventFieldsSql('changed')} || jsonb_build_object('scheduled_at', $4::text)`,
+        },
+      ),
+      [id, organizationId, at, at.toISOString()],
     );
     if (rowCount === 0) throw await whyNot(tx, organizationId, id, 'rescheduled');
     await rescheduleJobs(tx, DELIVERY_QUEUE, 'email_id', id, at);
-    await emitEvent(tx, organizationId, 'email.rescheduled', { email_id: id, scheduled_at: at.toISOString() });
   });
 }
 

@@ -61,15 +61,12 @@ export async function storeMessages(db: Queryable, items: MessageToStore[], opti
     recipients: m.recipients,
   }));
   const entries = items.map(({ organizationId, message: m }) =>
-    timelineEntryRow(
-      {
-        emailId: m.id,
-        organizationId,
-        kind: 'accepted',
-        data: m.scheduledAt ? { scheduled_at: m.scheduledAt.toISOString() } : undefined,
-      },
-      { email_id: m.id, from: storedFrom(m), to: m.to, subject: m.subject, tags: m.tags ?? null },
-    ),
+    timelineEntryRow({
+      emailId: m.id,
+      organizationId,
+      kind: 'accepted',
+      data: m.scheduledAt ? { scheduled_at: m.scheduledAt.toISOString() } : undefined,
+    }),
   );
   // Attachments are bytes: base64 in JSON (a third larger, and few messages carry any).
   const attachments = items.flatMap(({ message: m }) =>
@@ -124,7 +121,9 @@ export async function storeMessages(db: Queryable, items: MessageToStore[], opti
        SELECT *, ordinality AS n FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (${TIMELINE_ENTRY_COLUMNS})) WITH ORDINALITY
         WHERE ${written}
      ),
-     ${timelineEntriesFrom('accepted')},
+     -- The messages' fields of the webhook events are read from the rows being stored (a statement does
+     -- not see its own inserts), whose created_at, now(), is the default emails.created_at takes.
+     ${timelineEntriesFrom('accepted', { from: 'input', createdAt: 'now()' })},
      delivery_jobs AS (${deliveryJobsFrom('input')}),
      remembered AS (${rememberResultsFrom('$3::jsonb')} AND ${written})
      SELECT ok FROM quota_ok`,

@@ -2,6 +2,7 @@ import { newRowId } from '../platform/ids.ts';
 import type { Queryable } from '../platform/db/database.ts';
 import { fanOutCtes } from '../webhooks/fan-out.ts';
 import type { EventType } from '../webhooks/event-types.ts';
+import { emailEventDetails, emailEventFieldsSql } from '../webhooks/event-payloads.ts';
 
 /** Timeline kinds (GET /emails/:id/events); the webhook event type is `email.<kind>`. */
 export type TimelineKind =
@@ -27,6 +28,11 @@ export interface TimelineEntry {
    * so concurrent repeats are dropped too).
    */
   once?: boolean;
+  /**
+   * Fields only the webhook event carries (webhooks/event-payloads.ts: a click's client, a suppression's
+   * origin), merged into its Resend objects; the timeline keeps `data` alone.
+   */
+  webhook?: Record<string, unknown>;
 }
 
 /** The outcomes GET /overview counts per hour (email_event_counts, kept by recordTimelineEntry). */
@@ -46,11 +52,8 @@ export function webhookEventType(entry: Pick<TimelineEntry, 'kind' | 'data'>): E
   return `email.${entry.kind}`;
 }
 
-/** An entry's own part of its webhook payload (after the message's fields): the recipient, then its data. */
-const webhookDataOf = (entry: TimelineEntry) => ({
-  ...(entry.recipient ? { recipient: entry.recipient } : {}),
-  ...entry.data,
-});
+/** An entry's own part of its webhook payload, written over the message's fields. */
+const webhookDataOf = (entry: TimelineEntry) => emailEventDetails(entry, entry.webhook);
 
 /**
  * Records one happening in a message's timeline, counts it in its hour when it is an outcome the
@@ -67,10 +70,7 @@ export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): 
        ${entry.once ? 'ON CONFLICT DO NOTHING' : ''}
        RETURNING id, created_at
      ),${COUNTED.has(entry.kind) ? COUNT_CTE : ''}
-     email AS (
-       SELECT jsonb_build_object('email_id', id, 'from', "from", 'to', "to", 'subject', subject, 'tags', tags) AS data
-         FROM emails WHERE id = $2
-     )${fanOutCtes({ org: '$3::uuid', type: '$7::text', data: '((SELECT data FROM email) || $8::jsonb)' })}
+     email AS (SELECT ${emailEventFieldsSql('e')} AS data FROM emails e WHERE e.id = $2)${fanOutCtes({ org: '$3::uuid', type: '$7::text', data: '((SELECT data FROM email) || $8::jsonb)' })}
      SELECT created_at FROM event`,
     [
       id,
@@ -104,7 +104,7 @@ export interface TimelineEntryRow {
   recipient: string | null;
   data: Record<string, unknown> | null;
   event_type: EventType;
-  /** The webhook payload's data: the message's fields (unless read from the message), then the entry's own. */
+  /** The entry's part of its webhook payload's data (the message's part is read where it is recorded). */
   webhook_data: Record<string, unknown>;
 }
 
@@ -112,11 +112,8 @@ export interface TimelineEntryRow {
 export const TIMELINE_ENTRY_COLUMNS = `event_id uuid, email_id uuid, organization_id uuid, kind text, recipient text,
   data jsonb, event_type text, webhook_data jsonb`;
 
-/**
- * An entry as a row for timelineEntriesFrom. `message` holds the message's fields of the webhook payload
- * (email_id, from, to, subject, tags) when the statement does not read them from the stored message.
- */
-export function timelineEntryRow(entry: TimelineEntry, message: Record<string, unknown> = {}): TimelineEntryRow {
+/** An entry as a row for timelineEntriesFrom. */
+export function timelineEntryRow(entry: TimelineEntry): TimelineEntryRow {
   return {
     event_id: newRowId(),
     email_id: entry.emailId,
@@ -125,7 +122,7 @@ export function timelineEntryRow(entry: TimelineEntry, message: Record<string, u
     recipient: entry.recipient ?? null,
     data: entry.data ?? null,
     event_type: webhookEventType(entry),
-    webhook_data: { ...message, ...webhookDataOf(entry) },
+    webhook_data: webhookDataOf(entry),
   };
 }
 
@@ -136,15 +133,13 @@ export function timelineEntryRow(entry: TimelineEntry, message: Record<string, u
  * - an entry of a kind kept once per recipient (opens, clicks, bounces, complaints) that repeats one
  *   already recorded is dropped, with its webhook deliveries, as recordTimelineEntry drops a `once` one;
  * - each entry is fanned out to its organization's webhook endpoints, with the message's fields read
- *   from the stored message when `readMessage` is set (else `webhook_data` holds them);
+ *   from `messages.from` (a relation with the columns of `emails`, joined on the entry's email_id: the
+ *   stored messages, or the rows a statement is storing, whose `createdAt` is then given);
  * - the outcomes the overview counts are counted in their hour, one row per organization, kind and hour,
  *   written in that order: two such statements lock count rows in the same order, so they cannot deadlock.
  */
-export function timelineEntriesFrom(from: string, options: { readMessage?: boolean } = {}): string {
-  const data = options.readMessage
-    ? `jsonb_build_object('email_id', e.id, 'from', e."from", 'to', e."to", 'subject', e.subject, 'tags', e.tags)
-         || ${from}.webhook_data`
-    : `${from}.webhook_data`;
+export function timelineEntriesFrom(from: string, messages: { from: string; createdAt?: string }): string {
+  const data = `${emailEventFieldsSql('m', messages.createdAt)} || ${from}.webhook_data`;
   return `recorded AS (
        INSERT INTO email_events (id, email_id, organization_id, type, recipient, data)
        SELECT event_id, email_id, organization_id, kind, recipient, nullif(data, 'null'::jsonb) FROM ${from} ORDER BY n
@@ -163,6 +158,6 @@ export function timelineEntriesFrom(from: string, options: { readMessage?: boole
      event AS (
        SELECT recorded.id, recorded.created_at, ${from}.organization_id, ${from}.event_type, ${data} AS data
          FROM recorded JOIN ${from} ON ${from}.event_id = recorded.id
-         ${options.readMessage ? `JOIN emails e ON e.id = ${from}.email_id` : ''}
+         JOIN ${messages.from} m ON m.id = ${from}.email_id
      )${fanOutCtes({ org: 'event.organization_id', type: 'event.event_type', data: 'event.data' })}`;
 }

@@ -23,6 +23,9 @@ export interface Click {
   recipient: string;
   /** The link's original URL, as signed in its token. */
   url: string;
+  /** The clicking client's address and User-Agent, for the webhook event only (Resend's `click`). */
+  ipAddress: string;
+  userAgent?: string;
 }
 
 /** Longest User-Agent kept: enough to name any real client. */
@@ -35,8 +38,14 @@ export async function recordOpen(db: Database, open: Open): Promise<boolean> {
 }
 
 /** Records a recipient's first click of a link in a message; false when nothing was recorded. */
-export async function recordClick(db: Database, click: Click): Promise<boolean> {
-  return recordEngagement(db, click.emailId, click.recipient, 'clicked', { click: { link: click.url } });
+export async function recordClick(db: Database, click: Click, now: Date = new Date()): Promise<boolean> {
+  const client = {
+    ipAddress: click.ipAddress,
+    timestamp: now.toISOString(),
+    userAgent: click.userAgent?.slice(0, USER_AGENT_MAX) ?? '',
+  };
+  const timeline = { click: { link: click.url } };
+  return recordEngagement(db, click.emailId, click.recipient, 'clicked', timeline, { click: client });
 }
 
 async function recordEngagement(
@@ -45,6 +54,7 @@ async function recordEngagement(
   recipient: string,
   kind: Extract<TimelineKind, 'opened' | 'clicked'>,
   data: Record<string, unknown> | undefined,
+  webhook?: Record<string, unknown>,
 ): Promise<boolean> {
   if (!isUuid(emailId)) return false;
   const recorded = await db.transaction(async (tx) => {
@@ -71,6 +81,7 @@ async function recordEngagement(
       recipient: found.address,
       data,
       once: true,
+      ...(webhook && { webhook }),
     });
     return eventId !== null;
   });

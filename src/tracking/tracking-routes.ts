@@ -55,8 +55,15 @@ export async function trackingRoutes(app: App) {
       const target = readTrackingToken(app.signer, 'click', request.params.token);
       if (!target?.url) throw notFound('Tracking link');
       const url = target.url;
+      const userAgent = request.headers['user-agent'];
       await bestEffort(request, 'a click', () =>
-        recordClick(app.db, { emailId: target.emailId, recipient: target.recipient, url }),
+        recordClick(app.db, {
+          emailId: target.emailId,
+          recipient: target.recipient,
+          url,
+          ipAddress: request.ip,
+          ...(userAgent && { userAgent }),
+        }),
       );
       return reply.code(302).header('cache-control', 'no-store').header('location', redirectLocation(url)).send();
     },
