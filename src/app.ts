@@ -26,6 +26,7 @@ import { emailRoutes } from './emails/email-routes.ts';
 import { lifecycleRoutes } from './emails/lifecycle-routes.ts';
 import { emailListRoutes } from './emails/email-list-routes.ts';
 import { overviewRoutes } from './emails/overview-routes.ts';
+import { metricsRoutes } from './emails/metrics-routes.ts';
 import { previewRoutes } from './emails/preview-routes.ts';
 import { rawSourceRoutes } from './delivery/raw-source-routes.ts';
 import { webhookRoutes } from './webhooks/webhook-routes.ts';
@@ -70,6 +71,7 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
     previewRoutes,
     rawSourceRoutes,
     overviewRoutes,
+    metricsRoutes,
     webhookRoutes,
     topicRoutes,
     contactRoutes,

@@ -217,6 +217,7 @@ export const ROUTES: Row[] = [
   { method: 'GET', url: '/emails/:own/preview', access: 'full', ok: 200, fixture: htmlEmailFixture },
   { method: 'GET', url: '/previews/:token', access: 'public', ok: 200, token: previewToken },
   { method: 'GET', url: '/overview', access: 'full', ok: 200 },
+  { method: 'GET', url: '/emails/metrics', access: 'full', ok: 200 },
   {
     method: 'POST',
     url: '/templates/render',
