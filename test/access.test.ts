@@ -96,7 +96,7 @@ const previewToken = async (t: TestApp, org: TestOrganization) =>
 const unique = () => Math.random().toString(36).slice(2);
 const topicFixture = created('/topics', () => ({ name: 'fixture', default_subscription: 'opt_in' }));
 const contactFixture = created('/contacts', () => ({ email: `c${unique()}@example.com` }));
-/** A suppression's id is its address. */
+/** A suppression is named by its id or its address; the table uses the id. */
 /** An entry of the organization's request log: a request made with its key, written at once. */
 const logFixture = async (t: TestApp, org: TestOrganization) => {
   await t.app.inject({ method: 'GET', url: '/domains', headers: bearer(org.fullKey) });
@@ -114,7 +114,7 @@ const suppressionFixture = async (t: TestApp, org: TestOrganization) => {
     headers: bearer(org.fullKey),
     payload: { email: `s${unique()}@example.com` },
   });
-  return res.json().email as string;
+  return res.json().id as string;
 };
 /** Signed links as a sent message carries them, for a message of the organization. */
 const unsubscribeToken = async (t: TestApp, org: TestOrganization) =>
@@ -143,6 +143,14 @@ export const ROUTES: Row[] = [
   { method: 'POST', url: '/auth/logout', access: 'session', ok: 200 },
   { method: 'POST', url: '/api-keys', access: 'full', ok: 201, body: () => ({ name: 'new key' }) },
   { method: 'GET', url: '/api-keys', access: 'full', ok: 200 },
+  {
+    method: 'PATCH',
+    url: '/api-keys/:own',
+    access: 'full',
+    ok: 200,
+    body: () => ({ name: 'renamed key' }),
+    fixture: apiKeyFixture,
+  },
   { method: 'DELETE', url: '/api-keys/:own', access: 'full', ok: 200, fixture: apiKeyFixture },
   {
     method: 'POST',
@@ -217,7 +225,6 @@ export const ROUTES: Row[] = [
   { method: 'GET', url: '/emails/:own/preview', access: 'full', ok: 200, fixture: htmlEmailFixture },
   { method: 'GET', url: '/previews/:token', access: 'public', ok: 200, token: previewToken },
   { method: 'GET', url: '/overview', access: 'full', ok: 200 },
-  { method: 'GET', url: '/emails/metrics', access: 'full', ok: 200 },
   {
     method: 'POST',
     url: '/templates/render',
@@ -233,29 +240,13 @@ export const ROUTES: Row[] = [
     url: '/webhooks/:own',
     access: 'session',
     ok: 200,
-    body: () => ({ status: 'disabled' }),
+    body: () => ({ enabled: false }),
     fixture: webhookFixture,
   },
   { method: 'DELETE', url: '/webhooks/:own', access: 'session', ok: 200, fixture: webhookFixture },
   { method: 'POST', url: '/webhooks/:own/signing-secret/rotate', access: 'session', ok: 200, fixture: webhookFixture },
   { method: 'GET', url: '/webhooks/:own/deliveries', access: 'session', ok: 200, fixture: webhookFixture },
   { method: 'POST', url: '/webhooks/:own/replay', access: 'session', ok: 200, fixture: deliveryFixture },
-  {
-    method: 'POST',
-    url: '/webhooks/:own/test',
-    access: 'session',
-    ok: 200,
-    body: () => ({ type: 'email.delivered' }),
-    fixture: webhookFixture,
-  },
-  {
-    method: 'POST',
-    url: '/webhooks/:own/deliveries/replay',
-    access: 'session',
-    ok: 200,
-    body: () => ({ since: '2020-01-01T00:00:00Z' }),
-    fixture: webhookFixture,
-  },
   {
     method: 'POST',
     url: '/topics',
@@ -313,10 +304,24 @@ export const ROUTES: Row[] = [
     ok: 201,
     body: () => ({ email: `p${unique()}@example.com` }),
   },
+  {
+    method: 'POST',
+    url: '/suppressions/batch/add',
+    access: 'full',
+    ok: 201,
+    body: () => ({ emails: [`b${unique()}@example.com`, `c${unique()}@example.com`] }),
+  },
+  {
+    method: 'POST',
+    url: '/suppressions/batch/remove',
+    access: 'full',
+    ok: 200,
+    body: () => ({ emails: [`r${unique()}@example.com`] }),
+  },
   ...(['GET', 'DELETE'] as const).map((method): Row => ({
     method,
     url: '/suppressions/:own',
-    registered: '/suppressions/:email',
+    registered: '/suppressions/:id_or_email',
     access: 'full',
     ok: 200,
     fixture: suppressionFixture,

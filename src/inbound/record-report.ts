@@ -113,7 +113,7 @@ async function recordBounce(
     response: `${report.status} ${report.diagnostic}`,
   });
   if (report.type === 'hard' && badMailbox) {
-    await suppressAddress(tx, message.organizationId, recipient, 'hard_bounce');
+    await suppressAddress(tx, message.organizationId, recipient, 'hard_bounce', message.emailId);
   }
   return true;
 }
@@ -132,7 +132,7 @@ async function recordComplaint(
     data: { feedback_type: report.feedbackType, user_agent: report.userAgent },
   });
   if (eventId === null) return false;
-  await suppressAddress(tx, message.organizationId, recipient, 'complaint');
+  await suppressAddress(tx, message.organizationId, recipient, 'complaint', message.emailId);
   return true;
 }
 

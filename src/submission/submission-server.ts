@@ -8,6 +8,7 @@ import type { Logger } from '../platform/logger.ts';
 import { findUnstorableText } from '../platform/text.ts';
 import { collectMessage, listenSmtp, SmtpReply, type Listening } from '../platform/smtp-listener.ts';
 import { isApiKeyLive, resolveApiKey } from '../tenancy/credentials.ts';
+import { keyUsageOf } from '../tenancy/key-usage.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import { countAccepted, sendEmails } from '../emails/send-emails.ts';
 import { MAX_RECIPIENTS } from '../emails/validate-message.ts';
@@ -120,13 +121,19 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
         );
       };
       if (!USER_NAMES.has((auth.username ?? '').toLowerCase())) return refused();
-      resolveApiKey(db, auth.password ?? '').then(
-        (principal) => (principal ? callback(null, { user: principal }) : refused()),
-        (error: unknown) => {
-          log.error({ err: error }, 'submission: could not check an API key');
-          callback(new SmtpReply(454, '4.7.0 Temporary authentication failure'));
-        },
-      );
+      resolveApiKey(db, auth.password ?? '')
+        .then(async (principal) => {
+          // Signing in with a key is a use of it, as an API call is (its last_used_at).
+          if (principal?.kind === 'api_key') await keyUsageOf(db).record(principal.apiKeyId);
+          return principal;
+        })
+        .then(
+          (principal) => (principal ? callback(null, { user: principal }) : refused()),
+          (error: unknown) => {
+            log.error({ err: error }, 'submission: could not check an API key');
+            callback(new SmtpReply(454, '4.7.0 Temporary authentication failure'));
+          },
+        );
     },
 
     onMailFrom(_address, session, callback) {

@@ -1,11 +1,11 @@
 import { Type } from 'typebox';
 import type { App } from '../platform/http/app-types.ts';
 import { PageQuery } from '../platform/db/keyset-page.ts';
-import { createApiKey, listApiKeys, revokeApiKey } from './api-keys.ts';
+import { createApiKey, listApiKeys, renameApiKey, revokeApiKey } from './api-keys.ts';
 
 const IdParams = Type.Object({ id: Type.String() });
 
-/** Resend's /api-keys: create (token shown once), list (no tokens), revoke. */
+/** Resend's /api-keys: create (token shown once), list (no tokens, when each was last used), rename, revoke. */
 export async function apiKeyRoutes(app: App) {
   app.post(
     '/api-keys',
@@ -35,6 +35,22 @@ export async function apiKeyRoutes(app: App) {
     const keys = await listApiKeys(app.db, request.principal.organizationId, request.query);
     return { ...keys, data: keys.data.map((key) => ({ object: 'api_key', ...key })) };
   });
+
+  app.patch(
+    '/api-keys/:id',
+    {
+      config: { access: 'full' },
+      schema: {
+        summary: 'Rename an API key',
+        params: IdParams,
+        body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 50 }) }, { additionalProperties: false }),
+      },
+    },
+    async (request) => {
+      await renameApiKey(app.db, request.principal.organizationId, request.params.id, request.body.name);
+      return { object: 'api_key', id: request.params.id };
+    },
+  );
 
   app.delete('/api-keys/:id', { config: { access: 'full' }, schema: { params: IdParams } }, async (request) => {
     await revokeApiKey(app.db, request.principal.organizationId, request.params.id);

@@ -12,6 +12,8 @@ export interface ApiKey {
   name: string;
   permission: ApiKeyPermission;
   created_at: Date;
+  /** When the key last authenticated a request, to the minute (key-usage.ts); null if never. */
+  last_used_at: Date | null;
 }
 
 /** Creates a key. The token is returned here and never again: only its hash is kept. */
@@ -28,12 +30,17 @@ export async function createApiKey(
 }
 
 /** Keys not revoked, newest first, a page at a time (platform/db/keyset-page.ts); all of them without a limit. */
-export async function listApiKeys(db: Queryable, organizationId: string, page: PageRequest = {}): Promise<Page<ApiKey>> {
+export async function listApiKeys(
+  db: Queryable,
+  organizationId: string,
+  page: PageRequest = {},
+): Promise<Page<ApiKey>> {
   return keysetPage<ApiKey>(
     db,
     {
       table: 'api_keys',
-      columns: 'id, name, permission, created_at',
+      columns:
+        'id, name, permission, created_at, (SELECT last_used_at FROM api_key_usage WHERE api_key_id = api_keys.id) AS last_used_at',
       organizationId,
       newestFirst: true,
       where: 'revoked_at IS NULL',
@@ -54,5 +61,17 @@ export async function revokeApiKey(db: Queryable, organizationId: string, id: st
       )
     : { rowCount: 0 };
   forgetLookups(db);
+  if (rowCount === 0) throw notFound('API key');
+}
+
+/** Renames a key (PATCH /api-keys/:id); a revoked key, or another organization's, is not found. */
+export async function renameApiKey(db: Queryable, organizationId: string, id: string, name: string): Promise<void> {
+  const { rowCount } = isUuid(id)
+    ? await db.query('UPDATE api_keys SET name = $3 WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL', [
+        id,
+        organizationId,
+        name,
+      ])
+    : { rowCount: 0 };
   if (rowCount === 0) throw notFound('API key');
 }

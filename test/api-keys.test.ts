@@ -1,0 +1,152 @@
+// API keys as Resend has them: renamed with PATCH /api-keys/:id, listed with when each was last used.
+// Every answer is checked against Resend's published schema, and the Resend SDK drives each operation.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Resend } from 'resend';
+import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { responseProblems } from './helpers/resend-openapi.ts';
+import { KeyUsage, STAMP_INTERVAL_MS } from '../src/tenancy/key-usage.ts';
+import { createApiKey } from '../src/tenancy/api-keys.ts';
+
+let t: TestApp;
+let org: TestOrganization;
+let other: TestOrganization;
+let resend: Resend;
+
+before(async () => {
+  t = await buildTestApp();
+  org = await createTestOrganization(t.db, t.config, 'keys');
+  other = await createTestOrganization(t.db, t.config, 'keys-other');
+  resend = new Resend(org.fullKey, { baseUrl: await t.app.listen({ port: 0, host: '127.0.0.1' }) });
+});
+after(() => t.close());
+
+/** Calls the API; every answer to an operation Resend has must also be one its schema allows. */
+const call = async (
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+  url: string,
+  payload?: object,
+  token = org.fullKey,
+) => {
+  const res = await t.app.inject({ method, url, headers: bearer(token), ...(payload ? { payload } : {}) });
+  assert.deepEqual(
+    responseProblems(method, url, res.statusCode, res.json()) ?? [],
+    [],
+    `${method} ${url}: ${res.body}`,
+  );
+  return res;
+};
+const newKey = async (name: string, organizationId = org.id) =>
+  createApiKey(t.db, { organizationId, name, permission: 'sending_access' });
+const listed = async (id: string) =>
+  (await call('GET', '/api-keys')).json().data.find((key: { id: string }) => key.id === id) as
+    { name: string; last_used_at: string | null } | undefined;
+
+test('PATCH /api-keys/:id renames a key, through the SDK too', async () => {
+  const key = await newKey('before');
+  const res = await call('PATCH', `/api-keys/${key.id}`, { name: 'after' });
+  assert.deepEqual(res.json(), { object: 'api_key', id: key.id });
+  assert.equal((await listed(key.id))?.name, 'after');
+
+  const updated = await resend.apiKeys.update(key.id, { name: 'renamed by the SDK' });
+  assert.equal(updated.error, null, JSON.stringify(updated.error));
+  assert.deepEqual(updated.data, { object: 'api_key', id: key.id });
+  const list = await resend.apiKeys.list();
+  assert.equal(list.error, null, JSON.stringify(list.error));
+  assert.equal(list.data?.data.find((k) => k.id === key.id)?.name, 'renamed by the SDK');
+
+  // The token is unchanged: renaming is not rotating.
+  assert.equal((await t.app.inject({ method: 'POST', url: '/emails', headers: bearer(key.token) })).statusCode, 400);
+});
+
+test("a rename with a bad name is a 400 naming it; another organization's key, a revoked one or no key is 404", async () => {
+  const key = await newKey('stays');
+  for (const [payload, name] of [
+    [{}, 'missing_required_field'],
+    [{ name: '' }, 'validation_error'],
+    [{ name: 'x'.repeat(51) }, 'validation_error'],
+    [{ name: 5 }, 'validation_error'],
+    [{ name: 'ok', permission: 'full_access' }, 'validation_error'],
+  ] as const) {
+    const res = await call('PATCH', `/api-keys/${key.id}`, payload);
+    assert.equal(res.statusCode, 400, JSON.stringify(payload));
+    assert.equal(res.json().name, name, JSON.stringify(payload));
+  }
+  const theirs = await newKey('theirs', other.id);
+  const res = await call('PATCH', `/api-keys/${theirs.id}`, { name: 'mine now' });
+  assert.deepEqual([res.statusCode, res.json().name], [404, 'not_found']);
+  const fromTheSdk = await resend.apiKeys.update(theirs.id, { name: 'mine now' });
+  assert.equal(fromTheSdk.error?.name, 'not_found');
+  const theirList = await call('GET', '/api-keys', undefined, other.fullKey);
+  assert.equal(theirList.json().data.find((k: { id: string }) => k.id === theirs.id).name, 'theirs');
+
+  await call('DELETE', `/api-keys/${key.id}`);
+  assert.equal((await call('PATCH', `/api-keys/${key.id}`, { name: 'revoked' })).statusCode, 404);
+  assert.equal((await call('PATCH', '/api-keys/not-a-uuid', { name: 'x' })).statusCode, 404);
+  assert.equal((await call('PATCH', '/api-keys/00000000-0000-4000-8000-000000000000', { name: 'x' })).statusCode, 404);
+});
+
+test('last_used_at is null until a key is used, then the time of its use, over the API and in the SDK', async () => {
+  const key = await newKey('fresh');
+  assert.equal((await listed(key.id))?.last_used_at, null);
+
+  const start = Date.now();
+  // Any authenticated call is a use, even one the key may not make (a sending key reading the list).
+  const refused = await t.app.inject({ method: 'GET', url: '/api-keys', headers: bearer(key.token) });
+  assert.equal(refused.json().name, 'restricted_api_key');
+  const end = Date.now();
+  const used = (await listed(key.id))?.last_used_at;
+  assert.ok(used, 'stamped');
+  const at = Date.parse(used);
+  assert.ok(at >= start - 1000 && at <= end + 1000, `${used} is the time of the call`);
+
+  const list = await resend.apiKeys.list();
+  assert.equal(list.data?.data.find((k) => k.id === key.id)?.last_used_at, used);
+});
+
+test('a key is stamped at most once a minute per process, and never moved back', async () => {
+  const key = await newKey('busy');
+  let now = new Date('2026-01-01T10:00:00Z');
+  const usage = new KeyUsage(t.db, () => now);
+  const stamped = async () =>
+    (
+      await t.db.query<{ last_used_at: Date }>('SELECT last_used_at FROM api_key_usage WHERE api_key_id = $1', [key.id])
+    ).rows[0]?.last_used_at.toISOString();
+
+  await usage.record(key.id);
+  assert.equal(await stamped(), '2026-01-01T10:00:00.000Z');
+  // Used again and again within the minute: no write (the stamp stays the first one).
+  for (const seconds of [1, 30, 59]) {
+    now = new Date(Date.parse('2026-01-01T10:00:00Z') + seconds * 1000);
+    await usage.record(key.id);
+  }
+  assert.equal(await stamped(), '2026-01-01T10:00:00.000Z');
+  // A minute after the last write, the next use writes.
+  now = new Date(Date.parse('2026-01-01T10:00:00Z') + STAMP_INTERVAL_MS);
+  await usage.record(key.id);
+  assert.equal(await stamped(), '2026-01-01T10:01:00.000Z');
+
+  // Another process that stamps an older time (its clock is behind) does not move it back.
+  const behind = new KeyUsage(t.db, () => new Date('2026-01-01T09:00:00Z'));
+  await behind.record(key.id);
+  assert.equal(await stamped(), '2026-01-01T10:01:00.000Z');
+});
+
+test('a stamp that could not be written does not fail the use, and the next use writes it', async () => {
+  const key = await newKey('unlucky');
+  let down = true;
+  const flaky = new KeyUsage(
+    {
+      query: (text, params) => (down ? Promise.reject(new Error('connection lost')) : t.db.query(text, params)),
+    },
+    () => new Date('2026-02-01T08:00:00Z'),
+  );
+  await flaky.record(key.id);
+  down = false;
+  await flaky.record(key.id); // the same minute: written now, since the first write did not happen
+  const { rows } = await t.db.query<{ last_used_at: Date }>(
+    'SELECT last_used_at FROM api_key_usage WHERE api_key_id = $1',
+    [key.id],
+  );
+  assert.equal(rows[0]?.last_used_at.toISOString(), '2026-02-01T08:00:00.000Z');
+});
