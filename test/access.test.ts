@@ -59,6 +59,9 @@ const deliveryFixture = async (t: TestApp, org: TestOrganization) => {
   ]);
   return `${endpoint}/deliveries/${rows[0]!.id}`;
 };
+/** The same delivery as Resend's SDK names it: `<endpoint id>/events/<delivery id>`. */
+const eventFixture = async (t: TestApp, org: TestOrganization) =>
+  (await deliveryFixture(t, org)).replace('/deliveries/', '/events/');
 
 /** A message sent with one attachment: `<email id>/attachments/<attachment id>`. */
 const attachmentFixture = async (t: TestApp, org: TestOrganization) => {
@@ -263,6 +266,31 @@ export const ROUTES: Row[] = [
     ok: 200,
     body: () => ({ since: '2020-01-01T00:00:00Z' }),
     fixture: webhookFixture,
+  },
+  { method: 'GET', url: '/webhooks/:own/events', access: 'session', ok: 200, fixture: webhookFixture },
+  {
+    method: 'GET',
+    url: '/webhooks/:own',
+    registered: '/webhooks/:id/events/:event_id',
+    access: 'session',
+    ok: 200,
+    fixture: eventFixture,
+  },
+  {
+    method: 'GET',
+    url: '/webhooks/:own/attempts',
+    registered: '/webhooks/:id/events/:event_id/attempts',
+    access: 'session',
+    ok: 200,
+    fixture: eventFixture,
+  },
+  {
+    method: 'POST',
+    url: '/webhooks/:own/replay',
+    registered: '/webhooks/:id/events/:event_id/replay',
+    access: 'session',
+    ok: 200,
+    fixture: eventFixture,
   },
   {
     method: 'POST',

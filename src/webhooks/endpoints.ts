@@ -317,7 +317,7 @@ export async function sendTestEvent(db: Database, organizationId: string, endpoi
   });
 }
 
-async function requireEndpoint(db: Queryable, organizationId: string, id: string): Promise<EndpointRow> {
+export async function requireEndpoint(db: Queryable, organizationId: string, id: string): Promise<EndpointRow> {
   if (!isUuid(id)) throw notFound('Webhook');
   const { rows } = await db.query<EndpointRow>(
     `SELECT ${COLUMNS} FROM webhook_endpoints WHERE id = $1 AND organization_id = $2`,

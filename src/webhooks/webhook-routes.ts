@@ -14,6 +14,13 @@ import {
   updateEndpoint,
 } from './endpoints.ts';
 import { EVENT_TYPES } from './event-types.ts';
+import {
+  EVENT_PAGE_DEFAULT,
+  EVENT_PAGE_MAX,
+  getWebhookEvent,
+  listWebhookEventAttempts,
+  listWebhookEvents,
+} from './webhook-events.ts';
 
 const IdParams = Type.Object({ id: Type.String() });
 const Events = Type.Array(Type.String(), { maxItems: 100, description: 'Event types; [] subscribes to every type.' });
@@ -21,6 +28,15 @@ const Status = Type.Union([Type.Literal('enabled'), Type.Literal('disabled')], {
   description: 'disabled: no new deliveries, and the pending ones fail (failure "endpoint_disabled")',
 });
 const Cursor = (description: string) => Type.Optional(Type.String({ maxLength: 100, description }));
+const EventPage = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: EVENT_PAGE_MAX, default: EVENT_PAGE_DEFAULT })),
+    after: Cursor('An id: the page of older entries after it'),
+    before: Cursor('An id: the page of newer entries before it'),
+  },
+  { additionalProperties: false },
+);
+const EventParams = Type.Object({ id: Type.String(), event_id: Type.String() });
 const ListQuery = Type.Object(
   {
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: ENDPOINT_PAGE_MAX, default: ENDPOINT_PAGE_MAX })),
@@ -141,6 +157,71 @@ export async function webhookRoutes(app: App) {
     },
     (request) =>
       replayFailedSince(app.db, request.principal.organizationId, request.params.id, new Date(request.body.since)),
+  );
+
+  // Resend's SDK's names for the same deliveries (resend.webhooks.events.*): an event is a delivery.
+  app.get(
+    '/webhooks/:id/events',
+    {
+      config: { access: 'session' },
+      schema: {
+        summary: "An endpoint's deliveries, as Resend's webhook events",
+        params: IdParams,
+        querystring: EventPage,
+      },
+    },
+    (request) => {
+      const { limit = EVENT_PAGE_DEFAULT, after, before } = request.query;
+      return listWebhookEvents(app.db, request.principal.organizationId, request.params.id, { limit, after, before });
+    },
+  );
+
+  app.get(
+    '/webhooks/:id/events/:event_id',
+    {
+      config: { access: 'session' },
+      schema: { summary: 'One delivery, as a Resend webhook event, with the body it sends', params: EventParams },
+    },
+    (request) => getWebhookEvent(app.db, request.principal.organizationId, request.params.id, request.params.event_id),
+  );
+
+  app.get(
+    '/webhooks/:id/events/:event_id/attempts',
+    {
+      config: { access: 'session' },
+      schema: { summary: "A delivery's attempts, newest first", params: EventParams, querystring: EventPage },
+    },
+    (request) => {
+      const { limit = EVENT_PAGE_DEFAULT, after, before } = request.query;
+      return listWebhookEventAttempts(
+        app.db,
+        request.principal.organizationId,
+        request.params.id,
+        request.params.event_id,
+        {
+          limit,
+          after,
+          before,
+        },
+      );
+    },
+  );
+
+  app.post(
+    '/webhooks/:id/events/:event_id/replay',
+    {
+      config: { access: 'session' },
+      schema: { summary: 'Send a delivery again, as a new one (a new webhook event id)', params: EventParams },
+    },
+    async (request) => {
+      const replay = await replayDelivery(
+        app.db,
+        request.principal.organizationId,
+        request.params.id,
+        request.params.event_id,
+      );
+      return { object: 'webhook_event' as const, id: replay.id };
+    },
   );
 
   app.get(
