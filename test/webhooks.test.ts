@@ -18,6 +18,7 @@ import type { Transport } from '../src/delivery/transport.ts';
 import type { Worker } from '../src/queue/worker.ts';
 import { standardSignatureHeader } from '../src/webhooks/signature.ts';
 import { EVENT_TYPES } from '../src/webhooks/event-types.ts';
+import { queueDeliveriesFrom } from '../src/webhooks/delivery-jobs.ts';
 import { requestProblems, responseProblems, webhookProblems } from './helpers/resend-openapi.ts';
 import { startWebhookDelivery } from '../src/webhooks/start-webhooks.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
@@ -976,6 +977,40 @@ test("Resend's SDK: webhooks.events list, get, attempts and replay name the endp
 
     const missing = await sdk.webhooks.events.get({ webhookId: endpoint.id, eventId: randomUUID() });
     assert.equal(missing.error?.name, 'not_found');
+  } finally {
+    await remove(endpoint.id);
+    await hook.close();
+  }
+});
+
+test('a delivery queued for an endpoint disabled meanwhile (a fan-out that raced the switch) fails as endpoint_disabled, unsent, instead of waiting for ever', async () => {
+  const hook = await receiver();
+  const endpoint = await register(hook.url, ['email.accepted']);
+  try {
+    await t.app.inject({
+      method: 'PATCH',
+      url: `/webhooks/${endpoint.id}`,
+      headers: bearer(org.session),
+      payload: { status: 'disabled' },
+    });
+    // What such a fan-out leaves: a pending delivery and its job, committed after the switch.
+    await t.db.query(
+      `WITH deliveries AS (
+         INSERT INTO webhook_deliveries (organization_id, endpoint_id, event_id, event_type, payload)
+         VALUES ($1, $2, gen_random_uuid(), 'email.accepted', '{"type":"email.accepted","created_at":"2026-01-01T00:00:00Z"}')
+         RETURNING id, endpoint_id
+       ),
+       queued AS (${queueDeliveriesFrom('deliveries')})
+       SELECT 1`,
+      [org.id, endpoint.id],
+    );
+    await waitFor(deliveriesOver(endpoint.id));
+    const [delivery] = await deliveriesOf(endpoint.id);
+    assert.deepEqual(
+      [delivery!.status, delivery!.failure, delivery!.attempts.length],
+      ['failed', 'endpoint_disabled', 0],
+    );
+    assert.equal(hook.received.length, 0);
   } finally {
     await remove(endpoint.id);
     await hook.close();

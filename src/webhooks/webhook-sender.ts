@@ -119,8 +119,22 @@ export function webhookHandler(db: Database, dispatcher: Dispatcher): GroupedJob
   };
 
   async function sendAttempt(job: Job, delivery: DeliveryRow | undefined, slotFree: () => void): Promise<JobResult> {
-    // Deleted with its endpoint, already settled, or its endpoint disabled since: nothing to send.
-    if (!delivery || delivery.status !== 'pending' || !delivery.enabled) return { done: true };
+    // Deleted with its endpoint, or already settled: nothing to send.
+    if (!delivery || delivery.status !== 'pending') return { done: true };
+    // Its endpoint disabled since (a fan-out that raced the switch): it fails as disabling fails the
+    // others waiting, so that it does not stay pending for ever and can be replayed.
+    if (!delivery.enabled) {
+      await retryWhileUnreachable(
+        () =>
+          db.query(
+            `UPDATE webhook_deliveries SET status = 'failed', failure = 'endpoint_disabled', updated_at = now()
+              WHERE id = $1 AND status = 'pending'`,
+            [delivery.id],
+          ),
+        job.leaseEndsAt,
+      );
+      return { done: true };
+    }
 
     const attempt = delivery.attempts + 1;
     const requestId = randomUUID();
