@@ -50,17 +50,15 @@ export function FirstRunChecklist() {
   const allDone = hasDomain && hasKey && hasSent;
   // Finished while the page is open: it stays, saying so, until dismissed or left (the last step's result
   // links to the message sent); on the next visit it is gone.
-  const [finishedHere, setFinishedHere] = useState(false);
   const [wasIncomplete, setWasIncomplete] = useState(false);
   useEffect(() => {
     if (loaded && !allDone) setWasIncomplete(true);
-    if (loaded && allDone && wasIncomplete) setFinishedHere(true);
-  }, [loaded, allDone, wasIncomplete]);
+  }, [loaded, allDone]);
 
   if (dismissed || !loaded) return null;
-  if (allDone && !finishedHere && !wasIncomplete && newKey === null) return null;
+  if (allDone && !wasIncomplete && newKey === null) return null;
 
-  const pendingDomain = domains.data.data.find((domain) => domain.status !== 'verified');
+  const pendingDomain = (domains.data?.data ?? []).find((domain) => domain.status !== 'verified');
   const dismiss = () => {
     try {
       localStorage.setItem(dismissedKey(email), '1');
