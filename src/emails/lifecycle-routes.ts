@@ -3,7 +3,7 @@ import type { App } from '../platform/http/app-types.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { cancelEmail, rescheduleEmail } from './lifecycle.ts';
 import { readEmail, readTimeline } from './read-email.ts';
-import { parseScheduledAt } from './scheduled-at.ts';
+import { SCHEDULED_AT_DESCRIPTION, parseScheduledAt } from './scheduled-at.ts';
 
 const IdParams = Type.Object({ id: Type.String() });
 
@@ -37,7 +37,10 @@ export async function lifecycleRoutes(app: App) {
       schema: {
         summary: 'Reschedule an email not yet sent',
         params: IdParams,
-        body: Type.Object({ scheduled_at: Type.String() }, { additionalProperties: false }),
+        body: Type.Object(
+          { scheduled_at: Type.String({ description: SCHEDULED_AT_DESCRIPTION }) },
+          { additionalProperties: false },
+        ),
       },
     },
     async (request) => {

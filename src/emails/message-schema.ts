@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { compileBodyValidator } from '../platform/validation.ts';
+import { SCHEDULED_AT_DESCRIPTION } from './scheduled-at.ts';
 
 // The shape of one message, as the spec's table gives it. Only types and sizes are checked here (and
 // feed the OpenAPI document); everything that needs reasoning is in validate-message.ts.
@@ -31,7 +32,7 @@ export const EmailMessageSchema = Type.Object(
     cc: Type.Optional(AddressList),
     bcc: Type.Optional(AddressList),
     reply_to: Type.Optional(AddressList),
-    scheduled_at: Type.Optional(Type.String({ description: 'ISO 8601 with an offset, in the future.' })),
+    scheduled_at: Type.Optional(Type.String({ description: SCHEDULED_AT_DESCRIPTION })),
     tags: Type.Optional(
       Type.Union([
         Type.Record(Type.String({ maxLength: 256 }), TagValue),

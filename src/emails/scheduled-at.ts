@@ -66,6 +66,10 @@ const OFFSET = /^(?:utc|gmt)?([+-])(\d{1,2})(?::?(\d{2}))?$/;
 /** The latest instant accepted: ISO 8601's four-digit years, and far inside what PostgreSQL stores. */
 const LATEST = Date.UTC(9999, 11, 31, 23, 59, 59);
 
+/** What the API schema says of the field (OpenAPI description). */
+export const SCHEDULED_AT_DESCRIPTION =
+  "In the future: ISO 8601 with an offset, or plain English ('in 1 hour', 'tomorrow at 9am', 'friday at 3pm ET'; UTC unless a zone is given), see docs/sending.md.";
+
 const invalid = (why: string) => new ServiceError('validation_error', `scheduled_at ${why}`, 'scheduled_at');
 
 /** When `value` says to send, as an instant after `now`; undefined when no value is given. */
