@@ -238,11 +238,11 @@ export const ROUTES: Row[] = [
   },
   { method: 'POST', url: '/webhooks', access: 'full', ok: 201, body: () => ({ endpoint: 'http://127.0.0.1:9/hook' }) },
   { method: 'GET', url: '/webhooks', access: 'session', ok: 200 },
-  { method: 'GET', url: '/webhooks/:own', access: 'session', ok: 200, fixture: webhookFixture },
+  { method: 'GET', url: '/webhooks/:own', access: 'full', ok: 200, fixture: webhookFixture },
   {
     method: 'PATCH',
     url: '/webhooks/:own',
-    access: 'session',
+    access: 'full',
     ok: 200,
     body: () => ({ status: 'disabled' }),
     fixture: webhookFixture,

@@ -31,8 +31,11 @@ function questionName(query: Buffer): string {
   return labels.join('.').toLowerCase();
 }
 
+/** Every record to publish: Resend's kinds (records), then the others (additional_records). */
+const allRecords = (domain: DomainView) => [...domain.records, ...domain.additional_records];
+
 function recordOf(domain: DomainView, kind: 'DKIM' | 'SPF' | 'DMARC') {
-  const record = domain.records.find((r) => r.record === kind);
+  const record = allRecords(domain).find((r) => r.record === kind);
   assert.ok(record, `${kind} record missing`);
   return record;
 }
@@ -89,7 +92,7 @@ describe('domains', () => {
     assert.equal(domain.status, 'pending');
     assert.ok(!Number.isNaN(Date.parse(domain.created_at)));
     assert.deepEqual(
-      domain.records.map(({ record, name, type, ttl, status, required }) => ({
+      allRecords(domain).map(({ record, name, type, ttl, status, required }) => ({
         record,
         name,
         type,
@@ -110,6 +113,13 @@ describe('domains', () => {
         { record: 'DMARC', name: `_dmarc.${name}`, type: 'TXT', ttl: 'Auto', status: 'not_started', required: false },
       ],
     );
+    // Resend's record kinds are DKIM and SPF; DMARC, which Resend's records have no kind for, is apart.
+    assert.deepEqual(
+      [domain.records.map((r) => r.record), domain.additional_records.map((r) => r.record)],
+      [['DKIM', 'SPF'], ['DMARC']],
+    );
+    assert.equal(domain.region, 'us-east-1');
+    assert.deepEqual(domain.capabilities, { sending: 'enabled', receiving: 'disabled' });
     assert.equal(recordOf(domain, 'SPF').value, 'v=spf1 a mx ~all');
     assert.equal(recordOf(domain, 'DMARC').value, 'v=DMARC1; p=none;');
     assert.doesNotMatch(response.body, /PRIVATE KEY/);
@@ -130,6 +140,52 @@ describe('domains', () => {
     assert.deepEqual(read.json(), domain);
   });
 
+  test("Resend's options when adding: honoured, or refused naming the field, and nothing added", async () => {
+    const name = uniqueName('options');
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/domains',
+      headers: bearer(org.fullKey),
+      payload: {
+        name,
+        region: 'us-east-1',
+        open_tracking: true,
+        click_tracking: false,
+        tls: 'opportunistic',
+        capabilities: { sending: 'enabled', receiving: 'disabled' },
+      },
+    });
+    assert.equal(res.statusCode, 201, res.body);
+    const domain: DomainView = res.json();
+    assert.deepEqual([domain.open_tracking, domain.click_tracking], [true, false]);
+    const { rows } = await t.db.query('SELECT open_tracking, click_tracking FROM domains WHERE id = $1', [domain.id]);
+    assert.deepEqual(rows[0], { open_tracking: true, click_tracking: false }, "the domain's own switches");
+
+    const refused: Array<[object, string]> = [
+      [{ region: 'eu-west-1' }, 'region'],
+      [{ region: 'mars-1' }, 'region'],
+      [{ tls: 'enforced' }, 'tls'],
+      [{ capabilities: { receiving: 'enabled' } }, 'capabilities.receiving'],
+      [{ capabilities: { sending: 'disabled' } }, 'capabilities.sending'],
+      [{ custom_return_path: 'outbound' }, 'custom_return_path'],
+      [{ tracking_subdomain: 'links' }, 'tracking_subdomain'],
+      [{ open_tracking: 'yes' }, 'open_tracking'],
+    ];
+    for (const [options, field] of refused) {
+      const refusal = await t.app.inject({
+        method: 'POST',
+        url: '/domains',
+        headers: bearer(org.fullKey),
+        payload: { name: uniqueName('refused'), ...options },
+      });
+      assert.equal(refusal.statusCode, 400, `${JSON.stringify(options)}: ${refusal.body}`);
+      assert.equal(refusal.json().name, 'validation_error');
+      assert.equal(refusal.json().field, field, JSON.stringify(options));
+    }
+    const { rows: left } = await t.db.query(`SELECT 1 FROM domains WHERE name LIKE 'refused-%'`);
+    assert.equal(left.length, 0, 'a refused domain is not added');
+  });
+
   test('verifying with nothing published leaves the domain pending and says which records failed', async () => {
     const domain = await added(uniqueName('bare'));
     const response = await verify(domain.id);
@@ -137,7 +193,7 @@ describe('domains', () => {
     const checked: DomainView = response.json();
     assert.equal(checked.status, 'pending');
     assert.deepEqual(
-      checked.records.map((r) => [r.record, r.status]),
+      allRecords(checked).map((r) => [r.record, r.status]),
       [
         ['DKIM', 'failed'],
         ['SPF', 'failed'],
@@ -162,7 +218,7 @@ describe('domains', () => {
     const first: DomainView = (await verify(domain.id)).json();
     assert.equal(first.status, 'verified');
     assert.deepEqual(
-      first.records.map((r) => [r.record, r.status]),
+      allRecords(first).map((r) => [r.record, r.status]),
       [
         ['DKIM', 'verified'],
         ['SPF', 'failed'],
@@ -175,7 +231,7 @@ describe('domains', () => {
     publishTxt(`_dmarc.${domain.name}`, [['v=DMARC1; p=reject; rua=mailto:dmarc@example.net']]);
     const second: DomainView = (await verify(domain.id)).json();
     assert.deepEqual(
-      second.records.map((r) => [r.record, r.status]),
+      allRecords(second).map((r) => [r.record, r.status]),
       [
         ['DKIM', 'verified'],
         ['SPF', 'verified'],
@@ -211,7 +267,7 @@ describe('domains', () => {
     const checked: DomainView = (await verify(domain.id)).json();
     assert.equal(checked.status, 'pending');
     assert.deepEqual(
-      checked.records.map((r) => [r.record, r.status]),
+      allRecords(checked).map((r) => [r.record, r.status]),
       [
         ['DKIM', 'failed'],
         ['SPF', 'failed'],
@@ -227,7 +283,7 @@ describe('domains', () => {
     const checked: DomainView = (await verify(domain.id)).json();
     assert.equal(checked.status, 'pending');
     assert.deepEqual(
-      checked.records.map((r) => [r.record, r.status]),
+      allRecords(checked).map((r) => [r.record, r.status]),
       [
         ['DKIM', 'pending'],
         ['SPF', 'verified'],
@@ -511,7 +567,7 @@ describe('domains with an unanswering DNS server', () => {
     const checked: DomainView = response.json();
     assert.equal(checked.status, 'pending');
     assert.deepEqual(
-      checked.records.map((r) => r.status),
+      allRecords(checked).map((r) => r.status),
       ['pending', 'pending', 'pending'],
     );
     // Bounded by MAILROOM_DNS_TIMEOUT_MS (300 ms): each name asked once, never tried again (the
@@ -519,7 +575,7 @@ describe('domains with an unanswering DNS server', () => {
     // server received show whatever the machine's speed. The time is then bounded at over thirty times
     // the timeout, which a loaded machine stays under, while a resolver left to its own timeouts (the
     // setting not applied) waits 24 s.
-    assert.deepEqual(asked.toSorted(), [...new Set(domain.records.map((r) => r.name.toLowerCase()))].toSorted());
+    assert.deepEqual(asked.toSorted(), [...new Set(allRecords(domain).map((r) => r.name.toLowerCase()))].toSorted());
     assert.ok(elapsed < 10_000, `took ${elapsed} ms`);
   });
 });

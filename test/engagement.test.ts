@@ -39,6 +39,13 @@ before(async () => {
   });
   await t.app.listen({ port, host: '127.0.0.1' });
   org = await createTestOrganization(t.db, t.config, 'engage');
+  // New organizations start with tracking off; this is about tracking, so it is turned on.
+  await t.app.inject({
+    method: 'PATCH',
+    url: '/organization',
+    headers: bearer(org.fullKey),
+    payload: { open_tracking: true, click_tracking: true },
+  });
   await observeWebhookEvents(t.app, org);
   const log = { error: () => {}, warn: () => {}, info: () => {} };
   delivery = await startTestDelivery(t);

@@ -31,7 +31,7 @@ const storedSwitches = async (id: string) =>
     )
   ).rows[0];
 
-test("GET /organization shows the caller's organization, tracking on by default", async () => {
+test("GET /organization shows the caller's organization, tracking off by default", async () => {
   const res = await call(org.fullKey, 'GET');
   assert.equal(res.statusCode, 200, res.body);
   const body = res.json();
@@ -54,8 +54,9 @@ test("GET /organization shows the caller's organization, tracking on by default"
   assert.equal(body.name, rows[0]!.name);
   assert.equal(body.monthly_quota, rows[0]!.monthly_quota);
   assert.equal(body.rate_limit, rows[0]!.rate_limit);
-  assert.equal(body.open_tracking, true);
-  assert.equal(body.click_tracking, true);
+  // New organizations start with tracking off (migration 0022): turning it on is the organization's choice.
+  assert.equal(body.open_tracking, false);
+  assert.equal(body.click_tracking, false);
   assert.ok(!Number.isNaN(Date.parse(body.created_at)) && body.created_at.endsWith('Z'), body.created_at);
 
   // A dashboard session reads the same.
@@ -65,20 +66,22 @@ test("GET /organization shows the caller's organization, tracking on by default"
 });
 
 test('PATCH /organization switches tracking and answers the updated organization', async () => {
-  const opens = await call(org.fullKey, 'PATCH', { open_tracking: false });
+  const opens = await call(org.fullKey, 'PATCH', { open_tracking: true });
   assert.equal(opens.statusCode, 200, opens.body);
   assert.equal(opens.json().object, 'organization');
-  assert.equal(opens.json().open_tracking, false);
-  assert.equal(opens.json().click_tracking, true, 'a switch not sent is left as it was');
-  assert.deepEqual(await storedSwitches(org.id), { open_tracking: false, click_tracking: true });
+  assert.equal(opens.json().open_tracking, true);
+  assert.equal(opens.json().click_tracking, false, 'a switch not sent is left as it was');
+  assert.deepEqual(await storedSwitches(org.id), { open_tracking: true, click_tracking: false });
 
-  const clicks = await call(org.session, 'PATCH', { click_tracking: false });
+  const clicks = await call(org.session, 'PATCH', { click_tracking: true });
   assert.equal(clicks.statusCode, 200, clicks.body);
-  assert.deepEqual(await storedSwitches(org.id), { open_tracking: false, click_tracking: false });
+  assert.deepEqual(await storedSwitches(org.id), { open_tracking: true, click_tracking: true });
   assert.deepEqual((await call(org.fullKey, 'GET')).json(), clicks.json());
 
-  const both = await call(org.fullKey, 'PATCH', { open_tracking: true, click_tracking: true });
+  const both = await call(org.fullKey, 'PATCH', { open_tracking: false, click_tracking: false });
   assert.equal(both.statusCode, 200);
+  assert.deepEqual(await storedSwitches(org.id), { open_tracking: false, click_tracking: false });
+  await call(org.fullKey, 'PATCH', { open_tracking: true, click_tracking: true });
   assert.deepEqual(await storedSwitches(org.id), { open_tracking: true, click_tracking: true });
 });
 
@@ -113,9 +116,9 @@ test("each organization's key sees and changes only its own organization", async
   assert.equal(theirs.json().id, other.id);
   assert.notEqual(theirs.json().name, mine.name);
 
-  const patched = await call(other.fullKey, 'PATCH', { click_tracking: false });
+  const patched = await call(other.fullKey, 'PATCH', { click_tracking: true });
   assert.equal(patched.json().id, other.id);
-  assert.deepEqual(await storedSwitches(other.id), { open_tracking: true, click_tracking: false });
+  assert.deepEqual(await storedSwitches(other.id), { open_tracking: false, click_tracking: true });
   assert.deepEqual(await storedSwitches(org.id), { open_tracking: true, click_tracking: true });
   assert.deepEqual((await call(org.fullKey, 'GET')).json(), mine);
 });

@@ -94,6 +94,14 @@ test('an organization with nothing sent: every bucket zero, 24 hours and 30 days
 
 test('outcomes recorded by delivery and tracking are counted once each, in the current hour and day', async () => {
   await setLimits(t.db, a.id, { monthlyQuota: 100, rateLimit: 7 });
+  // New organizations start with tracking off; opens and clicks are counted here, so it is turned on.
+  const tracking = await t.app.inject({
+    method: 'PATCH',
+    url: '/organization',
+    headers: bearer(a.fullKey),
+    payload: { open_tracking: true, click_tracking: true },
+  });
+  assert.equal(tracking.statusCode, 200, tracking.body);
   const suppressed = await t.app.inject({
     method: 'POST',
     url: '/suppressions',

@@ -269,6 +269,13 @@ describe('tracking over HTTP', () => {
     });
     await t.app.listen({ port, host: '127.0.0.1' });
     org = await createTestOrganization(t.db, t.config, 'track');
+    // New organizations start with tracking off; this is about tracking, so it is turned on.
+    await t.app.inject({
+      method: 'PATCH',
+      url: '/organization',
+      headers: bearer(org.fullKey),
+      payload: { open_tracking: true, click_tracking: true },
+    });
     await observeWebhookEvents(t.app, org);
     const res = await send(t.app, org.fullKey, message(org, { to: ['ann@example.com', 'Bob@Example.com'], html }));
     assert.equal(res.statusCode, 200, res.body);
@@ -679,7 +686,9 @@ describe('tracking per domain', () => {
       ['a string', { open_tracking: 'false' }, 400, 'validation_error'],
       ['a number', { click_tracking: 0 }, 400, 'validation_error'],
       ['an unknown field', { open_tracking: true, name: 'renamed.example' }, 400, 'validation_error'],
-      ["Resend's capabilities", { capabilities: { sending: 'enabled' } }, 400, 'validation_error'],
+      ['receiving enabled (not available yet)', { capabilities: { receiving: 'enabled' } }, 400, 'validation_error'],
+      ['sending disabled (one capability must be)', { capabilities: { sending: 'disabled' } }, 400, 'validation_error'],
+      ['an unknown capability', { capabilities: { inbound: 'enabled' } }, 400, 'validation_error'],
       ["Resend's tracking_subdomain", { tracking_subdomain: 'links' }, 400, 'validation_error'],
       ['tls enforced', { open_tracking: true, tls: 'enforced' }, 400, 'validation_error'],
       ['an unknown tls', { tls: 'required' }, 400, 'validation_error'],

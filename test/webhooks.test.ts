@@ -668,7 +668,8 @@ async function recordingAnswers<T>(body: () => Promise<T>) {
 
 test("Resend's SDK: create, get, list in pages, update and remove, each answer valid by Resend's OpenAPI document", async () => {
   const base = await listening();
-  // Creating takes a full_access key; the rest a dashboard session, which the SDK sends as its key.
+  // Creating, reading and changing take a full_access key; listing and removing a dashboard session,
+  // which the SDK sends as its key.
   const byKey = new Resend(org.fullKey, { baseUrl: base });
   const bySession = new Resend(org.session, { baseUrl: base });
   const createBody = {
@@ -683,7 +684,7 @@ test("Resend's SDK: create, get, list in pages, update and remove, each answer v
     assert.match(created.data!.signing_secret, /^whsec_/);
     const id = created.data!.id;
 
-    const read = await bySession.webhooks.get(id);
+    const read = await byKey.webhooks.get(id);
     assert.equal(read.error, null, JSON.stringify(read.error));
     assert.deepEqual(
       [read.data!.endpoint, read.data!.events, read.data!.status, read.data!.signing_secret],
@@ -692,13 +693,15 @@ test("Resend's SDK: create, get, list in pages, update and remove, each answer v
 
     const update = { status: 'disabled' as const, events: ['email.bounced' as const] };
     assert.deepEqual(requestProblems('PATCH', `/webhooks/${id}`, update), []);
-    const updated = await bySession.webhooks.update(id, update);
+    const updated = await byKey.webhooks.update(id, update);
     assert.equal(updated.error, null, JSON.stringify(updated.error));
     assert.deepEqual([updated.data!.object, updated.data!.id], ['webhook', id]);
-    const after = await bySession.webhooks.get(id);
+    const after = await byKey.webhooks.get(id);
     assert.deepEqual([after.data!.status, after.data!.events], ['disabled', ['email.bounced']]);
-    await bySession.webhooks.update(id, { status: 'enabled' });
-    assert.equal((await bySession.webhooks.get(id)).data!.status, 'enabled');
+    await byKey.webhooks.update(id, { status: 'enabled' });
+    assert.equal((await bySession.webhooks.get(id)).data!.status, 'enabled', 'a session reads it too');
+    const listByKey = await byKey.webhooks.list();
+    assert.equal(listByKey.error?.name, 'session_required', "listing stays a dashboard session's");
 
     // Three more, then pages of two, newest first, going older with `after` and back with `before`.
     for (const n of [1, 2, 3])

@@ -154,7 +154,7 @@ const COMMANDS: Record<string, Command> = {
         await requireOrganization(db, text(values, 'org'));
         return addDomain(db, config, text(values, 'org'), positionals[0]!);
       });
-      const records = domain.records
+      const records = [...domain.records, ...domain.additional_records]
         .map((r: { type: string; name: string; value: string }) => `  ${r.type} ${r.name}  "${r.value}"`)
         .join('\n');
       return { json: domain, text: `domain ${domain.name} added (${domain.status}); publish:\n${records}` };

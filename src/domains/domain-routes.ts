@@ -5,6 +5,7 @@ import { dmarcSummary } from './dmarc.ts';
 import { dmarcAddress } from './dmarc-address.ts';
 import { loadShapingFile } from '../shaping/shaping-file.ts';
 import { PageQuery } from '../platform/db/keyset-page.ts';
+import { DomainSettingsSchema, NewDomainSchema } from './domain-options.ts';
 
 const IdParams = Type.Object({ id: Type.String() });
 
@@ -13,21 +14,12 @@ const DmarcQuery = Type.Object(
   { additionalProperties: false },
 );
 
-/** A tracking switch: true or false overrides the organization's, null follows it again. */
-const TrackingSwitch = Type.Optional(Type.Union([Type.Boolean(), Type.Null()]));
-
 /**
  * Resend's domain update. Its SDKs send only the options given, so an empty body is a valid request that
- * changes nothing; options Mailroom has no equivalent of (capabilities, tracking_subdomain) are refused.
+ * changes nothing; values Mailroom cannot honour are refused (domain-options.ts).
  */
-const UpdateBody = Type.Object(
-  {
-    open_tracking: TrackingSwitch,
-    click_tracking: TrackingSwitch,
-    tls: Type.Optional(Type.Union([Type.Literal('opportunistic'), Type.Literal('enforced')])),
-  },
-  { additionalProperties: false },
-);
+const UpdateBody = Type.Object(DomainSettingsSchema, { additionalProperties: false });
+const CreateBody = Type.Object(NewDomainSchema, { additionalProperties: false });
 
 /** Resend's /domains: add (with the DNS records to publish), list, read, update (tracking), delete, verify now. */
 export async function domainRoutes(app: App) {
@@ -35,13 +27,11 @@ export async function domainRoutes(app: App) {
     '/domains',
     {
       config: { access: 'full' },
-      schema: {
-        // The name's rules live in normalizeDomainName (the CLI shares them); the bound only keeps junk out.
-        body: Type.Object({ name: Type.String({ maxLength: 1024 }) }, { additionalProperties: false }),
-      },
+      schema: { body: CreateBody },
     },
     async (request, reply) => {
-      const domain = await addDomain(app.db, app.config, request.principal.organizationId, request.body.name);
+      const { name, ...options } = request.body;
+      const domain = await addDomain(app.db, app.config, request.principal.organizationId, name, options);
       return reply.code(201).send(domain);
     },
   );

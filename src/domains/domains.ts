@@ -11,6 +11,13 @@ import type { EventType } from '../webhooks/event-types.ts';
 import { recordsToPublish, type RecordKind, type RecordStatus, type RecordStatuses } from './domain-records.ts';
 import { forgetLookups, lookupCache } from '../platform/db/lookup-cache.ts';
 import { keysetPage, type Page, type PageRequest } from '../platform/db/keyset-page.ts';
+import {
+  DOMAIN_CAPABILITIES,
+  MAILROOM_REGION,
+  refuseUnsupportedOptions,
+  type DomainSettings,
+  type NewDomainOptions,
+} from './domain-options.ts';
 
 // A domain is verified (allowed to send) once its DKIM key is found in DNS, or when the operator
 // attests it (trustDomain). It then stays verified: a later check that cannot find the records only
@@ -44,29 +51,33 @@ export interface Domain {
   effective_click_tracking: boolean;
 }
 
-/** The API shape, Resend's. */
+/**
+ * The API shape, Resend's. `records` holds the kinds Resend's records have (DKIM, SPF);
+ * `additional_records` the ones it has no kind for (DMARC), recommended all the same.
+ */
 export interface DomainView {
   object: 'domain';
   id: string;
   name: string;
   status: DomainStatus;
   created_at: string;
+  region: typeof MAILROOM_REGION;
+  capabilities: typeof DOMAIN_CAPABILITIES;
   /** In force for the domain's messages: the domain's own switch, else the organization's. */
   open_tracking: boolean;
   click_tracking: boolean;
   records: DomainRecordView[];
+  additional_records: DomainRecordView[];
 }
 
 /**
- * A change of a domain's settings. A tracking switch left out stays as it is; null makes it follow the
- * organization again. `tls` is Resend's delivery TLS policy: Mailroom always uses TLS opportunistically
- * (STARTTLS when offered, else the clear), so 'opportunistic' is accepted and 'enforced' is refused.
+ * A change of a domain's settings (Resend's options, domain-options.ts). A tracking switch left out stays
+ * as it is; null makes it follow the organization again.
  */
-export interface DomainChanges {
-  open_tracking?: boolean | null;
-  click_tracking?: boolean | null;
-  tls?: 'opportunistic' | 'enforced';
-}
+export type DomainChanges = DomainSettings;
+
+/** Record kinds Resend's domain records have; the others go to additional_records. */
+const RESEND_RECORD_KINDS: ReadonlySet<RecordKind> = new Set(['DKIM', 'SPF']);
 
 export interface DomainRecordView {
   record: RecordKind;
@@ -99,12 +110,15 @@ const COLUMNS = `id, organization_id, name, status, dkim_selector, dkim_public_k
 const NAME_FREE = `NOT EXISTS (SELECT 1 FROM domains other
   WHERE other.name = domains.name AND other.status = 'verified' AND other.id <> domains.id)`;
 
+/** Adds a domain, pending until verified; Resend's options are honoured or refused (domain-options.ts). */
 export async function addDomain(
   db: Queryable,
   config: Config,
   organizationId: string,
   name: string,
+  options: NewDomainOptions = {},
 ): Promise<DomainView> {
+  refuseUnsupportedOptions(options);
   const domainName = normalizeDomainName(name);
   // A name another organization has proved it owns is theirs; an unverified claim stops no one, since
   // only publishing the DNS records proves ownership.
@@ -119,13 +133,22 @@ export async function addDomain(
   // ON CONFLICT rather than catching the violation: a failed INSERT would abort a caller's transaction.
   const { rows } = await db.query<Domain>(
     withEvent(
-      `INSERT INTO domains (organization_id, name, dkim_selector, dkim_private_key, dkim_public_key)
-       VALUES ($1, $2, $3, $4, $5)
+      `INSERT INTO domains (organization_id, name, dkim_selector, dkim_private_key, dkim_public_key,
+                            open_tracking, click_tracking)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)
        ON CONFLICT (organization_id, name) DO NOTHING
        RETURNING ${COLUMNS}`,
       domainEvent('$1::uuid', 'domain.created'),
     ),
-    [organizationId, domainName, config.dkimSelector, keys.privateKey, keys.publicKey],
+    [
+      organizationId,
+      domainName,
+      config.dkimSelector,
+      keys.privateKey,
+      keys.publicKey,
+      options.open_tracking ?? null,
+      options.click_tracking ?? null,
+    ],
   );
   if (rows.length === 0) throw new ServiceError('conflict', `Domain ${domainName} has already been added`, 'name');
   return toView(rows[0]!);
@@ -166,13 +189,7 @@ export async function updateDomain(
   id: string,
   changes: DomainChanges,
 ): Promise<DomainView> {
-  if (changes.tls === 'enforced') {
-    throw new ServiceError(
-      'validation_error',
-      "tls 'enforced' is not supported: Mailroom uses TLS opportunistically (STARTTLS when the receiving server offers it), so only 'opportunistic' is accepted",
-      'tls',
-    );
-  }
+  refuseUnsupportedOptions(changes);
   const setOpen = changes.open_tracking !== undefined;
   const setClick = changes.click_tracking !== undefined;
   if (!setOpen && !setClick) return getDomain(db, organizationId, id);
@@ -328,22 +345,26 @@ const keysOf = (domain: Domain) => ({
 });
 
 function toView(domain: Domain): DomainView {
+  const records: DomainRecordView[] = recordsToPublish(keysOf(domain)).map((record) => ({
+    record: record.record,
+    name: record.name,
+    type: 'TXT',
+    ttl: 'Auto',
+    status: domain.record_status[record.record] ?? 'not_started',
+    value: record.value,
+    required: record.required,
+  }));
   return {
     object: 'domain',
     id: domain.id,
     name: domain.name,
     status: domain.status,
     created_at: new Date(domain.created_at).toISOString(),
+    region: MAILROOM_REGION,
+    capabilities: DOMAIN_CAPABILITIES,
     open_tracking: domain.effective_open_tracking,
     click_tracking: domain.effective_click_tracking,
-    records: recordsToPublish(keysOf(domain)).map((record) => ({
-      record: record.record,
-      name: record.name,
-      type: 'TXT',
-      ttl: 'Auto',
-      status: domain.record_status[record.record] ?? 'not_started',
-      value: record.value,
-      required: record.required,
-    })),
+    records: records.filter((record) => RESEND_RECORD_KINDS.has(record.record)),
+    additional_records: records.filter((record) => !RESEND_RECORD_KINDS.has(record.record)),
   };
 }

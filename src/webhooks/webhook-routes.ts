@@ -47,9 +47,9 @@ const ListQuery = Type.Object(
 );
 
 /**
- * Webhook endpoints, in Resend's shapes: creating one takes a full_access key or a session; everything
- * else about them (listing, reading, changing, deleting, rotating, deliveries, replays, test events) a
- * dashboard session.
+ * Webhook endpoints, in Resend's shapes: creating, reading and changing one take a full_access key or a
+ * session (Resend's API-key calls); listing and deleting them, rotating a secret, deliveries, replays and
+ * test events a dashboard session, so that a leaked key can neither find every endpoint nor remove one.
  */
 export async function webhookRoutes(app: App) {
   app.post(
@@ -84,14 +84,14 @@ export async function webhookRoutes(app: App) {
 
   app.get(
     '/webhooks/:id',
-    { config: { access: 'session' }, schema: { summary: 'Read a webhook endpoint', params: IdParams } },
+    { config: { access: 'full' }, schema: { summary: 'Read a webhook endpoint', params: IdParams } },
     (request) => getEndpoint(app.db, request.principal.organizationId, request.params.id),
   );
 
   app.patch(
     '/webhooks/:id',
     {
-      config: { access: 'session' },
+      config: { access: 'full' },
       schema: {
         summary: 'Change a webhook endpoint',
         params: IdParams,

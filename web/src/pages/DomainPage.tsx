@@ -16,14 +16,18 @@ import { DmarcSection } from './DmarcSection.tsx';
 import { HealthSection } from './HealthSection.tsx';
 import { Link, navigate } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
-import { DomainStatus, type Domain, type DomainRecord } from './DomainsPage.tsx';
+import { DomainStatus, dnsRecords, type Domain, type DomainRecord } from './DomainsPage.tsx';
 
 const list = (names: string[]) => names.join(', ');
 
 /** What a verification found, in words: verified or not, and which records are still missing. */
 export function verificationSummary(domain: Domain): string {
-  const missing = domain.records.filter((record) => record.status === 'failed').map((record) => record.record);
-  const unanswered = domain.records.filter((record) => record.status === 'pending').map((record) => record.record);
+  const missing = dnsRecords(domain)
+    .filter((record) => record.status === 'failed')
+    .map((record) => record.record);
+  const unanswered = dnsRecords(domain)
+    .filter((record) => record.status === 'pending')
+    .map((record) => record.record);
   const parts: string[] = [];
   if (domain.status === 'verified') {
     parts.push(`${domain.name} is verified: you can send from any address at it.`);
@@ -115,7 +119,7 @@ export function DomainPage({ params }: PageProps) {
               <DataTable
                 caption={`DNS records for ${data.name}`}
                 captionHidden
-                rows={data.records}
+                rows={dnsRecords(data)}
                 rowKey={(record) => record.record}
                 columns={[
                   { header: 'Record', className: 'nowrap', cell: (record) => <RecordName record={record} /> },

@@ -34,8 +34,13 @@ export interface Domain {
   created_at: string;
   open_tracking: boolean;
   click_tracking: boolean;
+  /** Resend's record kinds (DKIM, SPF); additional_records holds the others (DMARC). */
   records: DomainRecord[];
+  additional_records: DomainRecord[];
 }
+
+/** Every record a domain's owner publishes, in the order they are shown. */
+export const dnsRecords = (domain: Domain) => [...domain.records, ...domain.additional_records];
 
 /** A domain's or record's status in words, with a class for its colour. */
 export function DomainStatus({ status }: { status: string }) {
@@ -103,7 +108,7 @@ export function DomainsPage(_props: PageProps) {
               header: 'Records found',
               className: 'hide-narrow',
               cell: (domain) =>
-                `${domain.records.filter((record) => record.status === 'verified').length} of ${domain.records.length}`,
+                `${dnsRecords(domain).filter((record) => record.status === 'verified').length} of ${dnsRecords(domain).length}`,
             },
             { header: 'Added', className: 'nowrap', cell: (domain) => <RelativeTime value={domain.created_at} /> },
           ]}
