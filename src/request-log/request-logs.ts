@@ -40,9 +40,9 @@ export async function insertRequestLogs(db: Queryable, entries: RequestLogEntry[
                                user_agent, request_body, response_body, created_at)
      SELECT id, organization_id, api_key_id, method, endpoint, response_status, duration_ms,
             user_agent, request_body, response_body, created_at
-       FROM jsonb_to_recordset($1::jsonb) AS r(id uuid, organization_id uuid, api_key_id uuid, method text,
-            endpoint text, response_status integer, duration_ms integer, user_agent text, request_body jsonb,
-            response_body jsonb, created_at timestamptz)`,
+       FROM json_to_recordset($1::json) AS r(id uuid, organization_id uuid, api_key_id uuid, method text,
+            endpoint text, response_status integer, duration_ms integer, user_agent text, request_body json,
+            response_body json, created_at timestamptz)`,
     [JSON.stringify(rows)],
   );
 }

@@ -10,8 +10,9 @@ CREATE TABLE request_logs (
   response_status integer NOT NULL,
   duration_ms integer NOT NULL,
   user_agent text,
-  request_body jsonb,
-  response_body jsonb,
+  -- json, not jsonb: kept as written, keys in the order the client sent them; nothing queries inside.
+  request_body json,
+  response_body json,
   created_at timestamptz NOT NULL
 );
 
