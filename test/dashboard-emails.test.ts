@@ -97,7 +97,7 @@ describe('messages sent through the API', () => {
       to: ['Alice <alice@example.com>'],
       cc: ['carol@example.com'],
       subject: 'Your receipt',
-      html: '<h1>Thanks for your order</h1><p>Order 1042: <strong>2 items</strong>, €48.00.</p><img id="logo" alt="Acme" src="cid:logo">',
+      html: '<h1>Thanks for your order</h1><p>Order 1042: <strong>2 items</strong>, €48.00.</p><img id="logo" alt="Acme" src="cid:logo" width="64" height="64">',
       text: 'Thanks for your order. Order 1042: 2 items, €48.00.',
       tags: [{ name: 'category', value: 'receipt' }],
       attachments: [
