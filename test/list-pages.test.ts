@@ -13,7 +13,7 @@ before(async () => {
 });
 after(() => t.close());
 
-async function call(method: string, url: string, payload?: unknown) {
+async function call(method: string, url: string, payload?: object) {
   return t.app.inject({ method, url, headers: bearer(org.fullKey), ...(payload === undefined ? {} : { payload }) });
 }
 
@@ -29,7 +29,7 @@ async function list(url: string): Promise<ListBody> {
 }
 
 /** Five more of a resource, each created after the one before (created_at is the order's key). */
-const resources: Array<{ path: string; create: (n: number) => unknown; newestFirst: boolean }> = [
+const resources: Array<{ path: string; create: (n: number) => object; newestFirst: boolean }> = [
   { path: '/domains', create: (n) => ({ name: `page${n}-${process.pid}.example.org` }), newestFirst: true },
   { path: '/api-keys', create: (n) => ({ name: `key ${n}` }), newestFirst: true },
   { path: '/templates', create: (n) => ({ name: `template ${n}`, html: `<p>${n}</p>` }), newestFirst: true },

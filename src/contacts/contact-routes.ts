@@ -33,6 +33,11 @@ const UpdateBody = Type.Object(
 );
 
 const TopicChoices = Type.Array(TopicChoice, { maxItems: 100 });
+// Resend documents `{ "topics": [...] }`; its Node SDK sends the bare array. Both are accepted.
+const TopicChoicesBody = Type.Union([
+  TopicChoices,
+  Type.Object({ topics: TopicChoices }, { additionalProperties: false }),
+]);
 
 /** Resend's /contacts: create, list (paginated), read, update, delete; and a contact's topics. */
 export async function contactRoutes(app: App) {
@@ -96,16 +101,21 @@ export async function contactRoutes(app: App) {
     '/contacts/:id_or_email/topics',
     {
       config: { access: 'full' },
-      schema: { summary: "Set a contact's choices for some topics", params: ContactParams, body: TopicChoices },
+      schema: {
+        summary: "Set a contact's choices for some topics",
+        params: ContactParams,
+        body: TopicChoicesBody,
+      },
     },
     async (request) => {
       const { organizationId } = request.principal;
       const idOrEmail = request.params.id_or_email;
+      const topics = Array.isArray(request.body) ? request.body : request.body.topics;
       // An empty list changes nothing, and so emits no contact.updated.
       const { id } =
-        request.body.length === 0
+        topics.length === 0
           ? await getContact(app.db, organizationId, idOrEmail)
-          : await updateContact(app.db, organizationId, idOrEmail, { topics: request.body });
+          : await updateContact(app.db, organizationId, idOrEmail, { topics });
       return { object: 'contact', id };
     },
   );

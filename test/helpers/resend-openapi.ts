@@ -22,11 +22,121 @@ const document = JSON.parse(readFileSync(DOCUMENT_PATH, 'utf8')) as {
   components: { schemas: Record<string, unknown> };
 };
 
+/**
+ * Where Resend's OpenAPI document and the types of its Node SDK (resend 6.38.0, dist/index.d.mts)
+ * disagree, the SDK's types win: applications are compiled against them. Each case is applied to the
+ * document before anything is validated, and each is written down in docs/resend.md.
+ */
+interface SdkCase {
+  /** A component schema, and the path of keywords inside it to the property's schema. */
+  schema: string;
+  path: string[];
+  /** What the SDK's type says. */
+  sdk: string;
+  apply(property: Record<string, unknown>): void;
+}
+const nullable = (property: Record<string, unknown>) => {
+  property.type = [property.type as string, 'null'];
+};
+const item = (field: string) => ['properties', 'data', 'items', 'properties', field];
+export const SDK_CASES: SdkCase[] = [
+  // A message sent with only html, or only text, has no body of the other kind.
+  {
+    schema: 'Email',
+    path: ['properties', 'html'],
+    sdk: 'GetEmailResponseSuccess.html: string | null',
+    apply: nullable,
+  },
+  {
+    schema: 'Email',
+    path: ['properties', 'text'],
+    sdk: 'GetEmailResponseSuccess.text: string | null',
+    apply: nullable,
+  },
+  // A template need not have a subject or a text version.
+  { schema: 'Template', path: ['properties', 'subject'], sdk: 'Template.subject: string | null', apply: nullable },
+  { schema: 'Template', path: ['properties', 'text'], sdk: 'Template.text: string | null', apply: nullable },
+  // A template need not have an alias or a default sender, and a variable need not have a fallback.
+  { schema: 'Template', path: ['properties', 'alias'], sdk: 'Template.alias: string | null', apply: nullable },
+  { schema: 'Template', path: ['properties', 'from'], sdk: 'Template.from: string | null', apply: nullable },
+  {
+    schema: 'TemplateListItem',
+    path: ['properties', 'alias'],
+    sdk: 'TemplateListItem.alias: string | null (Pick of Template)',
+    apply: nullable,
+  },
+  {
+    schema: 'TemplateVariable',
+    path: ['properties', 'fallback_value'],
+    sdk: 'TemplateVariable.fallback_value: string | number | null',
+    apply(property) {
+      (property.oneOf as unknown[]).push({ type: 'null' });
+    },
+  },
+  // A contact need not have a name.
+  ...(['first_name', 'last_name'] as const).flatMap((field) => [
+    {
+      schema: 'GetContactResponseSuccess',
+      path: ['properties', field],
+      sdk: `Contact.${field}: string | null`,
+      apply: nullable,
+    },
+    {
+      schema: 'ListContactsResponseSuccess',
+      path: item(field),
+      sdk: `Contact.${field}: string | null`,
+      apply: nullable,
+    },
+  ]),
+  // A topic need not have a description: GET /topics/:id omits it (Topic.description?: string), a
+  // contact's topic list says null.
+  {
+    schema: 'GetContactTopicsResponseSuccess',
+    path: item('description'),
+    sdk: 'ContactTopic.description: string | null',
+    apply: nullable,
+  },
+  // The document's Email has no tags; the SDK reads them as a list of name and value.
+  {
+    schema: 'Email',
+    path: ['properties'],
+    sdk: 'GetEmailResponseSuccess.tags?: { name: string; value: string }[]',
+    apply(properties) {
+      properties.tags = {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['name', 'value'],
+          properties: { name: { type: 'string' }, value: { type: 'string' } },
+        },
+      };
+    },
+  },
+  // has_more is optional in the document, required by the SDK's list types.
+  ...['ListDomainsResponse', 'ListApiKeysResponse', 'ListTemplatesResponseSuccess', 'ListEmailsResponse'].map(
+    (schema) => ({
+      schema,
+      path: [],
+      sdk: `${schema.replace('Response', 'ResponseSuccess').replace('SuccessSuccess', 'Success')}.has_more: boolean`,
+      apply(list: Record<string, unknown>) {
+        list.required = [...((list.required as string[] | undefined) ?? []), 'object', 'has_more', 'data'];
+      },
+    }),
+  ),
+];
+for (const sdkCase of SDK_CASES) {
+  let node = document.components.schemas[sdkCase.schema] as Record<string, unknown> | undefined;
+  for (const key of sdkCase.path) node = node?.[key] as Record<string, unknown> | undefined;
+  if (!node) throw new Error(`SDK case ${sdkCase.schema} ${sdkCase.path.join('.')}: not in the document`);
+  sdkCase.apply(node);
+}
+
 const ajv = new Ajv2020({ strict: false, allErrors: true });
 addFormats.default(ajv);
 // Every $ref in the document is "#/components/...": registered under an id, they resolve as "resend#/...".
 ajv.addSchema({ $id: 'resend', components: document.components });
-const rebased = (schema: unknown) => JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"resend#/components/'));
+const rebased = (schema: unknown) =>
+  JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"resend#/components/'));
 
 const operations: Operation[] = [];
 for (const [template, methods] of Object.entries(document.paths)) {
@@ -44,7 +154,8 @@ for (const [template, methods] of Object.entries(document.paths)) {
     });
   }
 }
-const literalSegments = (template: string) => template.split('/').filter((part) => part && !part.startsWith('{')).length;
+const literalSegments = (template: string) =>
+  template.split('/').filter((part) => part && !part.startsWith('{')).length;
 
 /** Resend's operation for a request, or undefined when Resend has no such operation. */
 export function resendOperation(method: string, path: string): Operation | undefined {
@@ -68,7 +179,9 @@ function validatorFor(key: string, schema: unknown): ValidateFunction {
 }
 
 const describe = (validate: ValidateFunction) =>
-  (validate.errors ?? []).map((error) => `${error.instancePath || '/'} ${error.message} ${JSON.stringify(error.params)}`);
+  (validate.errors ?? []).map(
+    (error) => `${error.instancePath || '/'} ${error.message} ${JSON.stringify(error.params)}`,
+  );
 
 /**
  * What is wrong with a response by Resend's schema for it: [] when it conforms (or the schema gives

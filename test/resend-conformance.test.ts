@@ -1,0 +1,291 @@
+// Mailroom's answers, checked against Resend's published OpenAPI document (vendored in
+// test/fixtures/resend-openapi) as the types of Resend's Node SDK read it (test/helpers/resend-openapi.ts
+// applies the SDK's cases first): every operation both have is called with the bodies Resend documents,
+// over real HTTP, and every answer must validate against Resend's response schema for it. A field that
+// goes back to a wrong shape (a null Resend has no room for, a last_event or record kind Resend does not
+// list, tags as an object, a list without has_more) fails here.
+//
+// Checked by their own tests (built beside this one), to be folded in here: GET /emails/metrics,
+// PATCH /api-keys/:id, POST /templates/:id/publish and /duplicate, suppressions by id and
+// POST /suppressions/batch/add and /remove, GET /logs, natural-language scheduled_at, and the webhook
+// routes' Resend shapes (POST /webhooks with email.sent or email.received, GET and PATCH /webhooks/:id,
+// has_more on GET /webhooks).
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { takeMessage } from '../src/delivery/take-message.ts';
+import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { requestProblems, resendOperation, responseProblems } from './helpers/resend-openapi.ts';
+
+let t: TestApp;
+let org: TestOrganization;
+let base: string;
+
+before(async () => {
+  t = await buildTestApp({ MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8', MAILROOM_DNS_TIMEOUT_MS: '1000' });
+  org = await createTestOrganization(t.db, t.config, 'conform');
+  base = await t.app.listen({ port: 0, host: '127.0.0.1' });
+});
+after(() => t.close());
+
+interface Exchange {
+  method: string;
+  path: string;
+  status: number;
+  body: unknown;
+}
+
+/**
+ * One resource area's calls. Each answer is checked against Resend's schema as it comes; `check()` fails
+ * the test with every problem found (and with any call Resend has no operation for: a typo in a path
+ * must not pass unchecked).
+ */
+function area() {
+  const problems: string[] = [];
+  const operations = new Set<string>();
+
+  async function call(method: string, path: string, body?: unknown, options: CallOptions = {}): Promise<Exchange> {
+    // The bodies sent are Resend's own, unless a call says it sends another form on purpose.
+    if (body !== undefined && !options.notResendsForm) {
+      const wrong = requestProblems(method, path, body);
+      assert.deepEqual(wrong, [], `${method} ${path}: the test's own body is not one Resend documents`);
+    }
+    const res = await fetch(base + path, {
+      method,
+      headers: {
+        authorization: `Bearer ${options.token ?? org.fullKey}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    const exchange = { method, path, status: res.status, body: text ? JSON.parse(text) : undefined };
+    const operation = resendOperation(method, path);
+    if (!operation) problems.push(`${method} ${path}: Resend has no such operation`);
+    else operations.add(operation.operationId);
+    const wrong = responseProblems(method, path, exchange.status, exchange.body) ?? [];
+    for (const problem of wrong) problems.push(`${method} ${path} ${exchange.status}: ${problem}`);
+    return exchange;
+  }
+
+  /** A call that must succeed; its answer's body. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON answers, read field by field
+  async function ok(method: string, path: string, body?: unknown, options?: CallOptions): Promise<any> {
+    const exchange = await call(method, path, body, options);
+    assert.ok(
+      exchange.status >= 200 && exchange.status < 300,
+      `${method} ${path} ${body === undefined ? '' : JSON.stringify(body)}: ${exchange.status} ${JSON.stringify(exchange.body)}`,
+    );
+    return exchange.body;
+  }
+
+  return {
+    ok,
+    call,
+    check(expectedOperations: string[]) {
+      assert.deepEqual(problems, []);
+      assert.deepEqual([...operations].sort(), [...expectedOperations].sort(), 'the operations called');
+    },
+  };
+}
+
+interface CallOptions {
+  token?: string;
+  /** The body is a form Mailroom also takes (the SDK's, or its own); not checked as Resend's. */
+  notResendsForm?: boolean;
+}
+
+/** Resend's list shape: object "list", has_more (a boolean), data. */
+function assertList(body: { object?: unknown; has_more?: unknown; data?: unknown }, what: string) {
+  assert.equal(body.object, 'list', what);
+  assert.equal(typeof body.has_more, 'boolean', `${what}: has_more`);
+  assert.ok(Array.isArray(body.data), `${what}: data`);
+}
+
+test('domains', async () => {
+  const { ok, check } = area();
+  const created = await ok('POST', '/domains', {
+    name: `conform-${process.pid}.example.org`,
+    region: 'us-east-1',
+    open_tracking: true,
+    click_tracking: false,
+    tls: 'opportunistic',
+    capabilities: { sending: 'enabled', receiving: 'disabled' },
+  });
+  assert.deepEqual(
+    created.records.map((record: { record: string }) => record.record),
+    ['DKIM', 'SPF'],
+  );
+  assertList(await ok('GET', '/domains'), 'GET /domains');
+  const page = await ok('GET', '/domains?limit=1');
+  assertList(page, 'GET /domains?limit=1');
+  assert.equal(page.has_more, true, 'two domains, one a page');
+  await ok('GET', `/domains?limit=1&after=${page.data[0].id}`);
+  const read = await ok('GET', `/domains/${created.id}`);
+  assert.deepEqual([read.region, read.capabilities], ['us-east-1', { sending: 'enabled', receiving: 'disabled' }]);
+  await ok('PATCH', `/domains/${created.id}`, {
+    open_tracking: false,
+    click_tracking: true,
+    tls: 'opportunistic',
+    capabilities: { sending: 'enabled' },
+  });
+  await ok('POST', `/domains/${created.id}/verify`);
+  await ok('DELETE', `/domains/${created.id}`);
+  check(['domains/create', 'domains/list', 'domains/get', 'domains/update', 'domains/verify', 'domains/remove']);
+});
+
+test('emails', async () => {
+  const { ok, check } = area();
+  const htmlOnly = await ok('POST', '/emails', {
+    from: `Acme <hello@${org.domain}>`,
+    to: ['html-only@example.com'],
+    subject: 'Hello',
+    html: '<p>Hi</p>',
+    tags: [{ name: 'category', value: 'welcome' }],
+    attachments: [{ filename: 'a.txt', content: Buffer.from('attached').toString('base64') }],
+  });
+  const textOnly = await ok('POST', '/emails', {
+    from: `hello@${org.domain}`,
+    to: 'text-only@example.com',
+    subject: 'Plain',
+    text: 'plain',
+    scheduled_at: new Date(Date.now() + 3600_000).toISOString(),
+  });
+  // Tags in Mailroom's object form read back in Resend's list form like any others.
+  const objectTags = await ok(
+    'POST',
+    '/emails',
+    { from: `hello@${org.domain}`, to: 'tags@example.com', subject: 'Tags', text: 't', tags: { kind: 'receipt' } },
+    { notResendsForm: true },
+  );
+  await ok('POST', '/emails/batch', [
+    { from: `hello@${org.domain}`, to: ['one@example.com'], subject: '1', text: 'one' },
+    { from: `hello@${org.domain}`, to: ['two@example.com'], subject: '2', html: '<p>two</p>' },
+  ]);
+
+  assertList(await ok('GET', '/emails?limit=10'), 'GET /emails');
+  const html = await ok('GET', `/emails/${htmlOnly.id}`);
+  assert.equal(html.text, null, 'no text: null, as the SDK types it');
+  const text = await ok('GET', `/emails/${textOnly.id}`);
+  assert.equal(text.html, null, 'no html: null, as the SDK types it');
+  assert.deepEqual((await ok('GET', `/emails/${objectTags.id}`)).tags, [{ name: 'kind', value: 'receipt' }]);
+  // Taken for its first delivery attempt (what a worker does first; none runs here): last_event sent.
+  await takeMessage(t.db, htmlOnly.id);
+  assert.equal((await ok('GET', `/emails/${htmlOnly.id}`)).last_event, 'sent');
+  await ok('GET', '/emails?last_event=sent');
+
+  await ok('PATCH', `/emails/${textOnly.id}`, { scheduled_at: new Date(Date.now() + 7200_000).toISOString() });
+  await ok('POST', `/emails/${textOnly.id}/cancel`);
+  assert.equal((await ok('GET', `/emails/${textOnly.id}`)).last_event, 'canceled');
+  const attachments = await ok('GET', `/emails/${htmlOnly.id}/attachments`);
+  assertList(attachments, 'GET /emails/:id/attachments');
+  await ok('GET', `/emails/${htmlOnly.id}/attachments/${attachments.data[0].id}`);
+  check([
+    'emails/send',
+    'emails/send-batch',
+    'emails/list',
+    'emails/get',
+    'emails/update',
+    'emails/cancel',
+    'emails/list-attachments',
+    'emails/get-attachment',
+  ]);
+});
+
+test('api-keys', async () => {
+  const { ok, check } = area();
+  const key = await ok('POST', '/api-keys', { name: 'Production', permission: 'sending_access' });
+  assert.match(key.token, /^mr_/);
+  assertList(await ok('GET', '/api-keys'), 'GET /api-keys');
+  const page = await ok('GET', '/api-keys?limit=1');
+  assert.equal(page.has_more, true, 'three keys, one a page');
+  await ok('DELETE', `/api-keys/${key.id}`);
+  check(['api-keys/create', 'api-keys/list', 'api-keys/remove']);
+});
+
+test('templates', async () => {
+  const { ok, check } = area();
+  // No subject and no text: both read null, as the SDK types them.
+  const template = await ok('POST', '/templates', { name: 'welcome', html: '<p>Hi {{{NAME}}}</p>' });
+  const read = await ok('GET', `/templates/${template.id}`);
+  assert.deepEqual([read.subject, read.text], [null, null]);
+  assertList(await ok('GET', '/templates'), 'GET /templates');
+  await ok('GET', '/templates?limit=1');
+  await ok('PATCH', `/templates/${template.id}`, { name: 'welcome-2', subject: 'Welcome', text: 'Hi' });
+  await ok('GET', `/templates/${template.id}`);
+  await ok('DELETE', `/templates/${template.id}`);
+  check(['templates/create', 'templates/get', 'templates/list', 'templates/update', 'templates/remove']);
+});
+
+test('topics and contacts', async () => {
+  const { ok, check } = area();
+  const topic = await ok('POST', '/topics', { name: 'News', default_subscription: 'opt_in' });
+  const described = await ok('POST', '/topics', {
+    name: 'Digest',
+    default_subscription: 'opt_out',
+    description: 'Weekly',
+  });
+  // No description: the field is left out (the SDK types it description?: string).
+  assert.ok(!('description' in (await ok('GET', `/topics/${topic.id}`))));
+  const topics = await ok('GET', '/topics');
+  assertList(topics, 'GET /topics');
+  assert.equal((await ok('GET', '/topics?limit=1')).has_more, true);
+  await ok('PATCH', `/topics/${topic.id}`, { name: 'Newsletter', description: 'Monthly' });
+  await ok('GET', `/topics/${topic.id}`);
+
+  // No last name: null, as the SDK types it.
+  const contact = await ok('POST', '/contacts', { email: 'ada@example.com', first_name: 'Ada', unsubscribed: false });
+  assertList(await ok('GET', '/contacts'), 'GET /contacts');
+  assert.equal((await ok('GET', `/contacts/${contact.id}`)).last_name, null);
+  await ok('GET', '/contacts/ada@example.com');
+  await ok('PATCH', `/contacts/${contact.id}`, { last_name: 'Lovelace' });
+  // A contact's topics: Resend's documented body, and the bare array its Node SDK sends.
+  await ok('PATCH', `/contacts/${contact.id}/topics`, { topics: [{ id: topic.id, subscription: 'opt_out' }] });
+  await ok('PATCH', `/contacts/${contact.id}/topics`, [{ id: described.id, subscription: 'opt_in' }], {
+    notResendsForm: true,
+  });
+  const choices = await ok('GET', `/contacts/${contact.id}/topics`);
+  assertList(choices, 'GET /contacts/:id/topics');
+  assert.deepEqual(
+    Object.fromEntries(
+      choices.data.map((choice: { id: string; subscription: string }) => [choice.id, choice.subscription]),
+    ),
+    { [topic.id]: 'opt_out', [described.id]: 'opt_in' },
+  );
+  await ok('DELETE', `/contacts/${contact.id}`);
+  await ok('DELETE', `/topics/${topic.id}`);
+  check([
+    'topics/create',
+    'topics/get',
+    'topics/list',
+    'topics/update',
+    'topics/remove',
+    'contacts/create',
+    'contacts/list',
+    'contacts/get',
+    'contacts/update',
+    'contacts/remove',
+    'contacts/update-topics',
+    'contacts/list-topics',
+  ]);
+});
+
+test('webhooks', async () => {
+  const { ok, call, check } = area();
+  const hook = await ok('POST', '/webhooks', { endpoint: 'http://127.0.0.1:9/hook', events: ['email.delivered'] });
+  assert.match(hook.signing_secret, /^whsec_/);
+  // Listing and deleting endpoints need a dashboard session; a plain API key is refused in the envelope.
+  const refused = await call('GET', '/webhooks');
+  assert.deepEqual([refused.status, (refused.body as { name: string }).name], [401, 'session_required']);
+  await ok('GET', '/webhooks', undefined, { token: org.session });
+  await ok('DELETE', `/webhooks/${hook.id}`, undefined, { token: org.session });
+  check(['webhooks/create', 'webhooks/list', 'webhooks/remove']);
+});
+
+test('suppressions', async () => {
+  const { ok, check } = area();
+  await ok('POST', '/suppressions', { email: 'blocked@example.com' });
+  await ok('GET', '/suppressions');
+  await ok('GET', '/suppressions/blocked@example.com');
+  await ok('DELETE', '/suppressions/blocked@example.com');
+  check(['suppressions/add', 'suppressions/list', 'suppressions/get', 'suppressions/remove']);
+});
