@@ -183,14 +183,33 @@ describe('API keys', () => {
       assert.match(key, /^mr_/);
       await page.getByRole('cell', { name: 'Billing service', exact: true }).waitFor();
       await docScreenshot(page, 'api-keys');
+      const row = (name: string) =>
+        page.getByRole('row').filter({ has: page.getByRole('cell', { name, exact: true }) });
+      await row('Billing service').getByRole('cell', { name: 'Never', exact: true }).waitFor();
       assert.equal((await call('GET', '/api-keys', undefined, key)).status, 200);
 
       await secret.getByRole('button', { name: 'I have stored it' }).click();
       await secret.waitFor({ state: 'detached' });
       assert.ok(!(await page.content()).includes(key), 'the token is gone from the page');
 
-      await page.getByRole('button', { name: 'Revoke Billing service' }).click();
-      await page.getByText('Revoke “Billing service”?').waitFor();
+      // Used once: the list says when (a reload reads it again).
+      await page.reload();
+      await row('Billing service').locator('time').nth(1).waitFor(); // created, then last used
+      assert.equal(await row('Billing service').getByRole('cell', { name: 'Never', exact: true }).count(), 0);
+
+      // Renamed in place; the token keeps working.
+      await page.getByRole('button', { name: 'Rename Billing service' }).click();
+      const rename = page.getByRole('form', { name: 'Rename “Billing service”' });
+      await rename.getByLabel('New name').fill('');
+      await rename.getByRole('button', { name: 'Save' }).click();
+      assert.ok((await errorOf(rename, 'New name')).length > 0, 'an empty name is explained under the field');
+      await rename.getByLabel('New name').fill('Billing worker');
+      await rename.getByRole('button', { name: 'Save' }).click();
+      await page.getByRole('cell', { name: 'Billing worker', exact: true }).waitFor();
+      assert.equal((await call('GET', '/api-keys', undefined, key)).status, 200);
+
+      await page.getByRole('button', { name: 'Revoke Billing worker' }).click();
+      await page.getByText('Revoke “Billing worker”?').waitFor();
       await page
         .getByRole('group', { name: 'Confirm' })
         .getByRole('button', { name: /Revoke/ })

@@ -23,6 +23,8 @@ interface ApiKey {
   name: string;
   permission: Permission;
   created_at: string;
+  /** Up to a minute behind: the server writes a key's use at most once a minute. */
+  last_used_at: string | null;
 }
 
 const PERMISSIONS: Array<{ value: Permission; label: string }> = [
@@ -109,6 +111,15 @@ export function ApiKeysPage(_props: PageProps) {
               cell: (key) => <RelativeTime value={key.created_at} />,
             },
             {
+              header: 'Last used',
+              className: 'nowrap',
+              cell: (key) => (key.last_used_at ? <RelativeTime value={key.last_used_at} /> : 'Never'),
+            },
+            {
+              header: 'Rename',
+              cell: (key) => <RenameKey apiKey={key} onRenamed={keys.reload} />,
+            },
+            {
               header: 'Revoke',
               cell: (key) => (
                 <ConfirmButton
@@ -129,5 +140,45 @@ export function ApiKeysPage(_props: PageProps) {
         />
       ) : null}
     </>
+  );
+}
+
+/** A key's name changed in place (PATCH /api-keys/:id); the token stays the same. */
+function RenameKey({ apiKey, onRenamed }: { apiKey: ApiKey; onRenamed: () => void }) {
+  const [open, setOpen] = useState(false);
+  const [name, setName] = useState(apiKey.name);
+  const rename = useAction((body: { name: string }) => api.patch(`/api-keys/${segment(apiKey.id)}`, body));
+
+  async function submit(event: FormEvent) {
+    event.preventDefault();
+    if (await rename.run({ name: name.trim() })) {
+      setOpen(false);
+      onRenamed();
+    }
+  }
+
+  if (!open) {
+    return (
+      <Button onClick={() => (setName(apiKey.name), rename.clearError(), setOpen(true))}>
+        Rename<span className="visually-hidden"> {apiKey.name}</span>
+      </Button>
+    );
+  }
+  return (
+    <form onSubmit={submit} aria-label={`Rename “${apiKey.name}”`} noValidate>
+      <Field
+        label="New name"
+        value={name}
+        maxLength={50}
+        onChange={(value) => (setName(value), rename.clearError())}
+        error={fieldError(rename.error, 'name')}
+        autoComplete="off"
+      />
+      <ErrorBanner error={rename.error} exceptFields={['name']} />
+      <Button type="submit" variant="primary" busy={rename.busy} busyLabel="Saving…">
+        Save
+      </Button>{' '}
+      <Button onClick={() => setOpen(false)}>Cancel</Button>
+    </form>
   );
 }
