@@ -4,9 +4,11 @@ import { useApiGet } from '../hooks.ts';
 import { Link } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
 import { FirstRunChecklist } from './FirstRunChecklist.tsx';
+import { DeliverabilitySection } from './DeliverabilitySection.tsx';
 
 // The home page: this month's quota, the rate limit, and what happened to the organization's mail per
-// hour (24 hours) or per day (30 days), from GET /overview in one request.
+// hour (24 hours) or per day (30 days), from GET /overview in one request; then the delivery, bounce and
+// complaint rates per day against the providers' limits (DeliverabilitySection, GET /emails/metrics).
 
 interface Bucket {
   start: string;
@@ -88,7 +90,10 @@ export function OverviewPage(_props: PageProps) {
           {nothingYet ? (
             <FirstMessage />
           ) : (
-            <OutcomeChart buckets={range === 'hourly' ? data.hourly : data.daily} range={range} onRange={setRange} />
+            <>
+              <OutcomeChart buckets={range === 'hourly' ? data.hourly : data.daily} range={range} onRange={setRange} />
+              <DeliverabilitySection />
+            </>
           )}
         </>
       ) : null}

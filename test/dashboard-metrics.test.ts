@@ -1,0 +1,96 @@
+// The Overview's deliverability rates in a real browser against a real server: messages to Resend's test
+// addresses, delivered, bounced and complained about by the server's own worker, show as today's
+// delivery, bounce and complaint rates (from GET /emails/metrics with the session), each chart with the
+// limits mailbox providers and sending services use drawn and labelled, and as a table.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { docScreenshot, signIn, startSendingDashboard, withPage, type SendingDashboard } from './helpers/browser.ts';
+
+const DOMAIN = 'rates.example';
+let sending: SendingDashboard;
+
+before(async () => {
+  sending = await startSendingDashboard(DOMAIN);
+  const from = `Acme <hello@${DOMAIN}>`;
+  await sending.api('POST', '/emails', {
+    from,
+    to: ['delivered@resend.dev', 'bounced@resend.dev', 'complained@resend.dev'],
+    subject: 'Rates',
+    text: 'One of each',
+  });
+  await sending.api('POST', '/emails', {
+    from,
+    to: ['delivered+a@resend.dev', 'delivered+b@resend.dev'],
+    subject: 'Rates',
+    text: 'Two more delivered',
+  });
+  // The worker records the outcomes: wait until the API counts all five.
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const answer = await sending.api('GET', '/emails/metrics?metrics=sent,complained');
+    const totals = answer.totals as Record<string, number>;
+    if (totals.sent === 5 && totals.complained === 1) break;
+    assert.ok(Date.now() < deadline, `outcomes not all recorded: ${JSON.stringify(totals)}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+});
+after(() => sending?.close());
+
+test('the Overview shows the delivery, bounce and complaint rates of the mail sent, against the providers’ limits', async (t) => {
+  const { dashboard } = sending;
+  await withPage(t, dashboard, async ({ page, problems }) => {
+    await signIn(page, dashboard.user.email, dashboard.user.password);
+    const section = page.getByRole('region', { name: 'Deliverability per day (UTC), last 30 days' });
+    await section.waitFor();
+
+    // 5 tried: 4 delivered (complained@ is delivered first), 1 bounced; 1 complaint over 4 delivered.
+    const summary = section.getByRole('definition');
+    await summary.first().waitFor();
+    assert.deepEqual(await summary.allTextContents(), ['80%', '20%', '25%', '5']);
+
+    for (const [name, latest] of [
+      ['Delivery rate', '80%'],
+      ['Bounce rate', '20%'],
+      ['Complaint rate', '25%'],
+    ] as const) {
+      const chart = section.getByRole('img', { name: `${name} per day (UTC), last 30 days` });
+      assert.match((await chart.locator('desc').textContent())!, new RegExp(`^Latest: ${latest} on `));
+      assert.equal(await chart.locator('circle.chart-dot').count(), 1, `${name}: one day with mail`);
+    }
+
+    // The limits: drawn as lines at their value, tagged in the chart and named under it.
+    const complaints = section.getByRole('img', { name: /^Complaint rate per day/ });
+    const lineAt = async (value: string) =>
+      Number(await complaints.locator(`g.chart-threshold[data-threshold="${value}"] line`).getAttribute('y1'));
+    assert.ok((await lineAt('0.3')) < (await lineAt('0.1')), 'the 0.3% line is above the 0.1% line');
+    assert.deepEqual(await complaints.locator('g.chart-threshold text').allTextContents(), ['0.1%', '0.3%']);
+    assert.deepEqual(
+      await section.getByRole('list', { name: 'Complaint rate limits' }).getByRole('listitem').allTextContents(),
+      ['0.1%: Gmail and Yahoo ask senders to stay below', '0.3%: Gmail and Yahoo, never reach'],
+    );
+    const bounces = section.getByRole('img', { name: /^Bounce rate per day/ });
+    assert.deepEqual(await bounces.locator('g.chart-threshold text').allTextContents(), ['5%']);
+    assert.deepEqual(
+      await section.getByRole('list', { name: 'Bounce rate limits' }).getByRole('listitem').allTextContents(),
+      ['5%: Amazon SES puts the account under review'],
+    );
+
+    await section.scrollIntoViewIfNeeded();
+    await docScreenshot(page, 'overview-rates');
+
+    // Every day as a table: today has the rates, the other 29 days had nothing to rate.
+    await section.getByRole('button', { name: 'Show the rates as a table' }).click();
+    const rows = section.getByRole('table', { name: /Deliverability per day/ }).locator('tbody tr');
+    assert.equal(await rows.count(), 30);
+    assert.deepEqual(await rows.last().locator('td').allTextContents(), [
+      await rows.last().locator('td').first().textContent(),
+      '5',
+      '4',
+      '80%',
+      '20%',
+      '25%',
+    ]);
+    assert.deepEqual((await rows.first().locator('td').allTextContents()).slice(1), ['0', '0', '–', '–', '–']);
+    assert.deepEqual(problems, []);
+  });
+});
