@@ -195,6 +195,8 @@ export const ROUTES: Row[] = [
     fixture: templateFixture,
   },
   { method: 'DELETE', url: '/templates/:own', access: 'full', ok: 200, fixture: templateFixture },
+  { method: 'POST', url: '/templates/:own/publish', access: 'full', ok: 200, fixture: templateFixture },
+  { method: 'POST', url: '/templates/:own/duplicate', access: 'full', ok: 200, fixture: templateFixture },
   { method: 'GET', url: '/openapi.json', access: 'public', ok: 200 },
   // The dashboard's page (503 with a message saying how to build it when web/dist is missing) and files.
   { method: 'GET', url: '/', access: 'public', ok: existsSync(join(DASHBOARD_DIST, 'index.html')) ? 200 : 503 },

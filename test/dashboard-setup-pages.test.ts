@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Page } from 'playwright-core';
+import type { Locator, Page } from 'playwright-core';
 import { docScreenshot, openPage, PHONE, signIn, startDashboard, withPage, type Dashboard } from './helpers/browser.ts';
 import { startDnsServer, type DnsServer } from './helpers/dns-server.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -83,7 +83,7 @@ const unexpected = (problems: string[]) =>
   problems.filter((problem) => !/Failed to load resource: the server responded with a status of 4\d\d/.test(problem));
 
 /** The text of the field error tied to a labelled control (through aria-describedby). */
-async function errorOf(page: Page, label: string): Promise<string> {
+async function errorOf(page: Page | Locator, label: string): Promise<string> {
   const control = page.getByLabel(label, { exact: true });
   await waitFor(async () => (await control.getAttribute('aria-invalid')) === 'true');
   const ids = (await control.getAttribute('aria-describedby'))!.split(' ');
@@ -309,9 +309,20 @@ describe('templates', () => {
       await second.getByLabel('Key').fill('credits');
       await second.getByLabel('Type').selectOption('number');
       await second.getByLabel('Fallback').fill('3');
+      // A row added and left blank is no variable: it neither blocks saving nor is saved.
+      await page.getByRole('button', { name: 'Add variable' }).click();
+      await page.getByRole('group', { name: 'Variable 3' }).waitFor();
       await page.getByRole('button', { name: 'Create template' }).click();
       await page.getByRole('heading', { level: 1, name: 'Welcome' }).waitFor();
       assert.match(new URL(page.url()).hash, /^#\/templates\/[0-9a-f-]{36}$/);
+      const templateId = new URL(page.url()).hash.slice('#/templates/'.length);
+      assert.deepEqual(
+        ((await call('GET', `/templates/${templateId}`)).body!.variables as Array<{ key: string }>).map((v) => v.key),
+        ['name', 'credits'],
+      );
+      const publication = page.getByRole('region', { name: 'Publication' });
+      await publication.getByText('Draft', { exact: true }).waitFor();
+      await publication.getByText(/Never: sends with this template are refused/).waitFor();
 
       const sample = page.getByLabel('Sample values (JSON)');
       await sample.fill('{"name": "<Ann & Bob>"}');
@@ -336,15 +347,52 @@ describe('templates', () => {
       assert.match(await errorOf(page, 'HTML'), /html/i);
 
       await page.getByLabel('HTML').fill('<p>Hi {{name}}</p>');
+      // A blank row between filled ones: an error about a later row still lands on that row.
+      await page.getByRole('button', { name: 'Add variable' }).click();
+      await page.getByRole('button', { name: 'Add variable' }).click();
+      const fourth = page.getByRole('group', { name: 'Variable 4' });
+      await fourth.getByLabel('Key').fill('1st');
       await page.getByRole('button', { name: 'Save template' }).click();
-      await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
-      const list = (await call('GET', '/templates')).body!.data as Array<{ html: string; variables: unknown[] }>;
+      assert.match(await errorOf(fourth, 'Key'), /Invalid variable key "1st"/);
+      await fourth.getByRole('button', { name: /^Remove/ }).click();
+      await page.getByRole('button', { name: 'Save template' }).click();
+      await page.getByRole('status').filter({ hasText: 'Saved as a draft' }).waitFor();
+      const list = (await call('GET', '/templates')).body!.data as Array<{
+        html: string;
+        variables: Array<{ key: string; type: string; fallback_value: unknown }>;
+      }>;
       assert.equal(list[0]!.html, '<p>Hi {{name}}</p>');
-      assert.deepEqual(list[0]!.variables, [
-        { key: 'name', type: 'string', fallback_value: 'there' },
-        { key: 'credits', type: 'number', fallback_value: 3 },
-      ]);
+      assert.deepEqual(
+        list[0]!.variables.map(({ key, type, fallback_value }) => ({ key, type, fallback_value })),
+        [
+          { key: 'name', type: 'string', fallback_value: 'there' },
+          { key: 'credits', type: 'number', fallback_value: 3 },
+        ],
+      );
 
+      // Publishing makes this version the one sends use.
+      await publication.getByRole('button', { name: 'Publish' }).click();
+      await page.getByRole('status').filter({ hasText: 'Published.' }).waitFor();
+      await publication.getByText('Published', { exact: true }).waitFor();
+      assert.equal(await publication.getByRole('button', { name: 'Publish' }).isDisabled(), true);
+      const published = (await call('GET', `/templates/${templateId}`)).body!;
+      assert.deepEqual([published.status, published.has_unpublished_versions], ['published', false]);
+      await page.getByLabel('Subject').fill('Welcome back, {{name}}');
+      await page.getByRole('button', { name: 'Save template' }).click();
+      await publication.getByText('Published, with unpublished changes').waitFor();
+
+      // Duplicate opens the copy, a draft of its own.
+      await publication.getByRole('button', { name: 'Duplicate' }).click();
+      await page.getByRole('heading', { level: 1, name: 'Welcome (copy)' }).waitFor();
+      await page.getByRole('region', { name: 'Publication' }).getByText('Draft', { exact: true }).waitFor();
+      assert.equal(await page.getByLabel('Subject').inputValue(), 'Welcome back, {{name}}');
+      await page.getByRole('button', { name: 'Delete template' }).click();
+      await page.getByRole('group', { name: 'Confirm' }).getByRole('button', { name: 'Delete template' }).click();
+      await page.getByRole('link', { name: 'Welcome', exact: true }).waitFor();
+      await page.getByRole('cell', { name: 'Published, with unpublished changes' }).waitFor();
+
+      await page.getByRole('link', { name: 'Welcome', exact: true }).click();
+      await page.getByRole('heading', { level: 1, name: 'Welcome' }).waitFor();
       await page.getByRole('button', { name: 'Delete template' }).click();
       await page.getByRole('group', { name: 'Confirm' }).getByRole('button', { name: 'Delete template' }).click();
       await page.getByText('No templates yet').waitFor();

@@ -285,6 +285,7 @@ test("the docs' sh blocks run as written", async (t: TestContext) => {
       { key: 'items', type: 'number' },
     ],
   });
+  await api(server, key, 'POST', `/templates/${template.id}/publish`); // sends use published templates
   const email = await api(server, key, 'POST', '/emails', {
     from: 'dev@example.test',
     to: 'you@example.com',

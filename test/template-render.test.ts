@@ -50,6 +50,13 @@ test('renders as a send with the same template would: html escaped, subject and 
     },
   });
   assert.equal(created.statusCode, 201, created.body);
+  // Sends use a template's published version.
+  const published = await t.app.inject({
+    method: 'POST',
+    url: `/templates/${created.json().id}/publish`,
+    headers: bearer(org.fullKey),
+  });
+  assert.equal(published.statusCode, 200, published.body);
   const { subject: _subject, text: _text, ...withoutParts } = message(org);
   const sent = await send(t.app, org.fullKey, { ...withoutParts, template: { id: created.json().id, variables } });
   assert.equal(sent.statusCode, 200, sent.body);

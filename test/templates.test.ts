@@ -3,8 +3,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { ServiceError } from '../src/platform/errors.ts';
-import { createTemplate, findTemplate, type TemplateView } from '../src/templates/templates.ts';
+import { Resend } from 'resend';
+import { createTemplate, findTemplate, getTemplate, type TemplateView } from '../src/templates/templates.ts';
+import { loadMigrations, migrate } from '../src/platform/db/migrate.ts';
+import { openTestDatabase } from './helpers/database.ts';
 import { renderTemplate } from '../src/templates/render-template.ts';
+import { publishTemplate } from '../src/templates/template-versions.ts';
 
 describe('templates', () => {
   let t: TestApp;
@@ -21,15 +25,18 @@ describe('templates', () => {
     await t?.close();
   });
 
-  const create = (payload: object, key = org.fullKey) =>
-    t.app.inject({ method: 'POST', url: '/templates', headers: bearer(key), payload });
-  const get = (id: string, key = org.fullKey) =>
-    t.app.inject({ method: 'GET', url: `/templates/${id}`, headers: bearer(key) });
-  const list = (key = org.fullKey) => t.app.inject({ method: 'GET', url: '/templates', headers: bearer(key) });
-  const patch = (id: string, payload: object, key = org.fullKey) =>
-    t.app.inject({ method: 'PATCH', url: `/templates/${id}`, headers: bearer(key), payload });
-  const remove = (id: string, key = org.fullKey) =>
-    t.app.inject({ method: 'DELETE', url: `/templates/${id}`, headers: bearer(key) });
+  /** Calls a template route. */
+  async function call(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, key: string, payload?: object) {
+    const response = await t.app.inject({ method, url, headers: bearer(key), ...(payload ? { payload } : {}) });
+    return response;
+  }
+  const create = (payload: object, key = org.fullKey) => call('POST', '/templates', key, payload);
+  const get = (id: string, key = org.fullKey) => call('GET', `/templates/${id}`, key);
+  const list = (key = org.fullKey) => call('GET', '/templates', key);
+  const patch = (id: string, payload: object, key = org.fullKey) => call('PATCH', `/templates/${id}`, key, payload);
+  const remove = (id: string, key = org.fullKey) => call('DELETE', `/templates/${id}`, key);
+  const publish = (id: string, key = org.fullKey) => call('POST', `/templates/${id}/publish`, key);
+  const duplicate = (id: string, key = org.fullKey) => call('POST', `/templates/${id}/duplicate`, key);
 
   async function created(payload: object, key = org.fullKey): Promise<string> {
     const response = await create(payload, key);
@@ -83,23 +90,33 @@ describe('templates', () => {
       assert.deepEqual(Object.keys(response.json()).sort(), ['id', 'object']);
 
       const template = await read(id);
+      const dated = { created_at: template.created_at, updated_at: template.created_at };
       assert.deepEqual(
         { ...template, created_at: undefined, updated_at: undefined },
         {
           object: 'template',
           id,
+          current_version_id: template.current_version_id,
           name: 'Welcome',
+          alias: null,
+          from: null,
+          reply_to: null,
           subject: 'Welcome, {{name}}',
           html: '<p>Hello {{name}}, you have {{count}} messages</p>',
           text: 'Hello {{name}}',
           variables: [
-            { key: 'name', type: 'string', fallback_value: 'friend' },
-            { key: 'count', type: 'number', fallback_value: null },
+            { key: 'name', type: 'string', fallback_value: 'friend', ...dated },
+            { key: 'count', type: 'number', fallback_value: null, ...dated },
           ],
+          status: 'draft',
+          published_at: null,
+          has_unpublished_versions: true,
           created_at: undefined,
           updated_at: undefined,
         },
       );
+      assert.match(template.current_version_id, /^[0-9a-f-]{36}$/);
+      assert.notEqual(template.current_version_id, id);
       assert.equal(new Date(template.created_at).toISOString(), template.created_at);
       assert.equal(template.updated_at, template.created_at);
 
@@ -115,11 +132,11 @@ describe('templates', () => {
       assert.equal((await remove(id)).statusCode, 404);
     });
 
-    test('absent subject, html or text read as null, and so does an empty string', async () => {
+    test('absent subject or text read as null, absent html as "" (Resend types html a string); so does an empty string', async () => {
       const id = await created({ name: 'Text only', text: 'Plain', html: '' });
       const template = await read(id);
       assert.equal(template.subject, null);
-      assert.equal(template.html, null);
+      assert.equal(template.html, '');
       assert.equal(template.text, 'Plain');
       assert.deepEqual(template.variables, []);
     });
@@ -140,6 +157,7 @@ describe('templates', () => {
       assert.equal(response.statusCode, 200, response.body);
       const body = response.json();
       assert.equal(body.object, 'list');
+      assert.equal(body.has_more, false);
       assert.deepEqual(
         body.data.map((template: TemplateView) => template.name),
         ['third', 'second', 'first'],
@@ -180,9 +198,15 @@ describe('templates', () => {
       });
       assert.equal(cleared.statusCode, 200, cleared.body);
       const final = await read(id);
-      assert.equal(final.html, null);
+      assert.equal(final.html, '');
       assert.equal(final.text, 'Hi {{name}}');
-      assert.deepEqual(final.variables, [{ key: 'name', type: 'string', fallback_value: 'x' }]);
+      assert.deepEqual(
+        final.variables.map(({ key, type, fallback_value }) => ({ key, type, fallback_value })),
+        [{ key: 'name', type: 'string', fallback_value: 'x' }],
+      );
+      // The declaration changed: it keeps its creation date and is updated now.
+      assert.equal(final.variables[0]!.created_at, before.variables[0]!.created_at);
+      assert.equal(final.variables[0]!.updated_at, final.updated_at);
 
       // An empty PATCH is valid and changes nothing but updated_at.
       assert.equal((await patch(id, {})).statusCode, 200);
@@ -282,9 +306,9 @@ describe('templates', () => {
         );
       });
 
-      test('a variable type other than string or number is refused', async () => {
+      test('a variable type other than Resend’s five is refused', async () => {
         assertRefused(
-          await create({ name: 'Type', text: 'x', variables: [{ key: 'flag', type: 'boolean' }] }),
+          await create({ name: 'Type', text: 'x', variables: [{ key: 'when', type: 'date' }] }),
           'validation_error',
           'variables.0.type',
         );
@@ -314,7 +338,10 @@ describe('templates', () => {
           text: 'x',
           variables: [{ key: 's', type: 'string', fallback_value: null }],
         });
-        assert.deepEqual((await read(id)).variables, [{ key: 's', type: 'string', fallback_value: null }]);
+        assert.deepEqual(
+          (await read(id)).variables.map(({ key, type, fallback_value }) => ({ key, type, fallback_value })),
+          [{ key: 's', type: 'string', fallback_value: null }],
+        );
       });
 
       test('a Handlebars syntax error in html or subject is validation_error naming the field', async () => {
@@ -359,6 +386,7 @@ describe('templates', () => {
       test('a source is bounded to 1000 expressions, nested or not', async () => {
         const nested = (n: number) => '{{#if a}}'.repeat(n) + 'x' + '{{/if}}'.repeat(n);
         const id = await created({ name: 'Deep', html: nested(500), variables: [{ key: 'a', type: 'number' }] });
+        assert.equal((await publish(id)).statusCode, 200);
         assert.equal((await renderTemplate(t.db, org.id, { id, variables: { a: 1 } })).html, 'x');
         const deep = assertRefused(await create({ name: 'Deeper', html: nested(501) }), 'validation_error', 'html');
         assert.match(deep.message, /Too many Handlebars expressions in html/);
@@ -391,9 +419,360 @@ describe('templates', () => {
     });
   });
 
+  describe('versions: drafts, publish, duplicate', () => {
+    const sendWith = (template: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+      t.app.inject({
+        method: 'POST',
+        url: '/emails',
+        headers: bearer(org.fullKey),
+        payload: { from: `Acme <hello@${org.domain}>`, to: 'ann@example.com', template, ...extra },
+      });
+    const sentEmail = async (response: { statusCode: number; body: string }) => {
+      assert.equal(response.statusCode, 200, response.body);
+      const id = JSON.parse(response.body).id;
+      return (await t.app.inject({ method: 'GET', url: `/emails/${id}`, headers: bearer(org.fullKey) })).json();
+    };
+
+    test('a new template is a draft that sends refuse until it is published', async () => {
+      const id = await created({ name: 'Draft', subject: 'Hi', html: '<p>v1</p>' });
+      const draft = await read(id);
+      assert.equal(draft.status, 'draft');
+      assert.equal(draft.published_at, null);
+      assert.equal(draft.has_unpublished_versions, true);
+
+      const refused = assertRefused(await sendWith({ id }), 'template_not_found', 'template.id');
+      assert.match(refused.message, /has never been published: publish it first/);
+      assert.equal(
+        (await t.db.query('SELECT 1 FROM emails WHERE template @> $1::jsonb', [JSON.stringify({ id })])).rowCount,
+        0,
+      );
+
+      const published = await publish(id);
+      assert.equal(published.statusCode, 200, published.body);
+      assert.deepEqual(published.json(), { object: 'template', id });
+      const after = await read(id);
+      assert.equal(after.status, 'published');
+      assert.equal(after.has_unpublished_versions, false);
+      assert.equal(after.current_version_id, draft.current_version_id);
+      assert.ok(after.published_at !== null && after.published_at >= draft.created_at, String(after.published_at));
+      assert.equal((await sentEmail(await sendWith({ id }))).html, '<p>v1</p>');
+    });
+
+    test('an edit after publishing is a new draft version: sends keep the published one until it is published', async () => {
+      const id = await created({ name: 'Versioned', subject: 'Hi', html: '<p>v1</p>' });
+      await publish(id);
+      const first = await read(id);
+
+      // Renaming labels the template and starts no version.
+      assert.equal((await patch(id, { name: 'Versioned, renamed' })).statusCode, 200);
+      assert.equal((await read(id)).has_unpublished_versions, false);
+
+      assert.equal((await patch(id, { html: '<p>v2</p>' })).statusCode, 200);
+      const edited = await read(id);
+      assert.equal(edited.status, 'published');
+      assert.equal(edited.has_unpublished_versions, true);
+      assert.notEqual(edited.current_version_id, first.current_version_id);
+      assert.equal(edited.published_at, first.published_at);
+      assert.equal(edited.html, '<p>v2</p>', 'the template reads as the version being edited');
+      assert.equal((await sentEmail(await sendWith({ id }))).html, '<p>v1</p>');
+
+      // A second edit changes the same draft.
+      assert.equal((await patch(id, { html: '<p>v2b</p>' })).statusCode, 200);
+      assert.equal((await read(id)).current_version_id, edited.current_version_id);
+
+      assert.equal((await publish(id)).statusCode, 200);
+      const second = await read(id);
+      assert.equal(second.has_unpublished_versions, false);
+      assert.equal(second.current_version_id, edited.current_version_id);
+      assert.ok(second.published_at! > first.published_at!, `${second.published_at} > ${first.published_at}`);
+      assert.equal((await sentEmail(await sendWith({ id }))).html, '<p>v2b</p>');
+
+      // Publishing what is published changes nothing.
+      assert.equal((await publish(id)).statusCode, 200);
+      assert.equal((await read(id)).published_at, second.published_at);
+      const versions = await t.db.query<{ number: number; html: string }>(
+        'SELECT number, html FROM template_versions WHERE template_id = $1 ORDER BY number',
+        [id],
+      );
+      assert.deepEqual(
+        versions.rows.map((row) => [row.number, row.html]),
+        [
+          [1, '<p>v1</p>'],
+          [2, '<p>v2b</p>'],
+        ],
+      );
+    });
+
+    test('duplicate copies the version being edited into a new draft without the alias', async () => {
+      const id = await created({
+        name: 'Original',
+        alias: 'original-dup',
+        from: 'Acme <hello@example.org>',
+        reply_to: ['help@example.org'],
+        subject: 'S {{n}}',
+        html: '<p>{{n}}</p>',
+        text: 'T',
+        variables: [{ key: 'n', type: 'number', fallback_value: 1 }],
+      });
+      await publish(id);
+      await patch(id, { text: 'T2' });
+      const response = await duplicate(id);
+      assert.equal(response.statusCode, 200, response.body);
+      const copyId = response.json().id;
+      assert.deepEqual(response.json(), { object: 'template', id: copyId });
+      assert.notEqual(copyId, id);
+      const [original, copy] = [await read(id), await read(copyId)];
+      assert.equal(copy.name, 'Original (copy)');
+      assert.equal(copy.alias, null);
+      assert.equal(copy.status, 'draft');
+      assert.equal(copy.published_at, null);
+      for (const field of ['from', 'reply_to', 'subject', 'html', 'text', 'variables'] as const) {
+        assert.deepEqual(copy[field], original[field], field);
+      }
+      assert.equal(copy.text, 'T2');
+      // By alias too; a long name stays within 200 characters.
+      const long = await created({ name: 'x'.repeat(200), alias: 'long-name', text: 'x' });
+      const copied = await duplicate('long-name');
+      assert.equal(copied.statusCode, 200, copied.body);
+      const longCopy = await read(copied.json().id);
+      assert.equal(longCopy.name.length, 200);
+      assert.ok(longCopy.name.endsWith(' (copy)'));
+      assert.notEqual(copied.json().id, long);
+      assert.equal((await duplicate(randomUUID())).statusCode, 404);
+    });
+
+    test('publish and duplicate of another organization’s template, or an unknown one, are 404', async () => {
+      const theirs = await created({ name: 'Theirs', alias: 'theirs', text: 'x' }, other.fullKey);
+      for (const id of [theirs, 'theirs', randomUUID()]) {
+        for (const response of [await publish(id), await duplicate(id)]) {
+          assert.equal(response.statusCode, 404, response.body);
+          assert.equal(response.json().name, 'not_found');
+        }
+      }
+      const untouched = await t.app.inject({
+        method: 'GET',
+        url: `/templates/${theirs}`,
+        headers: bearer(other.fullKey),
+      });
+      assert.equal(untouched.json().status, 'draft');
+    });
+
+    test('deleting a template deletes its versions', async () => {
+      const id = await created({ name: 'Gone', text: 'x' });
+      await publish(id);
+      await patch(id, { text: 'y' });
+      await publish(id);
+      assert.equal((await remove(id)).statusCode, 200);
+      const left = await t.db.query('SELECT 1 FROM template_versions WHERE template_id = $1', [id]);
+      assert.equal(left.rowCount, 0);
+    });
+  });
+
+  describe('aliases', () => {
+    test('an alias names the template wherever its id does: read, update, publish, send, delete', async () => {
+      const id = await created({
+        name: 'Aliased',
+        alias: 'order-shipped',
+        subject: 'Shipped',
+        text: 'Your {{item}}',
+        variables: [{ key: 'item', type: 'string' }],
+      });
+      assert.equal((await read('order-shipped')).id, id);
+      assert.equal((await read(id)).alias, 'order-shipped');
+      assert.equal((await patch('order-shipped', { subject: 'Shipped!' })).json().id, id);
+      assert.equal((await publish('order-shipped')).json().id, id);
+      const sent = await t.app.inject({
+        method: 'POST',
+        url: '/emails',
+        headers: bearer(org.fullKey),
+        payload: {
+          from: `hello@${org.domain}`,
+          to: 'ann@example.com',
+          template: { id: 'order-shipped', variables: { item: 'book' } },
+        },
+      });
+      assert.equal(sent.statusCode, 200, sent.body);
+      const email = (
+        await t.app.inject({ method: 'GET', url: `/emails/${sent.json().id}`, headers: bearer(org.fullKey) })
+      ).json();
+      assert.deepEqual([email.subject, email.text], ['Shipped!', 'Your book']);
+      const deleted = await remove('order-shipped');
+      assert.deepEqual(deleted.json(), { object: 'template', id, deleted: true });
+      assert.equal((await get('order-shipped')).statusCode, 404);
+    });
+
+    test('an alias is unique per organization: 409 conflict; another organization may use it', async () => {
+      await created({ name: 'First', alias: 'welcome-mail', text: 'x' });
+      const taken = await create({ name: 'Second', alias: 'welcome-mail', text: 'x' });
+      assert.equal(taken.statusCode, 409, taken.body);
+      assert.equal(taken.json().name, 'conflict');
+      assert.equal(taken.json().field, 'alias');
+      const second = await created({ name: 'Second', text: 'x' });
+      const renamed = await patch(second, { alias: 'welcome-mail' });
+      assert.equal(renamed.statusCode, 409, renamed.body);
+      assert.equal((await read(second)).alias, null);
+      assert.equal((await create({ name: 'Theirs', alias: 'welcome-mail', text: 'x' }, other.fullKey)).statusCode, 201);
+      // Cleared with null (or ''), the alias is free again.
+      const first = (await read('welcome-mail')).id;
+      assert.equal((await patch(first, { alias: null })).statusCode, 200);
+      assert.equal((await patch(second, { alias: 'welcome-mail' })).statusCode, 200);
+      assert.equal((await read('welcome-mail')).id, second);
+    });
+
+    test('an alias is letters, digits, ".", "_" and "-", never shaped like an id', async () => {
+      for (const alias of ['has space', '-leading', 'a/b', 'x'.repeat(101), randomUUID(), 'é']) {
+        assertRefused(await create({ name: 'Bad alias', alias, text: 'x' }), 'validation_error', 'alias');
+      }
+      assert.equal((await create({ name: 'Good alias', alias: 'Order_2.v-1', text: 'x' })).statusCode, 201);
+    });
+  });
+
+  describe('sender defaults: from and reply_to', () => {
+    test('stored in canonical form; a bad address is refused naming its field', async () => {
+      const id = await created({
+        name: 'Sender',
+        from: ' Acme  <HELLO@Example.ORG>',
+        reply_to: 'help@example.org',
+        text: 'x',
+      });
+      const template = await read(id);
+      assert.equal(template.from, 'Acme <HELLO@example.org>');
+      assert.deepEqual(template.reply_to, ['help@example.org']);
+      assertRefused(await create({ name: 'Bad', from: 'not an address', text: 'x' }), 'validation_error', 'from');
+      assertRefused(
+        await create({ name: 'Bad', reply_to: ['a@example.org', 'nope'], text: 'x' }),
+        'validation_error',
+        'reply_to.1',
+      );
+      assert.equal((await patch(id, { from: null, reply_to: null })).statusCode, 200);
+      const cleared = await read(id);
+      assert.deepEqual([cleared.from, cleared.reply_to], [null, null]);
+    });
+
+    test('a send without from, subject or reply_to takes the published version’s; its own take precedence', async () => {
+      const id = await created({
+        name: 'Defaults',
+        from: `Shop <shop@${org.domain}>`,
+        reply_to: [`help@${org.domain}`],
+        subject: 'From the template',
+        text: 'Hello',
+      });
+      await publish(id);
+      // A later draft's sender is not used until published.
+      await patch(id, { from: `Draft <draft@${org.domain}>` });
+      const send = (payload: object) =>
+        t.app.inject({
+          method: 'POST',
+          url: '/emails',
+          headers: bearer(org.fullKey),
+          payload: { to: 'ann@example.com', template: { id }, ...payload },
+        });
+      const read = async (response: { statusCode: number; body: string }) => {
+        assert.equal(response.statusCode, 200, response.body);
+        return (
+          await t.app.inject({
+            method: 'GET',
+            url: `/emails/${JSON.parse(response.body).id}`,
+            headers: bearer(org.fullKey),
+          })
+        ).json();
+      };
+      const plain = await read(await send({}));
+      assert.deepEqual(
+        [plain.from, plain.reply_to, plain.subject],
+        [`Shop <shop@${org.domain}>`, [`help@${org.domain}`], 'From the template'],
+      );
+      const own = await read(await send({ from: `me@${org.domain}`, reply_to: `me@${org.domain}`, subject: 'Mine' }));
+      assert.deepEqual([own.from, own.reply_to, own.subject], [`me@${org.domain}`, [`me@${org.domain}`], 'Mine']);
+
+      // Without a from of its own or the template's, a send is refused, naming from.
+      const bare = await created({ name: 'No sender', subject: 'x', text: 'x' });
+      await publish(bare);
+      const refused = assertRefused(
+        await t.app.inject({
+          method: 'POST',
+          url: '/emails',
+          headers: bearer(org.fullKey),
+          payload: { to: 'ann@example.com', template: { id: bare } },
+        }),
+        'missing_required_field',
+        'from',
+      );
+      assert.match(refused.message, /the template has no default from/);
+      // A template's from on a domain that is not the organization's is refused at send time.
+      const foreign = await created({ name: 'Foreign', from: 'x@not-ours.example', subject: 'x', text: 'x' });
+      await publish(foreign);
+      assertRefused(
+        await t.app.inject({
+          method: 'POST',
+          url: '/emails',
+          headers: bearer(org.fullKey),
+          payload: { to: 'ann@example.com', template: { id: foreign } },
+        }),
+        'invalid_from_address',
+        'from',
+      );
+    });
+  });
+
+  describe('variables of Resend’s other types', () => {
+    test('boolean, object and list variables, with fallbacks of their type, render with Handlebars', async () => {
+      const id = await created({
+        name: 'Typed',
+        html: '{{#if vip}}VIP {{/if}}{{user.name}}:{{#each items}} {{this}}{{/each}}',
+        variables: [
+          { key: 'vip', type: 'boolean', fallback_value: false },
+          { key: 'user', type: 'object', fallback_value: { name: 'Ann' } },
+          { key: 'items', type: 'list', fallback_value: ['a', 'b'] },
+        ],
+      });
+      const template = await read(id);
+      assert.deepEqual(
+        template.variables.map(({ key, type, fallback_value }) => [key, type, fallback_value]),
+        [
+          ['vip', 'boolean', false],
+          ['user', 'object', { name: 'Ann' }],
+          ['items', 'list', ['a', 'b']],
+        ],
+      );
+      await publish(id);
+      assert.equal((await renderTemplate(t.db, org.id, { id })).html, 'Ann: a b');
+      assert.equal(
+        (await renderTemplate(t.db, org.id, { id, variables: { vip: true, user: { name: 'Bo' }, items: ['c'] } })).html,
+        'VIP Bo: c',
+      );
+      for (const [key, value] of [
+        ['vip', 'yes'],
+        ['user', ['x']],
+        ['items', { a: 1 }],
+      ] as const) {
+        await assertApiError(
+          () => renderTemplate(t.db, org.id, { id, variables: { [key]: value } }),
+          'validation_error',
+          `template.variables.${key}`,
+        );
+      }
+      for (const [type, fallback_value] of [
+        ['boolean', 'true'],
+        ['object', [1]],
+        ['list', {}],
+      ] as const) {
+        assertRefused(
+          await create({ name: 'Bad fallback', text: 'x', variables: [{ key: 'v', type, fallback_value }] }),
+          'validation_error',
+          'variables.0.fallback_value',
+        );
+      }
+    });
+  });
+
   describe('renderTemplate', () => {
-    const make = (fields: Parameters<typeof createTemplate>[2], organizationId = org.id) =>
-      createTemplate(t.db, organizationId, fields).then(({ id }) => id);
+    /** A template, published so that sends may use it. */
+    const make = async (fields: Parameters<typeof createTemplate>[2], organizationId = org.id) => {
+      const { id } = await createTemplate(t.db, organizationId, fields);
+      await publishTemplate(t.db, organizationId, id);
+      return id;
+    };
 
     test('html is HTML-escaped; subject and text are not', async () => {
       const id = await make({
@@ -415,7 +794,11 @@ describe('templates', () => {
 
     test('a template without subject or html renders those as null', async () => {
       const id = await make({ name: 'Text', text: 'Just text' });
-      assert.deepEqual(await renderTemplate(t.db, org.id, { id }), { subject: null, html: null, text: 'Just text' });
+      assert.deepEqual(await renderTemplate(t.db, org.id, { id }), {
+        subject: null,
+        html: null,
+        text: 'Just text',
+      });
     });
 
     test('fallback values fill what is not provided; numbers render as numbers', async () => {
@@ -554,19 +937,159 @@ describe('templates', () => {
       assert.equal(rendered.text, 'Hello Ada\r\nBcc: victim@example.com\nX: y\rZ');
     });
 
-    test('an update takes effect at the next render', async () => {
+    test('an update takes effect when it is published, not when it is saved', async () => {
       const id = await make({ name: 'Live', text: 'v1' });
       assert.equal((await renderTemplate(t.db, org.id, { id })).text, 'v1');
       assert.equal((await patch(id, { text: 'v2' })).statusCode, 200);
+      assert.equal((await renderTemplate(t.db, org.id, { id })).text, 'v1');
+      await publishTemplate(t.db, org.id, id);
       assert.equal((await renderTemplate(t.db, org.id, { id })).text, 'v2');
     });
 
     test('a runtime failure of Handlebars is a validation_error, not a 500', async () => {
       // Saved behind the checks' back, as a template written by an older version could be.
       const id = await make({ name: 'Stored', text: 'x' });
-      await t.db.query(`UPDATE templates SET text = '{{#each}}x{{/each}}' WHERE id = $1`, [id]);
+      await t.db.query(`UPDATE template_versions SET text = '{{#each}}x{{/each}}' WHERE template_id = $1`, [id]);
       const message = await assertApiError(() => renderTemplate(t.db, org.id, { id }), 'validation_error', 'template');
       assert.match(message, /could not be rendered \(text\): Must pass iterator to #each/);
     });
+  });
+});
+
+describe('templates made before versions', () => {
+  test('become their own published version 1, so that sends with them go on unchanged', async () => {
+    const { db, close } = await openTestDatabase({ migrated: false });
+    try {
+      // The database as it was before 0027: every earlier migration applied, then a template stored.
+      const earlier = (await loadMigrations()).filter((m) => m.id < 27);
+      await db.transaction(async (tx) => {
+        await tx.exec(
+          'CREATE TABLE mailroom_migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())',
+        );
+        for (const m of earlier) {
+          await tx.exec(m.sql);
+          await tx.query('INSERT INTO mailroom_migrations (id, name) VALUES ($1, $2)', [m.id, m.name]);
+        }
+      });
+      const organizationId = (
+        await db.query<{ id: string }>(
+          "INSERT INTO organizations (name, monthly_quota, rate_limit) VALUES ('o', 100, 10) RETURNING id",
+        )
+      ).rows[0]!.id;
+      const id = (
+        await db.query<{ id: string }>(
+          `INSERT INTO templates (organization_id, name, subject, text, variables, updated_at)
+           VALUES ($1, 'Old', 'Hi {{name}}', 'Hello {{name}}', '[{"key": "name", "type": "string"}]',
+                   '2025-01-02T03:04:05Z')
+           RETURNING id`,
+          [organizationId],
+        )
+      ).rows[0]!.id;
+
+      await migrate(db);
+      const template = await getTemplate(db, organizationId, id);
+      assert.equal(template.status, 'published');
+      assert.equal(template.has_unpublished_versions, false);
+      assert.equal(template.published_at, '2025-01-02T03:04:05.000Z');
+      assert.equal(template.html, '');
+      assert.deepEqual(
+        template.variables.map(({ key, created_at }) => [key, created_at]),
+        [['name', template.created_at]],
+      );
+      assert.deepEqual(await renderTemplate(db, organizationId, { id, variables: { name: 'Ann' } }), {
+        subject: 'Hi Ann',
+        html: null,
+        text: 'Hello Ann',
+      });
+      const versions = await db.query<{ id: string; number: number }>(
+        'SELECT id, number FROM template_versions WHERE template_id = $1',
+        [id],
+      );
+      assert.deepEqual(versions.rows, [{ id: template.current_version_id, number: 1 }]);
+    } finally {
+      await close();
+    }
+  });
+});
+
+describe('the unmodified Resend SDK', () => {
+  let t: TestApp;
+  let org: TestOrganization;
+  let resend: Resend;
+
+  before(async () => {
+    t = await buildTestApp();
+    org = await createTestOrganization(t.db, t.config, 'sdk-templates');
+    resend = new Resend(org.fullKey, { baseUrl: await t.app.listen({ port: 0, host: '127.0.0.1' }) });
+  });
+  after(() => t?.close());
+
+  test('create, publish, get, list, update, duplicate, remove; a send by alias', async () => {
+    const created = await resend.templates
+      .create({
+        name: 'order-confirmation',
+        alias: 'order-confirmation',
+        from: `Store <store@${org.domain}>`,
+        replyTo: `help@${org.domain}`,
+        subject: 'Thanks for your order!',
+        html: '<p>Name: {{{PRODUCT}}}</p><p>Total: {{{PRICE}}}</p>',
+        variables: [
+          { key: 'PRODUCT', type: 'string', fallbackValue: 'item' },
+          { key: 'PRICE', type: 'number', fallbackValue: 20 },
+        ],
+      })
+      .publish();
+    assert.equal(created.error, null, JSON.stringify(created.error));
+    const id = created.data!.id;
+
+    const got = await resend.templates.get('order-confirmation');
+    assert.equal(got.error, null, JSON.stringify(got.error));
+    assert.equal(got.data!.id, id);
+    assert.equal(got.data!.status, 'published');
+    assert.equal(got.data!.from, `Store <store@${org.domain}>`);
+    assert.deepEqual(got.data!.reply_to, [`help@${org.domain}`]);
+    assert.deepEqual(
+      got.data!.variables!.map((variable) => [variable.key, variable.fallback_value]),
+      [
+        ['PRODUCT', 'item'],
+        ['PRICE', 20],
+      ],
+    );
+
+    const sent = await resend.emails.send({
+      to: 'ann@example.com',
+      template: { id: 'order-confirmation', variables: { PRODUCT: 'Vintage Macintosh', PRICE: 499 } },
+    });
+    assert.equal(sent.error, null, JSON.stringify(sent.error));
+    const email = await resend.emails.get(sent.data!.id);
+    assert.equal(email.data!.html, '<p>Name: Vintage Macintosh</p><p>Total: 499</p>');
+    assert.equal(email.data!.from, `Store <store@${org.domain}>`);
+
+    const updated = await resend.templates.update(id, { subject: 'Thanks again!', text: null });
+    assert.equal(updated.error, null, JSON.stringify(updated.error));
+    assert.equal((await resend.templates.get(id)).data!.has_unpublished_versions, true);
+    const published = await resend.templates.publish(id);
+    assert.deepEqual(published.data, { object: 'template', id });
+
+    const copy = await resend.templates.duplicate(id);
+    assert.equal(copy.error, null, JSON.stringify(copy.error));
+    const listed = await resend.templates.list({ limit: 10 });
+    assert.equal(listed.error, null, JSON.stringify(listed.error));
+    assert.deepEqual(
+      listed.data!.data.map((item) => [item.id, item.status, item.alias]),
+      [
+        [copy.data!.id, 'draft', null],
+        [id, 'published', 'order-confirmation'],
+      ],
+    );
+    assert.equal(listed.data!.has_more, false);
+
+    for (const target of [copy.data!.id, 'order-confirmation']) {
+      const removed = await resend.templates.remove(target);
+      assert.equal(removed.error, null, JSON.stringify(removed.error));
+      assert.equal(removed.data!.deleted, true);
+    }
+    const gone = await resend.templates.get(id);
+    assert.equal(gone.error?.name, 'not_found');
   });
 });

@@ -13,9 +13,12 @@ const TagValue = Type.Union([Type.String({ maxLength: 256 }), Type.Number(), Typ
 
 export const EmailMessageSchema = Type.Object(
   {
-    from: Type.String({
-      description: 'Sender, `Name <address>` or an address, on a verified domain of the organization.',
-    }),
+    from: Type.Optional(
+      Type.String({
+        description:
+          'Sender, `Name <address>` or an address, on a verified domain of the organization. Required unless the template supplies one.',
+      }),
+    ),
     to: AddressList,
     subject: Type.Optional(Type.String({ maxLength: 998, description: 'Required unless the template supplies one.' })),
     html: Type.Optional(Type.String()),

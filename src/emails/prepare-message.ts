@@ -4,6 +4,7 @@ import { ServiceError } from '../platform/errors.ts';
 import { findSendingDomain } from '../domains/domains.ts';
 import { isUuid, newRowId } from '../platform/ids.ts';
 import { renderTemplate } from '../templates/render-template.ts';
+import { senderDefaults } from '../templates/template-versions.ts';
 import type { EmailMessage } from './message-schema.ts';
 import { validateMessage, type Attachment, type ValidMessage } from './validate-message.ts';
 import { attachmentFetcherFor, type AttachmentFetcher } from './attachment-fetch.ts';
@@ -24,7 +25,17 @@ export async function prepareMessage(
   message: EmailMessage,
   now: Date,
 ): Promise<PreparedMessage> {
-  const valid = validateMessage(message, { now, maxAttachmentBytes: config.attachmentsMaxBytes });
+  // A template's from and reply_to are defaults: the send's own take precedence (Resend's rule).
+  const defaults =
+    message.template && (message.from === undefined || message.reply_to === undefined)
+      ? await senderDefaults(db, organizationId, message.template.id)
+      : undefined;
+  const valid = validateMessage(
+    defaults
+      ? { ...message, from: message.from ?? defaults.from, reply_to: message.reply_to ?? defaults.replyTo }
+      : message,
+    { now, maxAttachmentBytes: config.attachmentsMaxBytes },
+  );
   await fetchAttachments(valid.attachments, attachmentFetcherFor(config), config.attachmentsMaxBytes);
 
   const domain = await findSendingDomain(db, organizationId, valid.from.domain);

@@ -98,6 +98,10 @@ export function validateMessage(
     );
   }
 
+  if (message.from === undefined) {
+    const why = message.template ? ' (the template has no default from)' : '';
+    throw new ServiceError('missing_required_field', `Missing required field: from${why}`, 'from');
+  }
   const from = parseMailbox(message.from, 'from');
   const parsed = { to: parseAll(to, 'to'), cc: parseAll(cc, 'cc'), bcc: parseAll(bcc, 'bcc') };
   const recipients = new Map<string, Recipient>();

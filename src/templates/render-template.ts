@@ -3,10 +3,10 @@ import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { handlebars } from './template-syntax.ts';
 import { resolveVariables } from './template-variables.ts';
-import { findTemplate } from './templates.ts';
+import { findPublishedVersion } from './template-versions.ts';
 
-// A send renders the template as stored at that moment, with the values of its declared variables.
-// Values are HTML-escaped in html only: subject and text are plain text.
+// A send renders the template's published version (never a draft saved since), with the values of its
+// declared variables. Values are HTML-escaped in html only: subject and text are plain text.
 
 export interface RenderedTemplate {
   subject: string | null;
@@ -22,19 +22,19 @@ const RUNTIME_OPTIONS: Handlebars.RuntimeOptions = {
 };
 
 /**
- * Renders the organization's template for a send (`template: { id, variables }` on POST /emails).
- * Errors name the send's fields: template.id, template.variables.<key>.
+ * Renders the published version of the organization's template for a send (`template: { id, variables }`
+ * on POST /emails, id being the template's id or alias). Errors name the send's fields: template.id,
+ * template.variables.<key>.
  */
 export async function renderTemplate(
   db: Queryable,
   organizationId: string,
   ref: { id: string; variables?: Record<string, unknown> },
 ): Promise<RenderedTemplate> {
-  const template = await findTemplate(db, organizationId, ref.id);
-  if (!template) throw new ServiceError('template_not_found', `Template ${ref.id} not found`, 'template.id');
-  const data = resolveVariables(template.variables, ref.variables ?? {});
-  return renderSources(template, data, (part, message) => ({
-    message: `Template ${template.id} could not be rendered (${part}): ${message}`,
+  const version = await findPublishedVersion(db, organizationId, ref.id);
+  const data = resolveVariables(version.variables, ref.variables ?? {});
+  return renderSources(version, data, (part, message) => ({
+    message: `Template ${version.template_id} could not be rendered (${part}): ${message}`,
     field: 'template',
   }));
 }

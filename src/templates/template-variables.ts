@@ -1,23 +1,32 @@
 import { ServiceError } from '../platform/errors.ts';
 
-// The variables a template declares, each a string or a number with an optional fallback. A send fills
-// only declared variables: an undeclared one is refused, so that a typo in a send is an error rather
-// than a blank in the message.
+// The variables a template declares, each of one of Resend's types with an optional fallback. A send
+// fills only declared variables: an undeclared one is refused, so that a typo in a send is an error
+// rather than a blank in the message.
 
-export type VariableType = 'string' | 'number';
+export const VARIABLE_TYPES = ['string', 'number', 'boolean', 'object', 'list'] as const;
+export type VariableType = (typeof VARIABLE_TYPES)[number];
 
-/** As stored in templates.variables: fallback_value only when there is one. */
+/** A value a variable of some type can hold: an object is a JSON object, a list a JSON array. */
+export type VariableValue = string | number | boolean | Record<string, unknown> | unknown[];
+
+/**
+ * As stored in templates.variables: fallback_value only when there is one; created_at and updated_at
+ * (ISO 8601) when the key was first declared and when its declaration last changed.
+ */
 export interface TemplateVariable {
   key: string;
   type: VariableType;
-  fallback_value?: string | number;
+  fallback_value?: VariableValue;
+  created_at?: string;
+  updated_at?: string;
 }
 
 /** As submitted: a null fallback_value is no fallback (Resend's SDK sends it that way). */
 export interface TemplateVariableInput {
   key: string;
   type: VariableType;
-  fallback_value?: string | number | null;
+  fallback_value?: VariableValue | null;
 }
 
 const VARIABLE_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -48,11 +57,35 @@ export function checkedVariables(variables: TemplateVariableInput[]): TemplateVa
     if (!isOfType(fallback_value, type)) {
       throw new ServiceError(
         'validation_error',
-        `The fallback_value of ${key} must be a ${type}, not ${describe(fallback_value)}`,
+        `The fallback_value of ${key} must be ${article(type)}, not ${describe(fallback_value)}`,
         `${field}.fallback_value`,
       );
     }
     return { key, type, fallback_value };
+  });
+}
+
+/**
+ * The declarations as stored, dated: a key declared before keeps its created_at, and its updated_at
+ * unless its type and fallback are unchanged; a new key is dated `now`.
+ */
+export function datedVariables(
+  variables: TemplateVariable[],
+  before: TemplateVariable[],
+  now: string,
+): TemplateVariable[] {
+  const previous = new Map(before.map((variable) => [variable.key, variable]));
+  return variables.map((variable) => {
+    const old = previous.get(variable.key);
+    const unchanged =
+      old !== undefined &&
+      old.type === variable.type &&
+      JSON.stringify(old.fallback_value) === JSON.stringify(variable.fallback_value);
+    return {
+      ...variable,
+      created_at: old?.created_at ?? now,
+      updated_at: unchanged ? (old.updated_at ?? now) : now,
+    };
   });
 }
 
@@ -84,7 +117,7 @@ export function resolveVariables(
     if (!isOfType(value, variable.type)) {
       throw new ServiceError(
         'validation_error',
-        `Template variable ${variable.key} must be a ${variable.type}, not ${describe(value)}`,
+        `Template variable ${variable.key} must be ${article(variable.type)}, not ${describe(value)}`,
         field,
       );
     }
@@ -94,7 +127,17 @@ export function resolveVariables(
 }
 
 export function isOfType(value: unknown, type: VariableType): boolean {
-  return type === 'number' ? typeof value === 'number' && Number.isFinite(value) : typeof value === 'string';
+  switch (type) {
+    case 'number':
+      return typeof value === 'number' && Number.isFinite(value);
+    case 'string':
+    case 'boolean':
+      return typeof value === type;
+    case 'object':
+      return typeof value === 'object' && value !== null && !Array.isArray(value);
+    case 'list':
+      return Array.isArray(value);
+  }
 }
 
 export function describe(value: unknown): string {
@@ -104,3 +147,5 @@ export function describe(value: unknown): string {
   const kind = typeof value;
   return kind === 'object' ? 'an object' : `a ${kind}`;
 }
+
+const article = (type: VariableType) => (type === 'object' ? 'an object' : `a ${type}`);

@@ -7,13 +7,14 @@ import {
   Field,
   Loading,
   PageHeader,
+  RelativeTime,
   SelectField,
   TextAreaField,
 } from '../components/index.ts';
 import { useAction, useApiGet } from '../hooks.ts';
 import { Link, navigate } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
-import type { Template, VariableType } from './TemplatesPage.tsx';
+import { statusLabel, type Template, type VariableType } from './TemplatesPage.tsx';
 
 /** A declared variable as the form edits it: the fallback as typed ('' = none). */
 interface VariableRow {
@@ -24,6 +25,10 @@ interface VariableRow {
 
 interface Draft {
   name: string;
+  alias: string;
+  from: string;
+  /** Reply-To addresses, separated by commas. */
+  replyTo: string;
   subject: string;
   html: string;
   text: string;
@@ -38,6 +43,9 @@ interface Rendered {
 
 const EMPTY: Draft = {
   name: '',
+  alias: '',
+  from: '',
+  replyTo: '',
   subject: '',
   html: '<p>Hello {{name}},</p>\n<p>…</p>',
   text: 'Hello {{name}},\n\n…',
@@ -47,32 +55,59 @@ const EMPTY: Draft = {
 function draftOf(template: Template): Draft {
   return {
     name: template.name,
+    alias: template.alias ?? '',
+    from: template.from ?? '',
+    replyTo: (template.reply_to ?? []).join(', '),
     subject: template.subject ?? '',
-    html: template.html ?? '',
+    html: template.html,
     text: template.text ?? '',
     variables: template.variables.map((variable) => ({
       key: variable.key,
       type: variable.type,
-      fallback: variable.fallback_value === null ? '' : String(variable.fallback_value),
+      fallback:
+        variable.fallback_value === null
+          ? ''
+          : typeof variable.fallback_value === 'object'
+            ? JSON.stringify(variable.fallback_value)
+            : String(variable.fallback_value),
     })),
   };
 }
 
-/** A fallback as the API takes it: a number for number variables when it reads as one; null when empty. */
-function fallbackValue(row: VariableRow): string | number | null {
+/**
+ * A fallback as the API takes it (null when empty): a number, a boolean, or JSON for an object or a
+ * list, when the text reads as one; otherwise the text, which the API refuses next to the row.
+ */
+function fallbackValue(row: VariableRow): unknown {
   if (row.fallback === '') return null;
-  if (row.type === 'number' && row.fallback.trim() !== '' && Number.isFinite(Number(row.fallback))) {
-    return Number(row.fallback);
+  const text = row.fallback.trim();
+  if (row.type === 'number' && text !== '' && Number.isFinite(Number(text))) return Number(text);
+  if (row.type === 'boolean' && (text === 'true' || text === 'false')) return text === 'true';
+  if (row.type === 'object' || row.type === 'list') {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      return row.fallback;
+    }
   }
   return row.fallback;
 }
+
+/** A row left blank (no key, no fallback) is not a variable: it is neither saved nor an error. */
+const isBlank = (row: VariableRow) => row.key.trim() === '' && row.fallback.trim() === '';
 
 /** Sample values to start the preview with: each declared variable's fallback, else an example. */
 function sampleOf(variables: VariableRow[]): string {
   const sample: Record<string, string | number> = {};
   for (const row of variables) {
-    if (!row.key) continue;
-    sample[row.key] = fallbackValue(row) ?? (row.type === 'number' ? 1 : `Example ${row.key}`);
+    if (!row.key || (row.type !== 'string' && row.type !== 'number')) continue;
+    const fallback = fallbackValue(row);
+    sample[row.key] =
+      typeof fallback === 'string' || typeof fallback === 'number'
+        ? fallback
+        : row.type === 'number'
+          ? 1
+          : `Example ${row.key}`;
   }
   return JSON.stringify(sample, null, 2);
 }
@@ -101,6 +136,8 @@ export function TemplatePage({ params }: PageProps) {
   const [sampleError, setSampleError] = useState<string | undefined>(undefined);
   const [rendered, setRendered] = useState<Rendered | null>(null);
   const [saved, setSaved] = useState('');
+  // Which form row each saved variable came from, so that an error about variables.<n> lands on its row.
+  const [savedRows, setSavedRows] = useState<number[]>([]);
 
   useEffect(() => {
     if (template.data && draft === null) {
@@ -114,6 +151,8 @@ export function TemplatePage({ params }: PageProps) {
     isNew ? api.post<{ id: string }>('/templates', body) : api.patch<{ id: string }>(`/templates/${segment(id)}`, body),
   );
   const preview = useAction((body: Record<string, unknown>) => api.post<Rendered>('/templates/render', body));
+  const publish = useAction(() => api.post<{ id: string }>(`/templates/${segment(id)}/publish`, {}));
+  const duplicate = useAction(() => api.post<{ id: string }>(`/templates/${segment(id)}/duplicate`, {}));
 
   if (!draft) {
     return (
@@ -136,21 +175,51 @@ export function TemplatePage({ params }: PageProps) {
     event.preventDefault();
     if (!draft) return;
     setSaved('');
+    const rows = draft.variables.flatMap((row, index) => (isBlank(row) ? [] : [index]));
+    setSavedRows(rows);
+    const replyTo = draft.replyTo
+      .split(',')
+      .map((address) => address.trim())
+      .filter(Boolean);
     const result = await save.run({
       name: draft.name.trim(),
+      alias: draft.alias.trim() || null,
+      from: draft.from.trim() || null,
+      reply_to: replyTo.length > 0 ? replyTo : null,
       subject: draft.subject,
       html: draft.html,
       text: draft.text,
-      variables: draft.variables.map((row) => ({
-        key: row.key.trim(),
-        type: row.type,
-        fallback_value: fallbackValue(row),
-      })),
+      variables: rows.map((index) => {
+        const row = draft.variables[index]!;
+        return { key: row.key.trim(), type: row.type, fallback_value: fallbackValue(row) };
+      }),
     });
     if (!result) return;
     if (isNew) navigate(`/templates/${result.id}`, { replace: true });
-    else setSaved('Saved. The next message sent with this template uses it.');
+    else {
+      setSaved('Saved as a draft. Sends use the published version until you publish this one.');
+      template.reload();
+    }
   }
+
+  async function runPublish() {
+    setSaved('');
+    if (await publish.run()) {
+      setSaved('Published. Sends with this template use this version from now on.');
+      template.reload();
+    }
+  }
+
+  async function runDuplicate() {
+    const copy = await duplicate.run();
+    if (copy) navigate(`/templates/${copy.id}`);
+  }
+
+  /** The save error about one form row's variable (the API numbers the rows it was sent). */
+  const rowError = (index: number) => {
+    const sent = savedRows.indexOf(index);
+    return sent === -1 ? undefined : fieldError(save.error, `variables.${sent}`);
+  };
 
   async function runPreview() {
     if (!draft) return;
@@ -164,7 +233,7 @@ export function TemplatePage({ params }: PageProps) {
     const values: Record<string, unknown> = {};
     for (const row of draft.variables) {
       const fallback = fallbackValue(row);
-      if (row.key && fallback !== null) values[row.key] = fallback;
+      if (row.key && (typeof fallback === 'string' || typeof fallback === 'number')) values[row.key] = fallback;
     }
     Object.assign(values, parsed.values);
     const result = await preview.run({
@@ -197,6 +266,31 @@ export function TemplatePage({ params }: PageProps) {
             maxLength={200}
             onChange={(name) => set({ name })}
             error={fieldError(save.error, 'name')}
+          />
+          <Field
+            label="Alias"
+            hint="Optional; names the template in sends and paths instead of its id, e.g. order-shipped."
+            value={draft.alias}
+            maxLength={100}
+            onChange={(alias) => set({ alias })}
+            error={fieldError(save.error, 'alias')}
+            spellCheck={false}
+          />
+          <Field
+            label="From"
+            hint="Optional; a send without its own from uses it, e.g. Shop <orders@example.com>."
+            value={draft.from}
+            onChange={(from) => set({ from })}
+            error={fieldError(save.error, 'from')}
+            spellCheck={false}
+          />
+          <Field
+            label="Reply-To"
+            hint="Optional, addresses separated by commas; a send without its own reply_to uses them."
+            value={draft.replyTo}
+            onChange={(replyTo) => set({ replyTo })}
+            error={fieldError(save.error, 'reply_to')}
+            spellCheck={false}
           />
           <Field
             label="Subject"
@@ -234,7 +328,7 @@ export function TemplatePage({ params }: PageProps) {
                   label="Key"
                   value={row.key}
                   onChange={(key) => setVariable(index, { key })}
-                  error={fieldError(save.error, `variables.${index}`)}
+                  error={rowError(index)}
                   spellCheck={false}
                 />
                 <SelectField
@@ -244,6 +338,9 @@ export function TemplatePage({ params }: PageProps) {
                   options={[
                     { value: 'string', label: 'Text' },
                     { value: 'number', label: 'Number' },
+                    { value: 'boolean', label: 'Yes or no' },
+                    { value: 'object', label: 'Object (JSON)' },
+                    { value: 'list', label: 'List (JSON)' },
                   ]}
                 />
                 <Field
@@ -271,7 +368,7 @@ export function TemplatePage({ params }: PageProps) {
           <ErrorBanner
             error={save.error}
             title="The template could not be saved"
-            exceptFields={['name', 'subject', 'html', 'text', 'variables']}
+            exceptFields={['name', 'alias', 'from', 'reply_to', 'subject', 'html', 'text', 'variables']}
           />
           <div className="button-row">
             <Button type="submit" variant="primary" busy={save.busy} busyLabel="Saving…">
@@ -324,6 +421,40 @@ export function TemplatePage({ params }: PageProps) {
           )}
         </section>
       </div>
+
+      {!isNew && template.data ? (
+        <section className="card" aria-labelledby="publication-title">
+          <h2 id="publication-title">Publication</h2>
+          <dl className="details">
+            <dt>Status</dt>
+            <dd>{statusLabel(template.data)}</dd>
+            <dt>Last published</dt>
+            <dd>
+              {template.data.published_at ? (
+                <RelativeTime value={template.data.published_at} />
+              ) : (
+                'Never: sends with this template are refused until it is published'
+              )}
+            </dd>
+          </dl>
+          <ErrorBanner error={publish.error} title="The template could not be published" />
+          <ErrorBanner error={duplicate.error} title="The template could not be duplicated" />
+          <div className="button-row">
+            <Button
+              variant="primary"
+              busy={publish.busy}
+              busyLabel="Publishing…"
+              disabled={template.data.status === 'published' && !template.data.has_unpublished_versions}
+              onClick={runPublish}
+            >
+              Publish
+            </Button>
+            <Button busy={duplicate.busy} busyLabel="Duplicating…" onClick={runDuplicate}>
+              Duplicate
+            </Button>
+          </div>
+        </section>
+      ) : null}
 
       {!isNew ? (
         <section className="card" aria-labelledby="delete-title">

@@ -4,23 +4,36 @@ import { useApiGet } from '../hooks.ts';
 import { Link } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
 
-export type VariableType = 'string' | 'number';
+export type VariableType = 'string' | 'number' | 'boolean' | 'object' | 'list';
 
 export interface TemplateVariable {
   key: string;
   type: VariableType;
-  fallback_value: string | number | null;
+  fallback_value: unknown;
 }
 
 export interface Template {
   id: string;
   name: string;
+  alias: string | null;
+  from: string | null;
+  reply_to: string[] | null;
   subject: string | null;
-  html: string | null;
+  html: string;
   text: string | null;
   variables: TemplateVariable[];
+  status: 'draft' | 'published';
+  published_at: string | null;
+  has_unpublished_versions: boolean;
+  current_version_id: string;
   created_at: string;
   updated_at: string;
+}
+
+/** The publication state in words: what sends get. */
+export function statusLabel(template: Template): string {
+  if (template.status === 'draft') return 'Draft';
+  return template.has_unpublished_versions ? 'Published, with unpublished changes' : 'Published';
 }
 
 export function TemplatesPage(_props: PageProps) {
@@ -49,7 +62,7 @@ export function TemplatesPage(_props: PageProps) {
           }
         >
           A template keeps a message&apos;s subject, HTML and text with {'{{variables}}'} that each send fills in; send
-          it with <code>template: {'{ id, variables }'}</code> in POST /emails.
+          it, once published, with <code>template: {'{ id, variables }'}</code> in POST /emails.
         </EmptyState>
       ) : null}
       {list.length > 0 ? (
@@ -59,6 +72,7 @@ export function TemplatesPage(_props: PageProps) {
           rowKey={(template) => template.id}
           columns={[
             { header: 'Name', cell: (template) => <Link to={`/templates/${template.id}`}>{template.name}</Link> },
+            { header: 'Status', cell: (template) => statusLabel(template) },
             {
               header: 'Subject',
               className: 'hide-narrow',
