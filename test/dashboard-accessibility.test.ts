@@ -132,6 +132,7 @@ const PAGES: Array<[string, string | RegExp]> = [
   ['/topics', 'Topics & contacts'],
   ['/suppressions', 'Suppressions'],
   ['/destinations', 'Destinations'],
+  ['/logs', 'Logs'],
   ['/settings', 'Settings'],
 ];
 

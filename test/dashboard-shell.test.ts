@@ -33,6 +33,7 @@ const NAV = [
   ['Topics & contacts', '/topics'],
   ['Suppressions', '/suppressions'],
   ['Destinations', '/destinations'],
+  ['Logs', '/logs'],
   ['Settings', '/settings'],
 ] as const;
 

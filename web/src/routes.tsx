@@ -15,6 +15,8 @@ import { TemplatePage } from './pages/TemplatePage.tsx';
 import { TopicsPage } from './pages/TopicsPage.tsx';
 import { ContactPage } from './pages/ContactPage.tsx';
 import { SuppressionsPage } from './pages/SuppressionsPage.tsx';
+import { LogsPage } from './pages/LogsPage.tsx';
+import { LogPage } from './pages/LogPage.tsx';
 import { DestinationsPage } from './pages/DestinationsPage.tsx';
 import { SettingsPage } from './pages/SettingsPage.tsx';
 
@@ -42,6 +44,8 @@ export const ROUTES: Route[] = [
   { path: '/contacts/:id', page: ContactPage, section: '/topics' },
   { path: '/suppressions', page: SuppressionsPage, nav: 'Suppressions' },
   { path: '/destinations', page: DestinationsPage, nav: 'Destinations' },
+  { path: '/logs', page: LogsPage, nav: 'Logs' },
+  { path: '/logs/:id', page: LogPage, section: '/logs' },
   { path: '/settings', page: SettingsPage, nav: 'Settings' },
 ];
 
