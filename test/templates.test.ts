@@ -9,6 +9,7 @@ import { loadMigrations, migrate } from '../src/platform/db/migrate.ts';
 import { openTestDatabase } from './helpers/database.ts';
 import { renderTemplate } from '../src/templates/render-template.ts';
 import { publishTemplate } from '../src/templates/template-versions.ts';
+import { responseProblems } from './helpers/resend-openapi.ts';
 
 describe('templates', () => {
   let t: TestApp;
@@ -25,9 +26,15 @@ describe('templates', () => {
     await t?.close();
   });
 
-  /** Calls a template route. */
+  /**
+   * Calls a template route; every successful answer must validate against Resend's OpenAPI document
+   * for the operation (with the SDK's types where the two disagree: test/helpers/resend-openapi.ts).
+   */
   async function call(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, key: string, payload?: object) {
     const response = await t.app.inject({ method, url, headers: bearer(key), ...(payload ? { payload } : {}) });
+    if (response.statusCode < 300) {
+      assert.deepEqual(responseProblems(method, url, response.statusCode, response.json()), [], `${method} ${url}`);
+    }
     return response;
   }
   const create = (payload: object, key = org.fullKey) => call('POST', '/templates', key, payload);
