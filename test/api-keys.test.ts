@@ -6,7 +6,9 @@ import { Resend } from 'resend';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { responseProblems } from './helpers/resend-openapi.ts';
 import { KeyUsage, STAMP_INTERVAL_MS } from '../src/tenancy/key-usage.ts';
-import { createApiKey } from '../src/tenancy/api-keys.ts';
+import { createApiKey, renameApiKey } from '../src/tenancy/api-keys.ts';
+import { LOOKUPS_CHANNEL } from '../src/platform/db/lookup-cache.ts';
+import { waitFor } from './helpers/wait.ts';
 
 let t: TestApp;
 let org: TestOrganization;
@@ -149,4 +151,20 @@ test('a stamp that could not be written does not fail the use, and the next use 
     [key.id],
   );
   assert.equal(rows[0]?.last_used_at.toISOString(), '2026-02-01T08:00:00.000Z');
+});
+
+test('a stamp does not make processes forget their cached keys; a rename does', async () => {
+  const key = await newKey('quiet');
+  let notified = 0;
+  const stop = await t.db.listen(LOOKUPS_CHANNEL, () => (notified += 1));
+  try {
+    await new KeyUsage(t.db, () => new Date('2026-03-01T00:00:00Z')).record(key.id);
+    await renameApiKey(t.db, org.id, key.id, 'still quiet');
+    // Notices arrive in commit order within milliseconds: the rename's, and a stamp's had it sent one.
+    await waitFor(() => notified > 0);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal(notified, 1, 'only the rename notified');
+  } finally {
+    await stop();
+  }
 });
