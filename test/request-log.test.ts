@@ -8,9 +8,10 @@ import { Resend } from 'resend';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { message, send, sendBatch } from './helpers/emails.ts';
 import { responseProblems } from './helpers/resend-openapi.ts';
-import { RequestLogRecorder } from '../src/request-log/recorder.ts';
+import { FLUSH_DELAY_MS, RequestLogRecorder } from '../src/request-log/recorder.ts';
 import { loggedBody, MAX_BODY_BYTES, REDACTED } from '../src/request-log/redact.ts';
 import { pruneAll } from '../src/retention/prune.ts';
+import { waitFor } from './helpers/wait.ts';
 
 let t: TestApp;
 let org: TestOrganization;
@@ -260,6 +261,42 @@ test('entries are pruned after MAILROOM_RETENTION_DAYS, counted from the request
   const counts = await pruneAll(t.db, { retentionDays: 30, metadataRetentionDays: 90, dataDir: '/nonexistent' });
   assert.ok(counts.requestLogs >= 1);
   assert.deepEqual(await endpoints(), ['/api-keys']);
+});
+
+test('an answer does not wait for its entry; entries are written together, in one statement', async () => {
+  const fresh = await createTestOrganization(t.db, t.config, 'later');
+  const recorder = t.app.requestLog;
+  const count = async () =>
+    (
+      await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM request_logs WHERE organization_id = $1', [
+        fresh.id,
+      ])
+    ).rows[0]!.n;
+  await recorder.flush();
+  // Held in memory for as long as the test looks: the answers come back with nothing written.
+  recorder.flushDelayMs = 60_000;
+  try {
+    const answers = await Promise.all(['/domains', '/api-keys', '/topics'].map((path) => get(path, fresh.fullKey)));
+    assert.deepEqual(
+      answers.map((res) => res.statusCode),
+      [200, 200, 200],
+    );
+    assert.equal(await count(), 0, 'answered before anything was written');
+  } finally {
+    recorder.flushDelayMs = FLUSH_DELAY_MS;
+  }
+  await recorder.flush();
+  assert.equal(await count(), 3);
+  const { rows } = await t.db.query<{ batches: number }>(
+    // Rows written by one statement share its transaction id.
+    'SELECT count(DISTINCT xmin::text)::int AS batches FROM request_logs WHERE organization_id = $1',
+    [fresh.id],
+  );
+  assert.equal(rows[0]!.batches, 1);
+
+  // Without a flush, an entry is written a moment (FLUSH_DELAY_MS) after its answer.
+  assert.equal((await get('/templates', fresh.fullKey)).statusCode, 200);
+  await waitFor(async () => (await count()) === 4, 5000);
 });
 
 test('the buffer is bounded: entries past it are dropped and counted, never held', async () => {

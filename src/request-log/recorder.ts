@@ -48,18 +48,19 @@ export class RequestLogRecorder {
   private bufferedBytes = 0;
   private timer: NodeJS.Timeout | undefined;
   private readonly writing = new Set<Promise<void>>();
-  private readonly options: Required<Omit<RecorderOptions, 'onWriteError'>> & Pick<RecorderOptions, 'onWriteError'>;
+  private readonly maxBufferedBytes: number;
+  private readonly onWriteError: RecorderOptions['onWriteError'];
   /** The time entries are stamped with; replaced in tests. */
   now: () => Date = () => new Date();
+  /** How long the first entry into an empty buffer waits (lengthened in tests). */
+  flushDelayMs: number;
   /** Entries dropped since the recorder started (also the metric). */
   dropped = 0;
 
   constructor(db: Database, options: RecorderOptions = {}) {
-    this.options = {
-      maxBufferedBytes: options.maxBufferedBytes ?? MAX_BUFFERED_BYTES,
-      flushDelayMs: options.flushDelayMs ?? FLUSH_DELAY_MS,
-      onWriteError: options.onWriteError,
-    };
+    this.maxBufferedBytes = options.maxBufferedBytes ?? MAX_BUFFERED_BYTES;
+    this.flushDelayMs = options.flushDelayMs ?? FLUSH_DELAY_MS;
+    this.onWriteError = options.onWriteError;
     this.batcher = new Batcher(db, {
       transaction: false,
       maxSize: MAX_BATCH_ENTRIES,
@@ -73,7 +74,7 @@ export class RequestLogRecorder {
   /** Keeps an entry to be written soon, or drops it when the buffer is full. */
   record(entry: RequestLogEntry): void {
     const bytes = entryBytes(entry);
-    if (this.bufferedBytes + bytes > this.options.maxBufferedBytes) {
+    if (this.bufferedBytes + bytes > this.maxBufferedBytes) {
       this.dropped += 1;
       requestLogDropped.inc({ reason: 'buffer_full' });
       return;
@@ -81,7 +82,7 @@ export class RequestLogRecorder {
     this.buffered.push(entry);
     this.bufferedBytes += bytes;
     if (this.buffered.length >= MAX_BATCH_ENTRIES) this.startWriting();
-    else this.timer ??= setTimeout(() => this.startWriting(), this.options.flushDelayMs).unref();
+    else this.timer ??= setTimeout(() => this.startWriting(), this.flushDelayMs).unref();
   }
 
   /** Writes every entry recorded so far; resolves when they are written (or dropped). */
@@ -102,7 +103,7 @@ export class RequestLogRecorder {
         .catch((error: unknown) => {
           this.dropped += 1;
           requestLogDropped.inc({ reason: 'write_failed' });
-          this.options.onWriteError?.(error);
+          this.onWriteError?.(error);
         })
         .finally(() => {
           this.bufferedBytes -= entryBytes(entry);
