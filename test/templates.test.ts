@@ -533,10 +533,17 @@ describe('templates', () => {
       assert.equal(copy.alias, null);
       assert.equal(copy.status, 'draft');
       assert.equal(copy.published_at, null);
-      for (const field of ['from', 'reply_to', 'subject', 'html', 'text', 'variables'] as const) {
+      for (const field of ['from', 'reply_to', 'subject', 'html', 'text'] as const) {
         assert.deepEqual(copy[field], original[field], field);
       }
+      const declared = (template: TemplateView) =>
+        template.variables.map(({ key, type, fallback_value }) => ({ key, type, fallback_value }));
+      assert.deepEqual(declared(copy), declared(original));
       assert.equal(copy.text, 'T2');
+      assert.deepEqual(
+        copy.variables.map((variable) => [variable.created_at, variable.updated_at]),
+        [[copy.created_at, copy.created_at]],
+      );
       // By alias too; a long name stays within 200 characters.
       const long = await created({ name: 'x'.repeat(200), alias: 'long-name', text: 'x' });
       const copied = await duplicate('long-name');

@@ -70,7 +70,10 @@ export async function duplicateTemplate(
   const { rows } = await db.query<{ id: string }>(
     withEvent(
       `INSERT INTO templates (organization_id, name, sender, reply_to, subject, html, text, variables)
-       SELECT organization_id, left(name, 193) || ' (copy)', sender, reply_to, subject, html, text, variables
+       SELECT organization_id, left(name, 193) || ' (copy)', sender, reply_to, subject, html, text,
+              -- The copy declares its variables when it is made: their dates are the copy's own.
+              coalesce((SELECT jsonb_agg(v - 'created_at' - 'updated_at' ORDER BY o)
+                          FROM jsonb_array_elements(variables) WITH ORDINALITY AS e (v, o)), '[]'::jsonb)
          FROM templates WHERE ${byIdOrAlias(idOrAlias)}
        RETURNING id, name`,
       templateEvent('$2::uuid', 'template.created'),
