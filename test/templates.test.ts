@@ -571,6 +571,32 @@ describe('templates', () => {
       assert.equal(untouched.json().status, 'draft');
     });
 
+    test('publishing is template.updated and duplicating template.created; a publish that changes nothing is no event', async () => {
+      const owner = await createTestOrganization(t.db, t.config, 'events');
+      // An endpoint of the organization subscribed to everything: each event is one delivery row.
+      await t.db.query(
+        `INSERT INTO webhook_endpoints (organization_id, url, signing_secret) VALUES ($1, 'http://127.0.0.1:9/hook', 'whsec_test')`,
+        [owner.id],
+      );
+      const id = await created({ name: 'Evented', text: 'x' }, owner.fullKey);
+      assert.equal((await publish(id, owner.fullKey)).statusCode, 200);
+      assert.equal((await publish(id, owner.fullKey)).statusCode, 200);
+      assert.equal((await duplicate(id, owner.fullKey)).statusCode, 200);
+      const { rows } = await t.db.query<{ type: string; name: string }>(
+        `SELECT event_type AS type, payload->'data'->>'name' AS name FROM webhook_deliveries
+          WHERE organization_id = $1 ORDER BY created_at, payload->>'created_at'`,
+        [owner.id],
+      );
+      assert.deepEqual(
+        rows.map((row) => [row.type, row.name]),
+        [
+          ['template.created', 'Evented'],
+          ['template.updated', 'Evented'],
+          ['template.created', 'Evented (copy)'],
+        ],
+      );
+    });
+
     test('deleting a template deletes its versions', async () => {
       const id = await created({ name: 'Gone', text: 'x' });
       await publish(id);
