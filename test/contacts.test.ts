@@ -122,7 +122,7 @@ describe('contacts', () => {
 
     const deleted = await remove('ada@EXAMPLE.com');
     assert.equal(deleted.statusCode, 200, deleted.body);
-    assert.deepEqual(deleted.json(), { object: 'contact', id, deleted: true });
+    assert.deepEqual(deleted.json(), { object: 'contact', id, contact: id, deleted: true });
     assertError(await get(id), 404, 'not_found');
     assertError(await remove(id), 404, 'not_found');
   });

@@ -251,7 +251,13 @@ test('topics and contacts', async () => {
     ),
     { [topic.id]: 'opt_out', [described.id]: 'opt_in' },
   );
-  await ok('DELETE', `/contacts/${contact.id}`);
+  // The SDK's RemoveContactsResponseSuccess reads the id as `contact`; the document as `id`.
+  assert.deepEqual(await ok('DELETE', `/contacts/${contact.id}`), {
+    object: 'contact',
+    id: contact.id,
+    contact: contact.id,
+    deleted: true,
+  });
   await ok('DELETE', `/topics/${topic.id}`);
   check([
     'topics/create',

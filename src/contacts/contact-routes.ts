@@ -83,7 +83,8 @@ export async function contactRoutes(app: App) {
     { config: { access: 'full' }, schema: { summary: 'Delete a contact by id or email', params: ContactParams } },
     async (request) => {
       const { id } = await deleteContact(app.db, request.principal.organizationId, request.params.id_or_email);
-      return { object: 'contact', id, deleted: true };
+      // `contact` as well as `id`: the SDK's RemoveContactsResponseSuccess reads the id there.
+      return { object: 'contact', id, contact: id, deleted: true };
     },
   );
 
