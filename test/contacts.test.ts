@@ -350,6 +350,13 @@ describe('contacts', () => {
     const exact = (await list(`?limit=5`, owner.fullKey)).json();
     assert.equal(exact.has_more, false);
     assert.equal(exact.data.length, 5);
+    // `before` (Resend's SDK sends it too): the page just before a contact, oldest first like the others.
+    const back = (await list(`?limit=2&before=${last.data[0].id}`, owner.fullKey)).json();
+    assert.equal(back.has_more, true);
+    assert.deepEqual(
+      back.data.map((contact: ContactView) => contact.email),
+      expected.slice(2, 4),
+    );
   });
 
   test('a bad limit or after is a validation_error', async () => {
@@ -363,6 +370,8 @@ describe('contacts', () => {
       [`?after=${randomUUID()}`, 'after'],
       [`?after=${theirs}`, 'after'],
       ['?before=x', 'before'],
+      [`?before=${theirs}`, 'before'],
+      [`?after=${theirs}&before=${theirs}`, 'before'],
     ]) {
       assertError(await list(query), 400, 'validation_error', field);
     }

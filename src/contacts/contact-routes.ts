@@ -8,6 +8,7 @@ const ListQuery = Type.Object(
   {
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 100 })),
     after: Type.Optional(Type.String({ description: 'The id of the last contact of the previous page' })),
+    before: Type.Optional(Type.String({ description: 'The id of the first contact of the next page' })),
   },
   { additionalProperties: false },
 );
@@ -54,8 +55,8 @@ export async function contactRoutes(app: App) {
     '/contacts',
     { config: { access: 'full' }, schema: { summary: 'List contacts', querystring: ListQuery } },
     async (request) => {
-      const { limit = 100, after } = request.query;
-      return listContacts(app.db, request.principal.organizationId, { limit, after });
+      const { limit = 100, after, before } = request.query;
+      return listContacts(app.db, request.principal.organizationId, { limit, after, before });
     },
   );
 

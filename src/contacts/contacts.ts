@@ -100,25 +100,36 @@ export async function createContact(
   );
 }
 
-/** Oldest first, `limit` at a time; `after` is the id of the last contact of the previous page. */
+/**
+ * Oldest first, `limit` at a time; `after` is the id of the last contact of the previous page, `before`
+ * the id of the first contact of the next one (Resend's SDK sends either).
+ */
 export async function listContacts(
   db: Queryable,
   organizationId: string,
-  page: { limit: number; after?: string },
+  page: { limit: number; after?: string; before?: string },
 ): Promise<ContactPage> {
-  const after = page.after ?? null;
-  if (after !== null && !(await findContactRow(db, organizationId, { id: after }))) {
-    throw new ServiceError('validation_error', `after: ${after} is not a contact of this organization`, 'after');
+  if (page.after !== undefined && page.before !== undefined) {
+    throw new ServiceError('validation_error', 'Use either after or before, not both', 'before');
   }
+  const field = page.before !== undefined ? 'before' : 'after';
+  const cursor = page.before ?? page.after ?? null;
+  if (cursor !== null && !(await findContactRow(db, organizationId, { id: cursor }))) {
+    throw new ServiceError('validation_error', `${field}: ${cursor} is not a contact of this organization`, field);
+  }
+  // `before` walks back from the cursor, then the page is turned back into oldest-first order.
+  const forward = page.before === undefined;
   const { rows } = await db.query<ContactRow>(
     `${SELECT_CONTACT}
       WHERE c.organization_id = $1
-        AND ($2::uuid IS NULL OR (c.created_at, c.id) > (SELECT created_at, id FROM contacts WHERE id = $2))
-      ORDER BY c.created_at, c.id
+        AND ($2::uuid IS NULL OR (c.created_at, c.id) ${forward ? '>' : '<'} (SELECT created_at, id FROM contacts WHERE id = $2))
+      ORDER BY c.created_at ${forward ? 'ASC' : 'DESC'}, c.id ${forward ? 'ASC' : 'DESC'}
       LIMIT $3`,
-    [organizationId, after, page.limit + 1],
+    [organizationId, cursor, page.limit + 1],
   );
-  return { object: 'list', has_more: rows.length > page.limit, data: rows.slice(0, page.limit).map(toView) };
+  const data = rows.slice(0, page.limit);
+  if (!forward) data.reverse();
+  return { object: 'list', has_more: rows.length > page.limit, data: data.map(toView) };
 }
 
 /** `idOrEmail` is the contact's id, or (when it has an @) its address, matched without case. */
