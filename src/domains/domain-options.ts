@@ -48,10 +48,11 @@ export const NewDomainSchema = {
   ...DomainSettingsSchema,
 };
 
-const settingsObject = Type.Object(DomainSettingsSchema);
-export type DomainSettings = Static<typeof settingsObject>;
-const newDomainObject = Type.Object(NewDomainSchema);
-export type NewDomainOptions = Omit<Static<typeof newDomainObject>, 'name'>;
+/** Resend's SDKs send only the options given, so an empty update is valid and changes nothing. */
+export const DomainSettingsBody = Type.Object(DomainSettingsSchema, { additionalProperties: false });
+export type DomainSettings = Static<typeof DomainSettingsBody>;
+export const NewDomainBody = Type.Object(NewDomainSchema, { additionalProperties: false });
+export type NewDomainOptions = Omit<Static<typeof NewDomainBody>, 'name'>;
 
 /** What every domain reads as: sending on, receiving not available. */
 export const DOMAIN_CAPABILITIES = { sending: 'enabled', receiving: 'disabled' } as const;

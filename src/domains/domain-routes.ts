@@ -5,7 +5,7 @@ import { dmarcSummary } from './dmarc.ts';
 import { dmarcAddress } from './dmarc-address.ts';
 import { loadShapingFile } from '../shaping/shaping-file.ts';
 import { PageQuery } from '../platform/db/keyset-page.ts';
-import { DomainSettingsSchema, NewDomainSchema } from './domain-options.ts';
+import { DomainSettingsBody, NewDomainBody } from './domain-options.ts';
 
 const IdParams = Type.Object({ id: Type.String() });
 
@@ -14,20 +14,13 @@ const DmarcQuery = Type.Object(
   { additionalProperties: false },
 );
 
-/**
- * Resend's domain update. Its SDKs send only the options given, so an empty body is a valid request that
- * changes nothing; values Mailroom cannot honour are refused (domain-options.ts).
- */
-const UpdateBody = Type.Object(DomainSettingsSchema, { additionalProperties: false });
-const CreateBody = Type.Object(NewDomainSchema, { additionalProperties: false });
-
 /** Resend's /domains: add (with the DNS records to publish), list, read, update (tracking), delete, verify now. */
 export async function domainRoutes(app: App) {
   app.post(
     '/domains',
     {
       config: { access: 'full' },
-      schema: { body: CreateBody },
+      schema: { body: NewDomainBody },
     },
     async (request, reply) => {
       const { name, ...options } = request.body;
@@ -51,7 +44,7 @@ export async function domainRoutes(app: App) {
       schema: {
         summary: "Switch the domain's open or click tracking (null follows the organization)",
         params: IdParams,
-        body: UpdateBody,
+        body: DomainSettingsBody,
       },
     },
     async (request) => {
