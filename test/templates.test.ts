@@ -1000,8 +1000,8 @@ describe('templates made before versions', () => {
   test('become their own published version 1, so that sends with them go on unchanged', async () => {
     const { db, close } = await openTestDatabase({ migrated: false });
     try {
-      // The database as it was before 0027: every earlier migration applied, then a template stored.
-      const earlier = (await loadMigrations()).filter((m) => m.id < 27);
+      // The database as it was before 0026: every earlier migration applied, then a template stored.
+      const earlier = (await loadMigrations()).filter((m) => m.id < 26);
       await db.transaction(async (tx) => {
         await tx.exec(
           'CREATE TABLE mailroom_migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())',

@@ -4,7 +4,7 @@ import type { Queryable } from '../platform/db/database.ts';
 // per request: each process stamps a key at most once per STAMP_INTERVAL_MS, remembering in memory when
 // it last did. The value read is therefore up to a minute behind (per process), which is what a person
 // looking for unused keys needs. Stamps live in api_key_usage, not api_keys, so they never empty the
-// processes' key caches (migration 0026).
+// processes' key caches (migration 0025).
 
 /** A key in use is written at most this often by one process. */
 export const STAMP_INTERVAL_MS = 60_000;
