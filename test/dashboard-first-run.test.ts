@@ -167,30 +167,10 @@ describe("the owner's first run", () => {
       await writeFile(nodeFile, await example(page, 'Node.js (resend)'));
       sent.push((await run(process.execPath, [nodeFile])).stdout.trim());
 
-      // Python: the real `requests` where installed; else a stand-in of its post() over urllib, so the
-      // example's URL, header and body are still what reaches the server.
+      // Python, with the real `requests` (.ci/run installs python3-requests).
       const python = await example(page, 'Python (requests)');
-      await writeFile(
-        path.join(scratch, 'requests_standin.py'),
-        [
-          'import json, urllib.request',
-          'class Response:',
-          '    def __init__(self, status, body): self.status_code, self._body = status, body',
-          '    def json(self): return json.loads(self._body)',
-          'def post(url, headers=None, json=None):',
-          '    import json as j',
-          "    request = urllib.request.Request(url, data=j.dumps(json).encode(), headers={**(headers or {}), 'Content-Type': 'application/json'})",
-          '    with urllib.request.urlopen(request) as answer: return Response(answer.status, answer.read())',
-        ].join('\n'),
-      );
-      const pythonRun = [
-        'import sys, importlib.util',
-        `sys.path.append(${JSON.stringify(scratch)})`,
-        "if importlib.util.find_spec('requests') is None: sys.modules['requests'] = __import__('requests_standin')",
-        `exec(open(${JSON.stringify(path.join(scratch, 'send.py'))}).read())`,
-      ].join('\n');
       await writeFile(path.join(scratch, 'send.py'), python);
-      const { stdout: pythonOut } = await run('python3', ['-c', pythonRun]);
+      const { stdout: pythonOut } = await run('python3', [path.join(scratch, 'send.py')]);
       const pythonMatch = /^200 \{'object': 'email', 'id': '([0-9a-f-]+)'\}|^200 \{'id': '([0-9a-f-]+)'/.exec(
         pythonOut.trim(),
       );
