@@ -5,11 +5,9 @@
 // goes back to a wrong shape (a null Resend has no room for, a last_event or record kind Resend does not
 // list, tags as an object, a list without has_more) fails here.
 //
-// Checked by their own tests (built beside this one), to be folded in here: GET /emails/metrics,
-// PATCH /api-keys/:id, POST /templates/:id/publish and /duplicate, suppressions by id and
-// POST /suppressions/batch/add and /remove, GET /logs, natural-language scheduled_at, and the webhook
-// routes' Resend shapes (POST /webhooks with email.sent or email.received, GET and PATCH /webhooks/:id,
-// has_more on GET /webhooks).
+// Each feature's own test goes deeper (test/email-metrics, api-keys, templates, suppressions,
+// request-log, scheduled-at, webhooks, attachment-path); this file holds every shared operation to
+// Resend's shapes in one place.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { takeMessage } from '../src/delivery/take-message.ts';
@@ -21,7 +19,12 @@ let org: TestOrganization;
 let base: string;
 
 before(async () => {
-  t = await buildTestApp({ MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8', MAILROOM_DNS_TIMEOUT_MS: '1000' });
+  // Nothing answers DNS on 127.0.0.1:9: a domain's verification fails at once instead of waiting on timeouts.
+  t = await buildTestApp({
+    MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8',
+    MAILROOM_DNS_TIMEOUT_MS: '1000',
+    MAILROOM_DNS_SERVERS: '127.0.0.1:9',
+  });
   org = await createTestOrganization(t.db, t.config, 'conform');
   base = await t.app.listen({ port: 0, host: '127.0.0.1' });
 });
@@ -174,6 +177,10 @@ test('emails', async () => {
   await ok('GET', '/emails?last_event=sent');
 
   await ok('PATCH', `/emails/${textOnly.id}`, { scheduled_at: new Date(Date.now() + 7200_000).toISOString() });
+  // Resend takes scheduled_at in plain English too.
+  await ok('PATCH', `/emails/${textOnly.id}`, { scheduled_at: 'in 3 hours' });
+  const metrics = await ok('GET', '/emails/metrics');
+  assert.equal(metrics.object, 'metrics');
   await ok('POST', `/emails/${textOnly.id}/cancel`);
   assert.equal((await ok('GET', `/emails/${textOnly.id}`)).last_event, 'canceled');
   const attachments = await ok('GET', `/emails/${htmlOnly.id}/attachments`);
@@ -188,6 +195,7 @@ test('emails', async () => {
     'emails/cancel',
     'emails/list-attachments',
     'emails/get-attachment',
+    'emails/metrics',
   ]);
 });
 
@@ -198,8 +206,12 @@ test('api-keys', async () => {
   assertList(await ok('GET', '/api-keys'), 'GET /api-keys');
   const page = await ok('GET', '/api-keys?limit=1');
   assert.equal(page.has_more, true, 'three keys, one a page');
+  await ok('PATCH', `/api-keys/${key.id}`, { name: 'Production (web)' });
+  const renamed = (await ok('GET', '/api-keys')).data.find((each: { id: string }) => each.id === key.id);
+  assert.equal(renamed.name, 'Production (web)');
+  assert.ok('last_used_at' in renamed);
   await ok('DELETE', `/api-keys/${key.id}`);
-  check(['api-keys/create', 'api-keys/list', 'api-keys/remove']);
+  check(['api-keys/create', 'api-keys/list', 'api-keys/update', 'api-keys/remove']);
 });
 
 test('templates', async () => {
@@ -211,9 +223,21 @@ test('templates', async () => {
   assertList(await ok('GET', '/templates'), 'GET /templates');
   await ok('GET', '/templates?limit=1');
   await ok('PATCH', `/templates/${template.id}`, { name: 'welcome-2', subject: 'Welcome', text: 'Hi' });
-  await ok('GET', `/templates/${template.id}`);
+  await ok('POST', `/templates/${template.id}/publish`);
+  assert.equal((await ok('GET', `/templates/${template.id}`)).status, 'published');
+  const copy = await ok('POST', `/templates/${template.id}/duplicate`);
+  assert.equal((await ok('GET', `/templates/${copy.id}`)).status, 'draft');
+  await ok('DELETE', `/templates/${copy.id}`);
   await ok('DELETE', `/templates/${template.id}`);
-  check(['templates/create', 'templates/get', 'templates/list', 'templates/update', 'templates/remove']);
+  check([
+    'templates/create',
+    'templates/get',
+    'templates/list',
+    'templates/update',
+    'templates/publish',
+    'templates/duplicate',
+    'templates/remove',
+  ]);
 });
 
 test('topics and contacts', async () => {
@@ -277,21 +301,55 @@ test('topics and contacts', async () => {
 
 test('webhooks', async () => {
   const { ok, call, check } = area();
-  const hook = await ok('POST', '/webhooks', { endpoint: 'http://127.0.0.1:9/hook', events: ['email.delivered'] });
+  const hook = await ok('POST', '/webhooks', {
+    endpoint: 'http://127.0.0.1:9/hook',
+    events: ['email.sent', 'email.delivered', 'email.received'],
+  });
   assert.match(hook.signing_secret, /^whsec_/);
+  await ok('POST', '/webhooks', { endpoint: 'http://127.0.0.1:9/other', events: ['email.bounced'] });
+  await ok('PATCH', `/webhooks/${hook.id}`, { status: 'disabled' });
+  assert.equal((await ok('GET', `/webhooks/${hook.id}`)).status, 'disabled');
+  await ok('PATCH', `/webhooks/${hook.id}`, { status: 'enabled', events: ['email.sent'] });
   // Listing and deleting endpoints need a dashboard session; a plain API key is refused in the envelope.
   const refused = await call('GET', '/webhooks');
   assert.deepEqual([refused.status, (refused.body as { name: string }).name], [401, 'session_required']);
-  await ok('GET', '/webhooks', undefined, { token: org.session });
+  assertList(await ok('GET', '/webhooks', undefined, { token: org.session }), 'GET /webhooks');
+  assert.equal((await ok('GET', '/webhooks?limit=1', undefined, { token: org.session })).has_more, true);
   await ok('DELETE', `/webhooks/${hook.id}`, undefined, { token: org.session });
-  check(['webhooks/create', 'webhooks/list', 'webhooks/remove']);
+  check(['webhooks/create', 'webhooks/get', 'webhooks/update', 'webhooks/list', 'webhooks/remove']);
 });
 
 test('suppressions', async () => {
   const { ok, check } = area();
-  await ok('POST', '/suppressions', { email: 'blocked@example.com' });
+  const added = await ok('POST', '/suppressions', { email: 'blocked@example.com' });
   await ok('GET', '/suppressions');
   await ok('GET', '/suppressions/blocked@example.com');
-  await ok('DELETE', '/suppressions/blocked@example.com');
-  check(['suppressions/add', 'suppressions/list', 'suppressions/get', 'suppressions/remove']);
+  assert.equal((await ok('GET', `/suppressions/${added.id}`)).email, 'blocked@example.com');
+  await ok('DELETE', `/suppressions/${added.id}`);
+  await ok('POST', '/suppressions/batch/add', { emails: ['one@example.com', 'two@example.com'] });
+  await ok('POST', '/suppressions/batch/remove', { emails: ['one@example.com', 'two@example.com'] });
+  check([
+    'suppressions/add',
+    'suppressions/list',
+    'suppressions/get',
+    'suppressions/remove',
+    'suppressions/batch-add',
+    'suppressions/batch-remove',
+  ]);
+});
+
+test('logs', async () => {
+  const { ok, check } = area();
+  // The request log is written a moment after the answer: wait for this test's own request to be there.
+  await ok('POST', '/topics', { name: 'Logged', default_subscription: 'opt_in' });
+  let entries: { id: string; endpoint?: string; path?: string }[] = [];
+  for (let tries = 0; tries < 100 && entries.length === 0; tries += 1) {
+    const list = await ok('GET', '/logs?limit=100');
+    assertList(list, 'GET /logs');
+    entries = list.data;
+    if (entries.length === 0) await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  assert.ok(entries.length > 0, 'the log has entries');
+  await ok('GET', `/logs/${entries[0]!.id}`);
+  check(['topics/create', 'logs/list', 'logs/get']);
 });
