@@ -185,13 +185,17 @@ describe("the owner's first run", () => {
         auth: { user: setting('User name'), pass: setting('Password') },
         tls: { rejectUnauthorized: false }, // the listener's own self-signed certificate
       });
-      const info = await transport.sendMail({
-        from: setting('From'),
-        to: dashboard.user.email,
-        subject: 'Over SMTP',
-        text: 'It works.',
-      });
-      transport.close();
+      let info;
+      try {
+        info = await transport.sendMail({
+          from: setting('From'),
+          to: dashboard.user.email,
+          subject: 'Over SMTP',
+          text: 'It works.',
+        });
+      } finally {
+        transport.close();
+      }
       sent.push(/<([0-9a-f-]{36})>/.exec(info.response)![1]!);
 
       const session = (await sessionToken(page))!;
