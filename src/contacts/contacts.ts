@@ -1,7 +1,7 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { isForeignKeyViolation, isUniqueViolation } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
-import { parseMailbox } from '../emails/addresses.ts';
+import { parseMailbox } from '../platform/addresses.ts';
 import { isUuid } from '../platform/ids.ts';
 import { addressKey } from '../platform/address-key.ts';
 import { withEvent } from '../webhooks/fan-out.ts';

@@ -15,7 +15,7 @@ import { suppressionsFrom } from '../suppressions/suppressions.ts';
 import { settleJobsFrom, settlementOf, type Job, type JobSettlement } from '../queue/leases.ts';
 import { markSentStatement, retryForDeferred } from './finish-or-retry.ts';
 import type { RecipientResult } from './transport.ts';
-import { isBadMailbox } from './smtp-outcome.ts';
+import { isBadMailbox } from '../suppressions/bad-mailbox.ts';
 import type { EmailToSend, PendingRecipient } from './take-message.ts';
 
 // Step 7, record each outcome. The outcomes of one copy commit in one statement as soon as that copy is

@@ -2,7 +2,7 @@ import { detectMimeType } from 'nodemailer/lib/mime-funcs';
 import { ServiceError } from '../platform/errors.ts';
 import { hasControlCharacter, withoutControlCharacters } from '../platform/text.ts';
 import { addressKey } from '../platform/address-key.ts';
-import { asList, formatMailbox, parseMailbox, type Mailbox } from './addresses.ts';
+import { asList, formatMailbox, parseMailbox, type Mailbox } from '../platform/addresses.ts';
 import { isTestDomainAddress, testOutcome } from './test-addresses.ts';
 import type { EmailMessage } from './message-schema.ts';
 import { parseScheduledAt } from './scheduled-at.ts';

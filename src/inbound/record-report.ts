@@ -3,7 +3,7 @@ import { addressKey } from '../platform/address-key.ts';
 import { countOutcome } from '../platform/metrics.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
 import type { RecipientStatus } from '../emails/statuses.ts';
-import { isBadMailbox } from '../delivery/smtp-outcome.ts';
+import { isBadMailbox } from '../suppressions/bad-mailbox.ts';
 import { suppressAddress } from '../suppressions/suppressions.ts';
 import type { Signer } from '../platform/signing.ts';
 import { recipientDigest, type ReturnPathTarget } from '../delivery/return-path.ts';

@@ -1,7 +1,7 @@
 import { simpleParser, type AddressObject, type EmailAddress, type ParsedMail } from 'mailparser';
 import { addressKey } from '../platform/address-key.ts';
 import { ServiceError } from '../platform/errors.ts';
-import { formatMailbox } from '../emails/addresses.ts';
+import { formatMailbox } from '../platform/addresses.ts';
 import type { EmailMessage } from '../emails/message-schema.ts';
 import { isOwnedHeader, MAX_RECIPIENTS } from '../emails/validate-message.ts';
 

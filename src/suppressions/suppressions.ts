@@ -1,7 +1,7 @@
 import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
 import { addressKey } from '../platform/address-key.ts';
-import { parseMailbox } from '../emails/addresses.ts';
+import { parseMailbox } from '../platform/addresses.ts';
 import { isUuid } from '../platform/ids.ts';
 
 // The organization's suppression list: addresses it does not send to. Hard bounces (delivery/, inbound/)

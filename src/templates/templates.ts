@@ -4,7 +4,7 @@ import { isUniqueViolation, type Database, type Queryable } from '../platform/db
 import { ServiceError, notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
 import { keysetPage, type Page, type PageRequest } from '../platform/db/keyset-page.ts';
-import { asList, formatMailbox, parseMailbox } from '../emails/addresses.ts';
+import { asList, formatMailbox, parseMailbox } from '../platform/addresses.ts';
 import { checkedSources } from './template-syntax.ts';
 import {
   checkedVariables,

@@ -1,4 +1,4 @@
-import { isBadMailbox } from '../delivery/smtp-outcome.ts';
+import { isBadMailbox } from '../suppressions/bad-mailbox.ts';
 
 // The `data` of webhook events, in Resend's shapes (its OpenAPI `webhooks` and the webhook event types of
 // its SDK, which win where the two disagree), so a receiver written for Resend reads Mailroom's events.

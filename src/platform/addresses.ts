@@ -1,6 +1,6 @@
-import { ServiceError } from '../platform/errors.ts';
-import { hasControlCharacter } from '../platform/text.ts';
-import { normalizeDomainName } from '../platform/domain-name.ts';
+import { ServiceError } from './errors.ts';
+import { hasControlCharacter } from './text.ts';
+import { normalizeDomainName } from './domain-name.ts';
 
 // Strict mailbox parsing for every address field. Accepted: `local@domain` and `Display Name <local@domain>`
 // (the name optionally in double quotes). The local part is an RFC 5322 dot-atom in ASCII: quoted local
