@@ -49,7 +49,8 @@ before(async () => {
     ].join('\n\n'),
   );
   const now = Date.now();
-  [dashboard, empty] = await Promise.all([
+  // allSettled: if one fails to start, the other is kept for `after` to close instead of left running.
+  const started = await Promise.allSettled([
     startDashboard({
       organizationName: 'Acme Destinations',
       env: { MAILROOM_SHAPING_FILE: shapingFile },
@@ -102,6 +103,11 @@ before(async () => {
     }),
     startDashboard({ organizationName: 'Acme Empty' }),
   ]);
+  const [first, second] = started;
+  if (first.status === 'fulfilled') dashboard = first.value;
+  if (second.status === 'fulfilled') empty = second.value;
+  const failed = started.find((result) => result.status === 'rejected');
+  if (failed) throw failed.reason;
 });
 after(async () => {
   await Promise.all([dashboard?.close(), empty?.close()]);
