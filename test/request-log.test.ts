@@ -111,6 +111,31 @@ test('a new API key token and a webhook signing secret never reach the log', asy
   const hookEntry = await newest('/webhooks');
   assert.equal(hookEntry.response_body.signing_secret, REDACTED);
   assert.equal(JSON.stringify(hookEntry).includes(hook.json().signing_secret), false);
+  // An endpoint's URL may be its secret (and only sessions may list endpoints): its origin stays.
+  assert.equal(hookEntry.request_body.endpoint, `http://127.0.0.1:9/${REDACTED}`);
+  assert.equal(JSON.stringify(hookEntry).includes('/hook'), false);
+
+  // An attachment's path may be a pre-signed link: its signature does not reach the log.
+  const signed = 'https://127.0.0.1:1/a.pdf?X-Amz-Signature=abc123secret';
+  await send(t.app, org.fullKey, message(org, { attachments: [{ path: signed }] }));
+  const pathEntry = await newest('/emails');
+  assert.equal(pathEntry.request_body.attachments[0].path, `https://127.0.0.1:1/${REDACTED}`);
+  assert.equal(JSON.stringify(pathEntry).includes('abc123secret'), false);
+});
+
+test('a refused body with text the database cannot store (NUL, a lone surrogate) is logged, and so are its neighbours', async () => {
+  const before = (await read('/logs?limit=100')).json().data.length;
+  const [bad, good] = await Promise.all([
+    send(t.app, org.fullKey, { ...message(org), subject: 'nul \u0000 and \ud800 lone', 'x\u0000key': 1 }),
+    get('/domains'),
+  ]);
+  assert.equal(bad.statusCode, 400, bad.body);
+  assert.equal(good.statusCode, 200);
+  const entry = await newest('/emails');
+  assert.equal(entry.response_status, 400);
+  assert.equal(entry.request_body.subject, 'nul \ufffd and \ufffd lone');
+  assert.equal((await newest('/domains')).response_status, 200);
+  assert.ok((await read('/logs?limit=100')).json().data.length >= before + 2);
 });
 
 test('a batch body (an array) is kept under `body`; refusals are recorded with their error', async () => {

@@ -1,3 +1,5 @@
+import { storableText } from '../platform/text.ts';
+
 // What of a request or response body the request log keeps. Secrets and message content are replaced by
 // REDACTED, keeping their keys, so the shape of the body stays readable; a body larger than
 // MAX_BODY_BYTES is cut down (long strings shortened, long lists and objects cut off with a note).
@@ -12,6 +14,13 @@ export const MAX_BODY_BYTES = 16 * 1024;
  * passwords, webhook signing secrets.
  */
 const SECRET_KEYS = new Set(['token', 'password', 'signing_secret', 'secret', 'private_key', 'authorization']);
+
+/**
+ * Keys whose value is a URL that may itself be a credential: a webhook endpoint (a Slack-style hook's URL
+ * is its secret; and the log must not list endpoints to keys that may not list them) and an attachment's
+ * `path` (a pre-signed link carries its signature in the query). Their origin stays, the rest goes.
+ */
+const URL_KEYS = new Set(['endpoint', 'url', 'path']);
 
 /**
  * Keys whose value is message content, at any depth: what MAILROOM_RETENTION_DAYS prunes from a stored
@@ -39,14 +48,27 @@ function redact(value: unknown, key: string | undefined): unknown {
   // null and absent stay as they are: whether a message had html or a key had a token is worth seeing.
   if (value === null || value === undefined) return value;
   if (key !== undefined && (SECRET_KEYS.has(key) || CONTENT_KEYS.has(key))) return REDACTED;
+  if (key !== undefined && URL_KEYS.has(key) && typeof value === 'string') return urlOrigin(value);
   if (key !== undefined && CONTENT_MAPS.has(key) && isPlainObject(value)) {
     return Object.fromEntries(Object.keys(value).map((name) => [name, REDACTED]));
   }
   if (Array.isArray(value)) return value.map((item) => redact(item, undefined));
   if (isPlainObject(value)) {
-    return Object.fromEntries(Object.entries(value).map(([name, item]) => [name, redact(item, name)]));
+    return Object.fromEntries(Object.entries(value).map(([name, item]) => [storableText(name), redact(item, name)]));
   }
+  // The log is stored as json, which cannot hold NUL or a lone surrogate: a refused body may have either.
+  if (typeof value === 'string') return storableText(value);
   return value;
+}
+
+/** A URL reduced to its origin and a note; anything that is not an absolute URL is redacted whole. */
+function urlOrigin(value: string): string {
+  try {
+    const url = new URL(value);
+    return url.origin === 'null' ? REDACTED : `${url.origin}/${REDACTED}`;
+  } catch {
+    return REDACTED;
+  }
 }
 
 const STRING_KEEP = 256;
