@@ -1,4 +1,4 @@
-import { useEffect, useState, type FormEvent } from 'react';
+import { useEffect, useRef, useState, type FormEvent } from 'react';
 import { api, fieldError, type ListResponse } from '../api.ts';
 import { Button, ErrorBanner, Field } from '../components/index.ts';
 import { useAction, useApiGet } from '../hooks.ts';
@@ -24,10 +24,14 @@ export function SendTestEmail({ onSent }: { onSent?: (id: string) => void }) {
   const [from, setFrom] = useState('');
   const [to, setTo] = useState(session?.email ?? '');
   const [sent, setSent] = useState<{ id: string; to: string } | null>(null);
-  // The From address waits for the domains: test@ the first verified one.
+  // The From address waits for the domains: test@ the first verified one, once (it may then be cleared),
+  // and only if nothing was typed meanwhile.
+  const fromDefaulted = useRef(false);
   useEffect(() => {
-    if (firstDomain && from === '') setFrom(`test@${firstDomain}`);
-  }, [firstDomain, from]);
+    if (!firstDomain || fromDefaulted.current) return;
+    fromDefaulted.current = true;
+    setFrom((current) => (current === '' ? `test@${firstDomain}` : current));
+  }, [firstDomain]);
 
   const send = useAction((message: { from: string; to: string }) =>
     api.post<{ id: string }>('/emails', {
