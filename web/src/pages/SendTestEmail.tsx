@@ -81,6 +81,7 @@ export function SendTestEmail({ onSent }: { onSent?: (id: string) => void }) {
         autoComplete="email"
         spellCheck={false}
       />
+      <ErrorBanner error={domains.error} title="The domains could not be loaded" onRetry={domains.reload} />
       <ErrorBanner error={send.error} title="The test email was not sent" exceptFields={['from', 'to']} />
       <div className="button-row">
         <Button type="submit" variant="primary" busy={send.busy} busyLabel="Sending…" disabled={!domains.data}>
