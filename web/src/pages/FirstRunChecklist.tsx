@@ -55,7 +55,19 @@ export function FirstRunChecklist() {
     if (loaded && !allDone) setWasIncomplete(true);
   }, [loaded, allDone]);
 
-  if (dismissed || !loaded) return null;
+  if (dismissed) return null;
+  if (!loaded) {
+    // A step's state could not be read: say so rather than hide the checklist without a word.
+    const failed = [domains, keys, emails].filter((loading) => loading.error !== undefined);
+    if (failed.length === 0) return null;
+    return (
+      <ErrorBanner
+        error={failed[0]!.error}
+        title="The getting-started checklist could not be loaded"
+        onRetry={() => failed.forEach((loading) => loading.reload())}
+      />
+    );
+  }
   if (allDone && !wasIncomplete && newKey === null) return null;
 
   const pendingDomain = (domains.data?.data ?? []).find((domain) => domain.status !== 'verified');
