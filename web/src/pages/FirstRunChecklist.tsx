@@ -92,7 +92,8 @@ export function FirstRunChecklist() {
     <section className="card first-run" aria-labelledby="first-run-title">
       <div className="first-run-header">
         <h2 id="first-run-title">Get started</h2>
-        <Button variant="quiet" onClick={dismiss}>
+        {/* Not while a new key is on screen: dismissing would throw away its only showing. */}
+        <Button variant="quiet" onClick={dismiss} disabled={newKey !== null}>
           Dismiss
         </Button>
       </div>
