@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { Resend } from 'resend';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
-import { counts, message, send } from './helpers/emails.ts';
+import { counts, message, send, sendBatch } from './helpers/emails.ts';
 
 const PDF = Buffer.from('%PDF-1.4 a small report');
 let files: Server;
@@ -16,16 +16,22 @@ let guarded: TestApp; // the default: private addresses refused
 let org: TestOrganization;
 let guardedOrg: TestOrganization;
 const requested: string[] = [];
+let flakyCalls = 0;
 
 before(async () => {
   files = createServer((req, res) => {
     requested.push(req.url!);
-    if (req.url === '/files/report.pdf') return res.writeHead(200, { 'content-type': 'application/pdf' }).end(PDF);
+    if (req.url!.split('?')[0] === '/files/report.pdf')
+      return res.writeHead(200, { 'content-type': 'application/pdf' }).end(PDF);
     if (req.url === '/files/moved') return res.writeHead(302, { location: '/files/report.pdf' }).end();
     if (req.url === '/files/loop') return res.writeHead(302, { location: '/files/loop' }).end();
     if (req.url === '/files/big')
       return res.writeHead(200, { 'content-type': 'text/plain' }).end(Buffer.alloc(5000, 'a'));
     if (req.url === '/files/untyped.csv') return res.writeHead(200).end('a,b\n1,2\n');
+    if (req.url === '/files/flaky') {
+      flakyCalls += 1;
+      return flakyCalls === 1 ? res.writeHead(503).end('busy') : res.writeHead(200).end(PDF);
+    }
     res.writeHead(404).end('not here');
   });
   await new Promise<void>((resolve) => files.listen(0, '127.0.0.1', resolve));
@@ -172,4 +178,40 @@ test('by default a path on a private address is refused before anything is sent 
   assert.equal(res.json().name, 'invalid_attachment');
   assert.match(res.json().message, /an address Mailroom may not reach/);
   assert.equal(requested.length, seen, 'the file server got no request');
+});
+
+test('a file host in trouble (5xx) is a 503 remembered under no idempotency key: the retry fetches again', async () => {
+  const body = message(org, { attachments: [{ path: `${filesUrl}/files/flaky`, filename: 'report.pdf' }] });
+  const headers = { 'idempotency-key': `flaky-${process.pid}` };
+  const first = await send(t.app, org.sendingKey, body, headers);
+  assert.equal(first.statusCode, 503, first.body);
+  assert.equal(first.json().name, 'service_unavailable');
+  assert.match(first.json().message, /HTTP 503; try again later/);
+  const retry = await send(t.app, org.sendingKey, body, headers);
+  assert.equal(retry.statusCode, 200, retry.body);
+  assert.equal(flakyCalls, 2);
+});
+
+test('one request fetches at most 20 files, a batch included; a refused entry costs no fetch', async () => {
+  const seen = requested.length;
+  const entry = (i: number) =>
+    message(org, { to: `r${i}@example.com`, attachments: [{ path: `${filesUrl}/files/report.pdf?entry=${i}` }] });
+  const res = await sendBatch(t.app, org.sendingKey, [
+    message(org, { from: 'someone@not-ours.example', attachments: [{ path: `${filesUrl}/files/report.pdf?entry=x` }] }),
+    ...Array.from({ length: 21 }, (_, i) => entry(i)),
+  ]);
+  assert.equal(res.statusCode, 200, res.body);
+  const { data, errors } = res.json();
+  assert.equal(data.filter((each: { object: string }) => each.object === 'email').length, 20);
+  assert.deepEqual(
+    errors.map((e: { index: number; message: string }) => [e.index, /verified domain|At most 20/.test(e.message)]),
+    [
+      [0, true],
+      [21, true],
+    ],
+  );
+  // Distinct files asked for (a client may repeat a GET on a connection the server closed).
+  const fetched = new Set(requested.slice(seen).filter((url) => url.includes('entry=')));
+  assert.equal(fetched.size, 20, 'the refused sender cost no fetch, the 21st file was not fetched');
+  assert.ok(!fetched.has('/files/report.pdf?entry=x') && !fetched.has('/files/report.pdf?entry=20'));
 });

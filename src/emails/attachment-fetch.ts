@@ -51,13 +51,22 @@ export function createAttachmentFetcher(config: Config): AttachmentFetcher {
       const signal = AbortSignal.timeout(ATTACHMENT_FETCH_TIMEOUT_MS);
       const refuse = (why: string) =>
         new ServiceError('invalid_attachment', `${field} could not be fetched from ${url.origin}: ${why}`, field);
+      // The file host's own trouble, not the request's: 503, remembered under no idempotency key.
+      const unavailable = (why: string) =>
+        new ServiceError(
+          'service_unavailable',
+          `${field} could not be fetched from ${url.origin}: ${why}; try again later`,
+          field,
+        );
       let current = url;
       for (let hop = 0; ; hop += 1) {
         let response: Dispatcher.ResponseData;
         try {
           response = await request(current, { dispatcher, method: 'GET', signal });
         } catch (error) {
-          throw refuse(signal.aborted ? `no answer within ${ATTACHMENT_FETCH_TIMEOUT_MS} ms` : describe(error));
+          if (signal.aborted) throw unavailable(`no answer within ${ATTACHMENT_FETCH_TIMEOUT_MS} ms`);
+          const reason = reasonOf(error);
+          throw TRANSIENT.has(reason) ? unavailable(FAILURES[reason]) : refuse(FAILURES[reason]);
         }
         const location = response.headers.location;
         if (response.statusCode >= 300 && response.statusCode < 400 && typeof location === 'string') {
@@ -70,7 +79,10 @@ export function createAttachmentFetcher(config: Config): AttachmentFetcher {
         }
         if (response.statusCode !== 200) {
           await response.body.dump();
-          throw refuse(`HTTP ${response.statusCode}`);
+          const status = response.statusCode;
+          throw status >= 500 || status === 429 || status === 408
+            ? unavailable(`HTTP ${status}`)
+            : refuse(`HTTP ${status}`);
         }
         const declared = Number(response.headers['content-length']);
         if (Number.isFinite(declared) && declared > maxBytes) {
@@ -90,7 +102,7 @@ export function createAttachmentFetcher(config: Config): AttachmentFetcher {
           }
         } catch (error) {
           if (error instanceof ServiceError) throw error;
-          throw refuse(signal.aborted ? `no answer within ${ATTACHMENT_FETCH_TIMEOUT_MS} ms` : describe(error));
+          throw unavailable(signal.aborted ? `no answer within ${ATTACHMENT_FETCH_TIMEOUT_MS} ms` : describe(error));
         }
         const type = response.headers['content-type'];
         const contentType = typeof type === 'string' ? type.split(';')[0]!.trim().toLowerCase() : '';
@@ -116,3 +128,6 @@ const FAILURES: Record<WebhookFailureReason, string> = {
 };
 
 const describe = (error: unknown) => FAILURES[reasonOf(error)];
+
+/** Failures a retry may not meet again. */
+const TRANSIENT: ReadonlySet<WebhookFailureReason> = new Set(['timeout', 'connection_failed']);

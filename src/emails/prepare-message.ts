@@ -24,6 +24,7 @@ export async function prepareMessage(
   organizationId: string,
   message: EmailMessage,
   now: Date,
+  fetchBudget: FetchBudget = newFetchBudget(config),
 ): Promise<PreparedMessage> {
   // A template's from and reply_to are defaults: the send's own take precedence (Resend's rule).
   const defaults =
@@ -36,7 +37,6 @@ export async function prepareMessage(
       : message,
     { now, maxAttachmentBytes: config.attachmentsMaxBytes },
   );
-  await fetchAttachments(valid.attachments, attachmentFetcherFor(config), config.attachmentsMaxBytes);
 
   const domain = await findSendingDomain(db, organizationId, valid.from.domain);
   if (!domain) {
@@ -69,21 +69,60 @@ export async function prepareMessage(
     if (rowCount === 0) throw new ServiceError('validation_error', `Topic ${valid.topicId} not found`, 'topic_id');
   }
 
+  // Last: a message refused for its sender, template or topic costs no fetch.
+  await fetchAttachments(valid.attachments, attachmentFetcherFor(config), config.attachmentsMaxBytes, fetchBudget);
+
   const id = newRowId();
   return { ...valid, subject: subject!, html, text, id, domainId: domain.id, messageId: `<${id}@${domain.name}>` };
 }
 
 /**
- * Fills in the attachments given by URL, one after another, within what the attachments given inline
- * left of the size limit. Their Content-Type is the answer's when the message gave none.
+ * What one request (a send, or a whole batch) may fetch for attachments given by URL: at most
+ * MAX_FETCHES_PER_REQUEST files, and no more bytes than one request body may carry
+ * (MAILROOM_BODY_LIMIT_BYTES), so a small request cannot make Mailroom fetch and hold gigabytes.
  */
-async function fetchAttachments(list: Attachment[], fetcher: AttachmentFetcher, maxBytes: number): Promise<void> {
+export interface FetchBudget {
+  fetches: number;
+  bytes: number;
+}
+
+export const MAX_FETCHES_PER_REQUEST = 20;
+
+export const newFetchBudget = (config: Config): FetchBudget => ({
+  fetches: MAX_FETCHES_PER_REQUEST,
+  bytes: config.bodyLimitBytes,
+});
+
+/**
+ * Fills in the attachments given by URL, one after another, within what the attachments given inline
+ * left of the size limit and what is left of the request's budget. Their Content-Type is the answer's
+ * when the message gave none.
+ */
+async function fetchAttachments(
+  list: Attachment[],
+  fetcher: AttachmentFetcher,
+  maxBytes: number,
+  request: FetchBudget,
+): Promise<void> {
   let budget = maxBytes - list.reduce((sum, attachment) => sum + attachment.content.length, 0);
   for (const attachment of list) {
     if (!attachment.source) continue;
     const { url, field, typeGiven } = attachment.source;
-    const fetched = await fetcher.fetch(url, { field, maxBytes: budget, totalLimit: maxBytes });
+    if (request.fetches === 0) {
+      throw new ServiceError(
+        'validation_error',
+        `At most ${MAX_FETCHES_PER_REQUEST} attachments given by path in one request; send the others as content`,
+        field,
+      );
+    }
+    request.fetches -= 1;
+    const fetched = await fetcher.fetch(url, {
+      field,
+      maxBytes: Math.min(budget, request.bytes),
+      totalLimit: request.bytes < budget ? request.bytes : maxBytes,
+    });
     budget -= fetched.content.length;
+    request.bytes -= fetched.content.length;
     attachment.content = fetched.content;
     if (!typeGiven && fetched.contentType && fetched.contentType !== 'application/octet-stream') {
       attachment.contentType = fetched.contentType;

@@ -11,7 +11,7 @@ import {
 import { acceptMessages, type Outcome } from './accept-messages.ts';
 import { MAX_BATCH, validateBatchEntry } from './batch-entry.ts';
 import type { EmailMessage } from './message-schema.ts';
-import { prepareMessage, type PreparedMessage } from './prepare-message.ts';
+import { newFetchBudget, prepareMessage, type PreparedMessage } from './prepare-message.ts';
 import type { RateLimitState } from './sending-limits.ts';
 
 // The accept core: every way of sending (POST /emails, POST /emails/batch, and any other carrier of a
@@ -112,13 +112,15 @@ async function send(
   }
 
   const entries = checkBatch(request.entries);
-  // Each entry is checked on its own; a refused entry does not stop the others.
+  // Each entry is checked on its own; a refused entry does not stop the others. A file host that did
+  // not answer fails the whole request (503, nothing stored), for the client to retry it whole.
   const checked: Array<PreparedMessage | ServiceError> = [];
+  const fetchBudget = newFetchBudget(config);
   for (const entry of entries) {
     try {
-      checked.push(await prepareMessage(db, config, organizationId, validateBatchEntry(entry), now));
+      checked.push(await prepareMessage(db, config, organizationId, validateBatchEntry(entry), now, fetchBudget));
     } catch (error) {
-      if (!(error instanceof ServiceError)) throw error;
+      if (!(error instanceof ServiceError) || error.name === 'service_unavailable') throw error;
       checked.push(error);
     }
   }
