@@ -23,6 +23,7 @@ import {
   type Dashboard,
 } from './helpers/browser.ts';
 import { freePort } from './helpers/server-process.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -126,6 +127,51 @@ describe('an organization with nothing set up', () => {
   });
 });
 
+test('the checklist and "Send a test email" say when the domains could not be loaded, and try again', async (t) => {
+  await withPage(t, dashboard, async ({ page, problems }) => {
+    let failing = true;
+    await page.route(
+      (url) => url.pathname === '/domains',
+      (route) =>
+        failing
+          ? route.fulfill({
+              status: 500,
+              contentType: 'application/json',
+              body: JSON.stringify({ statusCode: 500, name: 'internal_server_error', message: 'Simulated failure' }),
+            })
+          : route.continue(),
+    );
+    await signIn(page, NEWCOMER.email, NEWCOMER.password);
+    const checklistError = page
+      .getByRole('alert')
+      .filter({ hasText: 'The getting-started checklist could not be loaded' });
+    await checklistError.waitFor();
+    assert.equal(await checklist(page).count(), 0);
+
+    await openPage(page, '/emails', 'Emails');
+    await page.getByRole('button', { name: 'Send a test email' }).click();
+    const form = page.getByRole('form', { name: 'Send a test email' });
+    await form.getByRole('alert').filter({ hasText: 'The domains could not be loaded' }).waitFor();
+    assert.equal(await form.getByRole('button', { name: 'Send test email' }).isDisabled(), true);
+    failing = false;
+    await form.getByRole('button', { name: 'Try again' }).click();
+    await page.getByText('add and verify one').waitFor(); // the newcomer has no verified domain
+
+    failing = true;
+    await openPage(page, '/', 'Overview');
+    await checklistError.waitFor();
+    failing = false;
+    await checklistError.getByRole('button', { name: 'Try again' }).click();
+    await checklist(page).getByText('0 of 3 done').waitFor();
+    assert.equal(await checklistError.count(), 0);
+    // The browser logs the failed requests (500) the test made fail.
+    assert.deepEqual(
+      problems.filter((problem) => !/status of 500/.test(problem)),
+      [],
+    );
+  });
+});
+
 describe("the owner's first run", () => {
   let key = '';
 
@@ -142,6 +188,8 @@ describe("the owner's first run", () => {
       assert.match(key, /^mr_/);
       await list.getByRole('heading', { name: 'Create an API key (done)' }).waitFor();
       await list.getByText('2 of 3 done').waitFor();
+      // Dismissing now would throw away the key's only showing.
+      assert.equal(await list.getByRole('button', { name: 'Dismiss' }).isDisabled(), true);
       assert.match(await example(page, 'curl'), new RegExp(`Bearer ${key}`));
       assert.match(await example(page, 'curl'), new RegExp(`"from":"hello@${DOMAIN}"`));
       assert.match(await example(page, 'Node.js (resend)'), new RegExp(`new Resend\\('${key}'`));
@@ -224,6 +272,13 @@ describe("the owner's first run", () => {
       await openPage(page, '/emails', 'Emails');
       await page.getByRole('button', { name: 'Send a test email' }).click();
       const form = page.getByRole('form', { name: 'Send a test email' });
+      // The From address filled in for you can be cleared, and stays cleared.
+      const from = form.getByLabel('From', { exact: true });
+      await waitFor(async () => (await from.inputValue()) === `test@${DOMAIN}`, 20_000); // once the domains are in
+      await from.fill('');
+      await page.evaluate('new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))');
+      assert.equal(await from.inputValue(), '');
+      await from.fill(`test@${DOMAIN}`);
       await form.getByLabel('Send the test to').fill('not an address');
       await form.getByRole('button', { name: 'Send test email' }).click();
       await form
