@@ -4,7 +4,7 @@ import { countOutcome } from '../platform/metrics.ts';
 import { recordTimelineEntry } from '../emails/timeline.ts';
 import type { RecipientFailureReason } from '../emails/statuses.ts';
 import { subscribedAddresses } from '../contacts/subscriptions.ts';
-import { SUPPRESSION_ORIGINS } from '../webhooks/event-payloads.ts';
+import { SUPPRESSION_ORIGINS } from '../suppressions/suppressions.ts';
 import type { SuppressionReason } from '../suppressions/suppressions.ts';
 import type { EmailToSend, PendingRecipient } from './take-message.ts';
 

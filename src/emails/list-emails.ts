@@ -1,3 +1,4 @@
+import { escapeLike } from '../platform/db/like-pattern.ts';
 import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
@@ -117,11 +118,6 @@ export async function listEmails(db: Queryable, organizationId: string, query: E
   const page = rows.slice(0, query.limit);
   if (!newerFirst) page.reverse();
   return { object: 'list' as const, has_more: rows.length > query.limit, data: page.map(listItem) };
-}
-
-/** Text to find as itself inside a LIKE pattern: its `%`, `_` and `\\` are not wildcards. */
-export function escapeLike(text: string): string {
-  return text.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
 
 /**

@@ -1,3 +1,4 @@
+import { escapeLike } from '../platform/db/like-pattern.ts';
 import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
@@ -128,7 +129,7 @@ export async function listRequestLogs(db: Queryable, organizationId: string, que
   }
   if (query.endpoint !== undefined) {
     // A prefix: LIKE's wildcards in it are meant literally.
-    where.push(`l.endpoint LIKE ${param(query.endpoint.replace(/[\\%_]/g, '\\$&') + '%')}`);
+    where.push(`l.endpoint LIKE ${param(`${escapeLike(query.endpoint)}%`)}`);
   }
   if (query.apiKeyId !== undefined) {
     if (!isUuid(query.apiKeyId)) return { object: 'list' as const, has_more: false, data: [] };

@@ -12,15 +12,14 @@ export type SuppressionReason = 'hard_bounce' | 'complaint' | 'manual';
 /** Resend's name for the reason: how the address came onto the list. */
 export type SuppressionOrigin = 'bounce' | 'complaint' | 'manual';
 
-const ORIGINS: Record<SuppressionReason, SuppressionOrigin> = {
+export const SUPPRESSION_ORIGINS: Record<SuppressionReason, SuppressionOrigin> = {
   hard_bounce: 'bounce',
   complaint: 'complaint',
   manual: 'manual',
 };
-const REASONS = Object.fromEntries(Object.entries(ORIGINS).map(([reason, origin]) => [origin, reason])) as Record<
-  SuppressionOrigin,
-  SuppressionReason
->;
+const REASONS = Object.fromEntries(
+  Object.entries(SUPPRESSION_ORIGINS).map(([reason, origin]) => [origin, reason]),
+) as Record<SuppressionOrigin, SuppressionReason>;
 
 /** Addresses one batch call adds or removes at most (Resend's limit). */
 export const MAX_BATCH = 100;
@@ -50,7 +49,7 @@ const view = (row: SuppressionRow): SuppressionView => ({
   object: 'suppression',
   id: row.id,
   email: row.address,
-  origin: ORIGINS[row.reason],
+  origin: SUPPRESSION_ORIGINS[row.reason],
   source_id: row.source_email_id,
   reason: row.reason,
   created_at: row.created_at.toISOString(),

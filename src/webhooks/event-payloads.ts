@@ -117,9 +117,6 @@ function bounceSubType(type: string, status: string | undefined, smtpCode: numbe
   return 'General';
 }
 
-/** Suppression reasons (suppressions/) as the SDK's suppression events name their origin. */
-export const SUPPRESSION_ORIGINS = { hard_bounce: 'bounce', complaint: 'complaint', manual: 'manual' } as const;
-
 /**
  * Resend's `suppressed`: the organization's own list (OnAccountSuppressionList). Resend's reasons are only
  * previous_bounce and previous_complaint, so an address added by hand reads previous_bounce, and
