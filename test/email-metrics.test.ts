@@ -349,6 +349,38 @@ describe('refusals', () => {
     await refused({ emailId: tooMany }, 'email_id', /At most 100 ids/);
   });
 
+  test('an answer is bounded in rows as well as periods: a breakdown past the bound is refused, not built', async () => {
+    const now = new Date('2025-03-04T12:00:00Z');
+    // March's two messages, hourly over three days: 72 periods for each message.
+    const request = metricsRequest(
+      {
+        start_date: '2025-03-01',
+        end_date: '2025-03-04',
+        granularity: 'hourly',
+        dimensions: 'period,email',
+        metrics: 'sent',
+      },
+      now,
+    );
+    const whole = await readEmailMetrics(t.db, org.id, request, 144);
+    assert.equal(whole.data!.length, 144);
+    await assert.rejects(readEmailMetrics(t.db, org.id, request, 143), (error: Error & { field?: string }) => {
+      assert.equal(error.field, 'dimensions');
+      assert.match(error.message, /more than 143 rows \(72 periods for each of 2 groups\)/);
+      return true;
+    });
+    // Through the API, at the real bound: 9,528 hourly periods (397 days) for each of the two March messages.
+    await refused(
+      { startDate: '2024-02-01', endDate: '2025-03-04', granularity: 'hourly', dimensions: ['period', 'email'] },
+      'dimensions',
+      /more than 10000 rows \(9528 periods for each of 2 groups\)/,
+    );
+    // Without periods the rows are the messages themselves: the database stops at one past the bound.
+    const byMessage = metricsRequest({ start_date: '2025-03-01', end_date: '2025-03-04', dimensions: 'email' }, now);
+    assert.equal((await readEmailMetrics(t.db, org.id, byMessage, 2)).data!.length, 2);
+    await assert.rejects(readEmailMetrics(t.db, org.id, byMessage, 1), /more than 1 rows: shorten the range/);
+  });
+
   test('the field at fault is named in the envelope', async () => {
     const res = await t.app.inject({
       method: 'GET',

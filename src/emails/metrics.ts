@@ -60,6 +60,12 @@ export type Granularity = (typeof GRANULARITIES)[number];
 /** Resend's limits: periods one answer may span, and ids one filter may list. */
 export const MAX_PERIODS = 10_000;
 export const MAX_FILTER_IDS = 100;
+/**
+ * Rows one answer may hold. Resend bounds only the periods; with a breakdown by message each period
+ * repeats for every message, so the rows are bounded too, before they are built: an answer is read whole
+ * into memory, and one that would not fit a dashboard's chart is refused with what to narrow.
+ */
+export const MAX_ROWS = 10_000;
 const DEFAULT_RANGE_MS = 6 * 86_400_000;
 
 const COUNTS = [
@@ -364,6 +370,7 @@ export async function readEmailMetrics(
   db: Queryable,
   organizationId: string,
   request: MetricsRequest,
+  maxRows = MAX_ROWS,
 ): Promise<Metrics> {
   const byPeriod = request.dimensions.includes('period');
   const byDomain = request.dimensions.includes('domain');
@@ -398,7 +405,8 @@ export async function readEmailMetrics(
   const needed = countsFor(answered);
   const aggregates =
     needed.length > 0 ? needed.map((name) => `${AGGREGATES[name]}::int AS ${name}`) : ['count(*)::int AS entries'];
-  // One scan: the totals are the grouping set (), the rows the set of the dimensions.
+  // One scan: the totals are the grouping set (), the rows the set of the dimensions. The totals row sorts
+  // first (total is true), and one row more than may be answered tells that there are too many.
   const { rows } = await db.query<CountedRow>(
     `SELECT ${groups.length > 0 ? `GROUPING(${groups.join(', ')}) <> 0` : 'true'} AS total,
             ${[...columns, ...aggregates].join(',\n            ')}
@@ -407,9 +415,10 @@ export async function readEmailMetrics(
       WHERE ev.organization_id = $1 AND ev.created_at >= $2 AND ev.created_at < $3
         AND ev.type IN ${COUNTED_TYPES}
         ${filters.map((filter) => `AND ${filter}`).join(' ')}
-      ${groups.length > 0 ? `GROUP BY GROUPING SETS ((${groups.join(', ')}), ())` : ''}`,
+      ${groups.length > 0 ? `GROUP BY GROUPING SETS ((${groups.join(', ')}), ()) ORDER BY 1 DESC LIMIT ${maxRows + 2}` : ''}`,
     params,
   );
+  if (rows.length > maxRows + 1) throw tooManyRows(maxRows);
 
   const values = (counts: Record<Count, number> | undefined): Record<string, number> => {
     const out: Record<string, number> = {};
@@ -444,6 +453,7 @@ export async function readEmailMetrics(
     const found = new Map(counted.map((row) => [`${row.period!.toISOString()}|${key(row)}`, row]));
     const groupsSeen = new Map<string, CountedRow>();
     for (const row of counted) if (!groupsSeen.has(key(row))) groupsSeen.set(key(row), row);
+    if (periods.length * groupsSeen.size > maxRows) throw tooManyRows(maxRows, periods.length, groupsSeen.size);
     const orderedGroups = [...groupsSeen.values()].sort(compareGroups);
     if (!byDomain && !byEmail && orderedGroups.length === 0) orderedGroups.push({} as CountedRow);
     data = periods.flatMap((period) =>
@@ -457,6 +467,15 @@ export async function readEmailMetrics(
     data = counted.sort(compareGroups).map((row) => ({ ...dimensionsOf(row), ...values(row) }));
   }
   return { ...answer, data };
+}
+
+function tooManyRows(maxRows: number, periods?: number, groups?: number): ServiceError {
+  const size =
+    periods === undefined ? '' : ` (${periods} periods for each of ${groups} ${groups === 1 ? 'group' : 'groups'})`;
+  return invalid(
+    'dimensions',
+    `The answer would hold more than ${maxRows} rows${size}: shorten the range, choose a longer granularity, filter by domain_id or email_id, or break down by fewer dimensions`,
+  );
 }
 
 /** Domains by name, then messages by id: the same order in every period. */
