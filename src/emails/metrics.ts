@@ -2,6 +2,7 @@ import { Type, type Static } from 'typebox';
 import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
+import { canonicalTimeZone, zoneOffsetMinutes } from '../platform/time-zones.ts';
 
 // GET /emails/metrics (Resend's shape): what happened to the organization's mail in a date range, in
 // total and broken down by period, sending domain or message. Everything is counted per recipient from
@@ -210,46 +211,22 @@ function idList(field: string, value: string | string[] | undefined): string[] |
 
 function checkedTimezone(value: string | undefined): string {
   if (value === undefined || value === '') return 'UTC';
-  try {
-    // Canonical spelling (`utc` → `UTC`), which PostgreSQL knows too.
-    return new Intl.DateTimeFormat('en-US', { timeZone: value }).resolvedOptions().timeZone;
-  } catch {
+  // Canonical spelling (`utc` → `UTC`), which PostgreSQL knows too.
+  const name = canonicalTimeZone(value);
+  if (name === undefined) {
     throw invalid('timezone', `\`${value}\` is not an IANA time zone (e.g. UTC, Europe/Paris, America/New_York)`);
   }
+  return name;
 }
 
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const LOCAL_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?$/;
 const OFFSET_DATE_TIME = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})$/i;
 
-/** Minutes `timeZone` is ahead of UTC at `instant`. */
-function offsetMinutes(instant: number, timeZone: string): number {
-  const parts = new Intl.DateTimeFormat('en-US', {
-    timeZone,
-    hourCycle: 'h23',
-    year: 'numeric',
-    month: '2-digit',
-    day: '2-digit',
-    hour: '2-digit',
-    minute: '2-digit',
-    second: '2-digit',
-  }).formatToParts(new Date(instant));
-  const field = (type: string) => Number(parts.find((part) => part.type === type)!.value);
-  const local = Date.UTC(
-    field('year'),
-    field('month') - 1,
-    field('day'),
-    field('hour'),
-    field('minute'),
-    field('second'),
-  );
-  return Math.round((local - Math.floor(instant / 1000) * 1000) / 60_000);
-}
-
 /** The instant a wall-clock time in `timeZone` names (the later one when a clock change repeats it). */
 function zonedInstant(wallClock: number, timeZone: string): number {
-  const first = wallClock - offsetMinutes(wallClock, timeZone) * 60_000;
-  return wallClock - offsetMinutes(first, timeZone) * 60_000;
+  const first = wallClock - zoneOffsetMinutes(wallClock, timeZone) * 60_000;
+  return wallClock - zoneOffsetMinutes(first, timeZone) * 60_000;
 }
 
 function parseDate(field: string, value: string, timeZone: string): Date {

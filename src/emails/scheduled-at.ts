@@ -1,4 +1,5 @@
 import { ServiceError } from '../platform/errors.ts';
+import { canonicalTimeZone, zoneOffsetMinutes } from '../platform/time-zones.ts';
 
 // `scheduled_at` (POST /emails, batch entries, PATCH /emails/:id): an ISO 8601 timestamp with an offset,
 // or one of a few plain-English forms, as Resend accepts ("in 1 min", "tomorrow at 9am", "Friday at 3pm
@@ -190,41 +191,13 @@ function parseZone(text: string | undefined): Zone | undefined {
     return { kind: 'fixed', minutes: (offset[1] === '-' ? -1 : 1) * (hours * 60 + minutes) };
   }
   if (!text.includes('/')) return undefined; // an IANA name has a region: "cet" or "bst" alone is not one
-  try {
-    return { kind: 'region', name: new Intl.DateTimeFormat('en-US', { timeZone: text }).resolvedOptions().timeZone };
-  } catch {
-    return undefined;
-  }
+  const name = canonicalTimeZone(text);
+  return name === undefined ? undefined : { kind: 'region', name };
 }
 
 /** Minutes east of UTC that the zone's clocks are at the instant `at`. */
 function offsetAt(zone: Zone, at: number): number {
-  if (zone.kind === 'fixed') return zone.minutes;
-  const wall = wallParts(new Date(at), zone.name);
-  const asUtc = Date.UTC(wall.year, wall.month - 1, wall.day, wall.hour, wall.minute, wall.second);
-  return Math.round((asUtc - Math.floor(at / 1000) * 1000) / 60_000);
-}
-
-function wallParts(at: Date, timeZone: string): WallDate & Clock & { second: number } {
-  const parts = new Intl.DateTimeFormat('en-US', {
-    timeZone,
-    hourCycle: 'h23',
-    year: 'numeric',
-    month: 'numeric',
-    day: 'numeric',
-    hour: 'numeric',
-    minute: 'numeric',
-    second: 'numeric',
-  }).formatToParts(at);
-  const part = (type: string) => Number(parts.find((p) => p.type === type)!.value);
-  return {
-    year: part('year'),
-    month: part('month'),
-    day: part('day'),
-    hour: part('hour'),
-    minute: part('minute'),
-    second: part('second'),
-  };
+  return zone.kind === 'fixed' ? zone.minutes : zoneOffsetMinutes(at, zone.name);
 }
 
 function wallDate(at: Date, zone: Zone): WallDate {
