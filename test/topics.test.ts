@@ -70,6 +70,7 @@ describe('topics', () => {
         name: 'Newsletter',
         description: 'Monthly news',
         default_subscription: 'opt_in',
+        visibility: 'private',
         created_at: undefined,
         updated_at: undefined,
       },
@@ -157,6 +158,39 @@ describe('topics', () => {
     const before = await read(id);
     assertRefused(await patch(id, {}), 'validation_error', undefined);
     assert.deepEqual(await read(id), before);
+  });
+
+  test('visibility: private unless given, set by POST and PATCH, listed and read', async () => {
+    const defaulted = await created({ name: 'Quiet', default_subscription: 'opt_in' });
+    const open = await created({ name: 'Open', default_subscription: 'opt_out', visibility: 'public' });
+    assert.equal((await read(defaulted)).visibility, 'private');
+    assert.equal((await read(open)).visibility, 'public');
+    const listed = (await list()).json().data as TopicView[];
+    assert.equal(listed.find((topic) => topic.id === open)?.visibility, 'public');
+    assert.equal(listed.find((topic) => topic.id === defaulted)?.visibility, 'private');
+
+    assert.equal((await patch(defaulted, { visibility: 'public' })).statusCode, 200);
+    assert.equal((await read(defaulted)).visibility, 'public');
+    // A PATCH without visibility keeps it.
+    assert.equal((await patch(defaulted, { name: 'Still open' })).statusCode, 200);
+    assert.equal((await read(defaulted)).visibility, 'public');
+
+    assertRefused(
+      await create({ name: 'Bad', default_subscription: 'opt_in', visibility: 'secret' }),
+      'validation_error',
+      'visibility',
+    );
+    assertRefused(await patch(open, { visibility: 'hidden' }), 'validation_error', 'visibility');
+    assert.equal((await read(open)).visibility, 'public');
+  });
+
+  test('PATCH may repeat the path id in the body, as Resend’s SDK does; another id is refused', async () => {
+    const id = await created({ name: 'Echo', default_subscription: 'opt_in' });
+    assert.equal((await patch(id, { id, visibility: 'public' })).statusCode, 200);
+    assert.equal((await read(id)).visibility, 'public');
+    assertRefused(await patch(id, { id: randomUUID(), name: 'Elsewhere' }), 'validation_error', 'id');
+    assertRefused(await patch(id, { id }), 'validation_error', undefined);
+    assert.equal((await read(id)).name, 'Echo');
   });
 
   test('validation', async () => {

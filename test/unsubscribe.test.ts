@@ -234,4 +234,140 @@ describe('one-click unsubscribe', () => {
     assert.equal(rows.length, 0);
     assert.equal(await isSubscribed(topicId, address), true);
   });
+
+  describe('the preference page', () => {
+    let prefs: TestOrganization;
+    const manage = async (method: string, url: string, payload?: object) => {
+      const response = await t.app.inject({ method: method as 'POST', url, headers: bearer(prefs.fullKey), payload });
+      assert.ok(response.statusCode < 300, response.body);
+      return response.json();
+    };
+    const topic = async (name: string, default_subscription: string, visibility?: string) =>
+      (await manage('POST', '/topics', { name, default_subscription, ...(visibility ? { visibility } : {}) }))
+        .id as string;
+
+    /** The forms of the preference list: the button's words and the URL it posts to, resolved as a browser does. */
+    function forms(html: string, pageUrl: string) {
+      return [...html.matchAll(/<form method="post" action="([^"]+)"><button type="submit">([^<]+)<\/button>/g)].map(
+        ([, action, words]) => ({ words: words!, url: new URL(action!.replaceAll('&#38;', '&'), pageUrl).href }),
+      );
+    }
+    const post = (url: string) =>
+      fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: '' });
+
+    let ids: Record<string, string>;
+    let contactId: string;
+    let address: string;
+    let url: string;
+
+    before(async () => {
+      prefs = await createTestOrganization(t.db, t.config, 'prefs');
+      await observeWebhookEvents(t.app, prefs);
+      ids = {
+        message: await topic('Release notes', 'opt_out'), // private, the message's own: always listed
+        open: await topic('Open news', 'opt_out', 'public'), // public: listed, not subscribed
+        members: await topic('Members', 'opt_out', 'private'), // private, the contact opted in: listed
+        hidden: await topic('Hidden', 'opt_out'), // private, not subscribed: not listed
+        defaulted: await topic('Digest', 'opt_in'), // private, subscribed by default: listed
+      };
+      address = `prefs-${randomUUID().slice(0, 8)}@example.com`;
+      contactId = (await manage('POST', '/contacts', { email: address })).id as string;
+      await manage('PATCH', `/contacts/${contactId}`, { topics: [{ id: ids.members, subscription: 'opt_in' }] });
+      url = unsubscribeUrl(t.app.signer, baseUrl, {
+        organizationId: prefs.id,
+        address,
+        topicId: ids.message!,
+        emailId: randomUUID(),
+      });
+    });
+
+    const subscriptionOf = async (topicId: string) =>
+      (await subscribedAddresses(t.db, prefs.id, topicId, [address])).has(address);
+
+    test('lists the message’s topic, the public topics and the private ones the contact is subscribed to', async () => {
+      const response = await fetch(url);
+      assert.equal(response.status, 200);
+      const html = await response.text();
+      // The one-click form is still there, first.
+      assert.ok(html.indexOf('value="One-Click"') < html.indexOf('Your subscriptions'), html);
+      assert.deepEqual(
+        forms(html, url).map((form) => form.words),
+        ['Subscribe to Release notes', 'Subscribe to Open news', 'Unsubscribe from Members', 'Unsubscribe from Digest'],
+      );
+      assert.ok(!html.includes('Hidden'), 'a private topic the contact is not subscribed to is not shown');
+      for (const form of forms(html, url)) assert.ok(form.url.startsWith(`${url}/topics/`), form.url);
+    });
+
+    test('its buttons opt in and out, form post by form post, and the page says so', async () => {
+      const first = forms(await (await fetch(url)).text(), url);
+      const subscribe = first.find((form) => form.words === 'Subscribe to Open news')!;
+      const answer = await post(subscribe.url);
+      assert.equal(answer.status, 200);
+      assert.equal(answer.headers.get('cache-control'), 'no-store');
+      const html = await answer.text();
+      assert.match(html, /Subscribed to <strong>Open news<\/strong>\./);
+      assert.equal(await subscriptionOf(ids.open!), true);
+
+      // The answer's own forms post back to the right place (its URL is deeper than the page's).
+      const again = forms(html, subscribe.url);
+      const leave = again.find((form) => form.words === 'Unsubscribe from Members')!;
+      assert.ok(leave.url.startsWith(`${url}/topics/`), leave.url);
+      const left = await post(leave.url);
+      assert.equal(left.status, 200);
+      const after = await left.text();
+      assert.match(after, /Unsubscribed from <strong>Members<\/strong>\./);
+      assert.equal(await subscriptionOf(ids.members!), false);
+      // A private topic left is no longer listed; the public one just joined is, as subscribed.
+      assert.ok(!after.includes('Unsubscribe from Members') && !after.includes('Subscribe to Members'), after);
+      assert.ok(after.includes('Unsubscribe from Open news'), after);
+      // Leaving a topic on the page is an unsubscribe like the one-click one: contact.unsubscribed.
+      const events = await queuedEvents(t.db, prefs.id, 'contact.unsubscribed', { id: contactId });
+      assert.deepEqual(
+        events.map((event) => event.data.topic_id),
+        [ids.members],
+      );
+    });
+
+    test('a topic the page does not list, or another organization’s, is 404 and changes nothing', async () => {
+      const elsewhere = (await api('POST', '/topics', { name: 'Not theirs', default_subscription: 'opt_out' }))
+        .id as string;
+      for (const topicId of [ids.hidden!, elsewhere, randomUUID(), 'not-a-uuid']) {
+        const response = await post(`${url}/topics/${topicId}/opt_in`);
+        assert.equal(response.status, 404, topicId);
+        assert.equal(((await response.json()) as { name: string }).name, 'not_found');
+      }
+      assert.equal(await subscriptionOf(ids.hidden!), false);
+      const bad = await post(`${url}/topics/${ids.open}/maybe`);
+      assert.equal(bad.status, 400);
+      const forged = await post(`${baseUrl}/unsubscribe/garbage/topics/${ids.open}/opt_out`);
+      assert.equal(forged.status, 404);
+    });
+
+    test('the one-click POST still unsubscribes from the message’s topic alone, and shows the list', async () => {
+      await post(
+        forms(await (await fetch(url)).text(), url).find((f) => f.words === 'Subscribe to Release notes')!.url,
+      );
+      assert.equal(await subscriptionOf(ids.message!), true);
+      const response = await oneClick(url);
+      assert.equal(response.status, 200);
+      const html = await response.text();
+      assert.match(html, /You are unsubscribed from <strong>Release notes<\/strong>/);
+      assert.ok(html.includes('Subscribe to Release notes'), html);
+      assert.equal(await subscriptionOf(ids.message!), false);
+      assert.equal(await subscriptionOf(ids.defaulted!), true);
+    });
+
+    test('an address that is not a contact gets the one-click form and no list', async () => {
+      const stranger = unsubscribeUrl(t.app.signer, baseUrl, {
+        organizationId: prefs.id,
+        address: 'stranger@example.com',
+        topicId: ids.message!,
+        emailId: randomUUID(),
+      });
+      const html = await (await fetch(stranger)).text();
+      assert.match(html, /value="One-Click"/);
+      assert.ok(!html.includes('Your subscriptions'), html);
+      assert.equal((await post(`${stranger}/topics/${ids.open}/opt_in`)).status, 404);
+    });
+  });
 });

@@ -77,6 +77,74 @@ export async function unsubscribeFromTopic(db: Queryable, target: UnsubscribeTar
   }
 }
 
+/** What the preference page of an unsubscribe link shows: the contact's topics, and whether they left everything. */
+export interface PreferencePage {
+  /** The contact unsubscribed from all of the organization's messages (contacts.unsubscribed). */
+  unsubscribedFromAll: boolean;
+  topics: ContactTopicView[];
+}
+
+/**
+ * The topics the preference page lists to the contact with the link's address (Resend's visibility): the
+ * topic of the message the link came in, every public topic, and the private topics the contact is
+ * subscribed to (their choice, else the default), each with the contact's effective subscription; the
+ * message's topic first, then oldest first. Null when the address is not a contact of the organization.
+ */
+export async function preferencePage(
+  db: Queryable,
+  target: Pick<UnsubscribeTarget, 'organizationId' | 'address' | 'topicId'>,
+): Promise<PreferencePage | null> {
+  if (!isUuid(target.organizationId)) return null;
+  const { rows: contacts } = await db.query<{ id: string; unsubscribed: boolean }>(
+    'SELECT id, unsubscribed FROM contacts WHERE organization_id = $1 AND lower(email) = $2',
+    [target.organizationId, addressKey(target.address)],
+  );
+  const contact = contacts[0];
+  if (!contact) return null;
+  const { rows: topics } = await db.query<ContactTopicView>(
+    `SELECT t.id, t.name, t.description, coalesce(ct.subscription, t.default_subscription) AS subscription
+       FROM topics t LEFT JOIN contact_topics ct ON ct.topic_id = t.id AND ct.contact_id = $2
+      WHERE t.organization_id = $1
+        AND (t.id = $3 OR t.visibility = 'public' OR coalesce(ct.subscription, t.default_subscription) = 'opt_in')
+      ORDER BY t.id = $3 DESC, t.created_at, t.id`,
+    [target.organizationId, contact.id, isUuid(target.topicId) ? target.topicId : null],
+  );
+  return { unsubscribedFromAll: contact.unsubscribed, topics };
+}
+
+/**
+ * A choice made on the preference page, for a topic the page lists to the contact (preferencePage);
+ * false when it lists no such topic. Opting out is the one-click unsubscribe's write, with its
+ * contact.unsubscribed event; opting in writes the choice alone, as PATCH /contacts/:id/topics does.
+ */
+export async function chooseOnPreferencePage(
+  db: Queryable,
+  target: UnsubscribeTarget,
+  topicId: string,
+  subscription: Subscription,
+): Promise<boolean> {
+  const page = await preferencePage(db, target);
+  const topic = page?.topics.find((listed) => listed.id === topicId.toLowerCase());
+  if (!topic) return false;
+  if (subscription === 'opt_out') {
+    await unsubscribeFromTopic(db, { ...target, topicId: topic.id });
+    return true;
+  }
+  try {
+    await db.query(
+      `INSERT INTO contact_topics (contact_id, topic_id, subscription)
+       SELECT c.id, $3, 'opt_in' FROM contacts c WHERE c.organization_id = $1 AND lower(c.email) = $2
+       ON CONFLICT (contact_id, topic_id) DO UPDATE SET subscription = 'opt_in', updated_at = now()
+        WHERE contact_topics.subscription <> 'opt_in'`,
+      [target.organizationId, addressKey(target.address), topic.id],
+    );
+  } catch (error) {
+    // The contact or topic was deleted meanwhile: nothing to subscribe to.
+    if (!isForeignKeyViolation(error)) throw error;
+  }
+  return true;
+}
+
 /** Ids lower-cased; a malformed or repeated id is the caller's 400 before anything is written. */
 export function checkedChoices(choices: TopicChoice[]): TopicChoice[] {
   const seen = new Set<string>();

@@ -8,15 +8,20 @@ import type { EventType } from '../webhooks/event-types.ts';
 
 // A topic is a kind of message an organization sends to its contacts (a newsletter, product news).
 // Its default_subscription decides who it reaches when a contact has made no choice of their own
-// (subscriptions.ts has the rule). Deleting a topic deletes every contact's choice for it.
+// (subscriptions.ts has the rule). Its visibility decides who sees it on the preference page an
+// unsubscribe link opens (unsubscribe-routes.ts): a public topic every contact, a private one only the
+// contacts subscribed to it (Resend's meaning; private is the default). Deleting a topic deletes every
+// contact's choice for it.
 
 export type Subscription = 'opt_in' | 'opt_out';
+export type Visibility = 'public' | 'private';
 
 /** The fields of POST (name and default_subscription required) and PATCH (any non-empty subset). */
 export interface TopicInput {
   name?: string;
   description?: string | null;
   default_subscription?: Subscription;
+  visibility?: Visibility;
 }
 
 export interface Topic {
@@ -25,6 +30,7 @@ export interface Topic {
   name: string;
   description: string | null;
   default_subscription: Subscription;
+  visibility: Visibility;
   created_at: Date;
   updated_at: Date;
 }
@@ -36,11 +42,12 @@ export interface TopicView {
   name: string;
   description?: string;
   default_subscription: Subscription;
+  visibility: Visibility;
   created_at: string;
   updated_at: string;
 }
 
-const COLUMNS = 'id, organization_id, name, description, default_subscription, created_at, updated_at';
+const COLUMNS = 'id, organization_id, name, description, default_subscription, visibility, created_at, updated_at';
 
 /** A topic.* webhook event for the changed row. */
 const topicEvent = (type: EventType) => ({
@@ -60,11 +67,11 @@ export async function createTopic(
 ): Promise<{ id: string }> {
   const { rows } = await db.query<{ id: string }>(
     withEvent(
-      `INSERT INTO topics (organization_id, name, description, default_subscription)
-       VALUES ($1, $2, $3, $4) ${RETURNED}`,
+      `INSERT INTO topics (organization_id, name, description, default_subscription, visibility)
+       VALUES ($1, $2, $3, $4, $5) ${RETURNED}`,
       topicEvent('topic.created'),
     ),
-    [organizationId, input.name, input.description ?? null, input.default_subscription],
+    [organizationId, input.name, input.description ?? null, input.default_subscription, input.visibility ?? 'private'],
   );
   return { id: rows[0]!.id };
 }
@@ -109,6 +116,7 @@ export async function updateTopic(
           SET name = coalesce($3, name),
               description = CASE WHEN $4::boolean THEN $5::text ELSE description END,
               default_subscription = coalesce($6, default_subscription),
+              visibility = coalesce($7, visibility),
               updated_at = now()
         WHERE id = $2 AND organization_id = $1 ${RETURNED}`,
       topicEvent('topic.updated'),
@@ -120,6 +128,7 @@ export async function updateTopic(
       changes.description !== undefined,
       changes.description ?? null,
       changes.default_subscription ?? null,
+      changes.visibility ?? null,
     ],
   );
   if (!rows[0]) throw notFound('Topic');
@@ -144,6 +153,7 @@ function toView(topic: Topic): TopicView {
     name: topic.name,
     ...(topic.description === null ? {} : { description: topic.description }),
     default_subscription: topic.default_subscription,
+    visibility: topic.visibility,
     created_at: new Date(topic.created_at).toISOString(),
     updated_at: new Date(topic.updated_at).toISOString(),
   };

@@ -2,7 +2,7 @@ import { Type } from 'typebox';
 import type { FastifyReply } from 'fastify';
 import type { App } from '../platform/http/app-types.ts';
 import { notFound } from '../platform/errors.ts';
-import { unsubscribeFromTopic } from './contact-topics.ts';
+import { chooseOnPreferencePage, preferencePage, unsubscribeFromTopic } from './contact-topics.ts';
 import { findTopic } from './topics.ts';
 import { readUnsubscribeToken, type UnsubscribeTarget } from './unsubscribe-link.ts';
 
@@ -10,8 +10,17 @@ import { readUnsubscribeToken, type UnsubscribeTarget } from './unsubscribe-link
 // button POSTs to it; a person who opens the link in a browser GETs it and is shown a confirmation
 // button, because link scanners and previews fetch GETs and must not unsubscribe anyone. The token
 // (unsubscribe-link.ts) is the whole credential: it names one address and one topic, signed.
+//
+// Below the one-click form, the page lists the contact's preferences (contact-topics.ts preferencePage:
+// the message's topic, the public topics, the private ones they are subscribed to), each with a button
+// that POSTs to /unsubscribe/:token/topics/:topic/opt_in or opt_out. The same token is the credential.
 
 const TokenParams = Type.Object({ token: Type.String() });
+const ChoiceParams = Type.Object({
+  token: Type.String(),
+  topic: Type.String(),
+  subscription: Type.Union([Type.Literal('opt_in'), Type.Literal('opt_out')]),
+});
 
 /** Far above the one-click body (`List-Unsubscribe=One-Click`), far below the API's limit. */
 const BODY_LIMIT = 64 * 1024;
@@ -41,6 +50,32 @@ export async function unsubscribeRoutes(app: App) {
   const topicName = async (target: UnsubscribeTarget) =>
     (await findTopic(app.db, target.organizationId, target.topicId))?.name;
 
+  /**
+   * The preference list, or nothing for an address that is not a contact. Its forms post to paths
+   * relative to the page's own URL (`toUnsubscribe` leads back to /unsubscribe/), so that they work
+   * whatever prefix a proxy put before it.
+   */
+  async function preferences(target: UnsubscribeTarget, token: string, toUnsubscribe: string, saved?: string) {
+    const page = await preferencePage(app.db, target);
+    if (!page || page.topics.length === 0) return '';
+    const rows = page.topics.map((topic) => {
+      const subscribed = topic.subscription === 'opt_in';
+      const action = `${toUnsubscribe}${encodeURIComponent(token)}/topics/${topic.id}/${subscribed ? 'opt_out' : 'opt_in'}`;
+      const name = escapeHtml(topic.name);
+      return `<li><strong>${name}</strong>${topic.description ? ` – ${escapeHtml(topic.description)}` : ''}
+<br>${subscribed ? 'Subscribed' : 'Not subscribed'}
+<form method="post" action="${escapeHtml(action)}"><button type="submit">${subscribed ? 'Unsubscribe from' : 'Subscribe to'} ${name}</button></form></li>`;
+    });
+    return `<h2>Your subscriptions</h2>
+${saved ? `<p role="status">${saved}</p>\n` : ''}${
+      page.unsubscribedFromAll
+        ? '<p>This address is unsubscribed from all messages of this sender: no topic reaches it.</p>\n'
+        : ''
+    }<ul>
+${rows.join('\n')}
+</ul>`;
+  }
+
   app.get(
     '/unsubscribe/:token',
     {
@@ -55,7 +90,8 @@ export async function unsubscribeRoutes(app: App) {
         reply,
         'Unsubscribe',
         `<p>Stop receiving ${topicLabel(topic)} at <strong>${escapeHtml(target.address)}</strong>?</p>
-<form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>`,
+<form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>
+${await preferences(target, request.params.token, '')}`,
       );
     },
   );
@@ -74,8 +110,29 @@ export async function unsubscribeRoutes(app: App) {
         reply,
         'Unsubscribed',
         `<p>You are unsubscribed from ${topicLabel(topic)}.</p>
-<p><strong>${escapeHtml(target.address)}</strong> will no longer receive these messages.</p>`,
+<p><strong>${escapeHtml(target.address)}</strong> will no longer receive these messages.</p>
+${await preferences(target, request.params.token, '')}`,
       );
+    },
+  );
+
+  app.post(
+    '/unsubscribe/:token/topics/:topic/:subscription',
+    {
+      config: { access: 'public' },
+      schema: {
+        summary: "Preference page: opt the link's address in or out of a topic the page lists",
+        params: ChoiceParams,
+      },
+    },
+    async (request, reply) => {
+      const { token, topic, subscription } = request.params;
+      const target = targetOf(token);
+      if (!(await chooseOnPreferencePage(app.db, target, topic, subscription))) throw notFound('Topic');
+      const name = (await findTopic(app.db, target.organizationId, topic))?.name;
+      const saved = `${subscription === 'opt_in' ? 'Subscribed to' : 'Unsubscribed from'} ${topicLabel(name)}.`;
+      // This URL is three segments below /unsubscribe/: the forms' paths climb back up.
+      return sendPage(reply, 'Your subscriptions', await preferences(target, token, '../../../', saved));
     },
   );
 }
