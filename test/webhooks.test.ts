@@ -19,6 +19,7 @@ import type { Worker } from '../src/queue/worker.ts';
 import { standardSignatureHeader } from '../src/webhooks/signature.ts';
 import { EVENT_TYPES } from '../src/webhooks/event-types.ts';
 import { queueDeliveriesFrom } from '../src/webhooks/delivery-jobs.ts';
+import { replayFailedSince } from '../src/webhooks/endpoints.ts';
 import { requestProblems, responseProblems, webhookProblems } from './helpers/resend-openapi.ts';
 import { startWebhookDelivery } from '../src/webhooks/start-webhooks.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
@@ -481,6 +482,10 @@ test('domain and template changes are events too, fanned out like the email ones
       ['template.created', 'Welcome'],
       ['template.deleted', 'Welcome'],
     ]);
+    // A template's events carry its dates, as every other object's do.
+    const created = hook.received.find((r) => r.body.type === 'template.created')!.body.data;
+    assert.deepEqual(Object.keys(created).sort(), ['created_at', 'id', 'name', 'updated_at']);
+    assert.equal(new Date(String(created.created_at)).toISOString(), created.created_at);
   } finally {
     await remove(endpoint.id);
     await hook.close();
@@ -893,7 +898,10 @@ test('disabling: no new deliveries, the pending ones fail as endpoint_disabled; 
       since: new Date(Date.now() + 60_000).toISOString(),
     });
     assert.deepEqual([none.statusCode, none.json().replayed], [200, 0], none.body);
-    // A double click: two requests at once replay each failed delivery once between them.
+    // One request replays a bounded batch, oldest first, and says that more remain.
+    const first = await replayFailedSince(t.db, org.id, endpoint.id, start, 1);
+    assert.deepEqual([first.replayed, first.has_more], [1, true]);
+    // A double click: two requests at once replay each remaining failed delivery once between them.
     const clicks = await Promise.all([
       postAsSession(`/webhooks/${endpoint.id}/deliveries/replay`, { since: start.toISOString() }),
       postAsSession(`/webhooks/${endpoint.id}/deliveries/replay`, { since: start.toISOString() }),
@@ -902,7 +910,11 @@ test('disabling: no new deliveries, the pending ones fail as endpoint_disabled; 
       clicks.map((click) => click.statusCode),
       [200, 200],
     );
-    assert.deepEqual(clicks.map((click) => click.json().replayed).sort(), [0, 2]);
+    assert.deepEqual(clicks.map((click) => click.json().replayed).sort(), [0, 1]);
+    assert.deepEqual(
+      clicks.map((click) => click.json().has_more),
+      [false, false],
+    );
     assert.equal(clicks[0]!.json().object, 'webhook_replay');
     await waitFor(deliveriesOver(endpoint.id));
     const replays = hook.received.slice(received);

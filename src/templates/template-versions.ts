@@ -49,7 +49,7 @@ export async function publishTemplate(
     await tx.query(
       withEvent(
         `UPDATE templates SET published_version_id = current_version_id, published_at = now(), updated_at = now()
-          WHERE id = $1 AND organization_id = $2 RETURNING id, name`,
+          WHERE id = $1 AND organization_id = $2 RETURNING id, name, created_at, updated_at`,
         templateEvent('$2::uuid', 'template.updated'),
       ),
       [template.id, organizationId],
@@ -75,7 +75,7 @@ export async function duplicateTemplate(
               coalesce((SELECT jsonb_agg(v - 'created_at' - 'updated_at' ORDER BY o)
                           FROM jsonb_array_elements(variables) WITH ORDINALITY AS e (v, o)), '[]'::jsonb)
          FROM templates WHERE ${byIdOrAlias(idOrAlias)}
-       RETURNING id, name`,
+       RETURNING id, name, created_at, updated_at`,
       templateEvent('$2::uuid', 'template.created'),
     ),
     [idOrAlias, organizationId],
@@ -110,22 +110,4 @@ export async function findPublishedVersion(
     );
   }
   return found;
-}
-
-/**
- * The from and reply_to of the published version of a template named by id or alias, which a send
- * without its own takes; nothing when there is no such published template (the send's rendering then
- * reports that, in its turn).
- */
-export async function senderDefaults(
-  db: Queryable,
-  organizationId: string,
-  idOrAlias: string,
-): Promise<{ from: string | undefined; replyTo: string[] | undefined }> {
-  const { rows } = await db.query<{ sender: string | null; reply_to: string[] | null }>(
-    `SELECT v.sender, v.reply_to FROM templates t JOIN template_versions v ON v.id = t.published_version_id
-      WHERE ${byIdOrAlias(idOrAlias, 't.')}`,
-    [idOrAlias, organizationId],
-  );
-  return { from: rows[0]?.sender ?? undefined, replyTo: rows[0]?.reply_to ?? undefined };
 }

@@ -1,5 +1,6 @@
 import { withEvent } from '../webhooks/fan-out.ts';
 import type { EventType } from '../webhooks/event-types.ts';
+import { isoMillisSql } from '../webhooks/event-payloads.ts';
 import { isUniqueViolation, type Database, type Queryable } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
@@ -81,11 +82,12 @@ export const TEMPLATE_COLUMNS =
   'id, organization_id, name, alias, sender, reply_to, subject, html, text, variables, current_version_id, ' +
   'published_version_id, published_at, created_at, updated_at';
 
-/** A template.* webhook event for the changed row (its data: id, name). */
+/** A template.* webhook event for the changed row (its data: id, name, created_at, updated_at, as other objects' events). */
 export const templateEvent = (org: string, type: EventType) => ({
   org,
   type: `'${type}'::text`,
-  data: `jsonb_build_object('id', changed.id, 'name', changed.name)`,
+  data: `jsonb_build_object('id', changed.id, 'name', changed.name,
+    'created_at', ${isoMillisSql('changed.created_at')}, 'updated_at', ${isoMillisSql('changed.updated_at')})`,
 });
 
 // An alias names a template in paths and sends in place of its id: never shaped like an id, so the two
@@ -113,7 +115,7 @@ export async function createTemplate(
       withEvent(
         `INSERT INTO templates (organization_id, name, alias, sender, reply_to, subject, html, text, variables,
                                 created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9::jsonb, $10, $10) RETURNING id, name`,
+         VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9::jsonb, $10, $10) RETURNING id, name, created_at, updated_at`,
         templateEvent('$1::uuid', 'template.created'),
       ),
       [
@@ -224,7 +226,7 @@ export async function updateTemplate(
                   text = $9, variables = $10::jsonb, updated_at = now(),
                   current_version_id = CASE WHEN $11::boolean AND current_version_id = published_version_id
                                             THEN gen_random_uuid() ELSE current_version_id END
-            WHERE id = $1 AND organization_id = $2 RETURNING id, name`,
+            WHERE id = $1 AND organization_id = $2 RETURNING id, name, created_at, updated_at`,
           templateEvent('$2::uuid', 'template.updated'),
         ),
         [
@@ -255,7 +257,7 @@ export async function deleteTemplate(
 ): Promise<{ id: string }> {
   const { rows } = await db.query<{ id: string }>(
     withEvent(
-      `DELETE FROM templates WHERE ${byIdOrAlias(idOrAlias)} RETURNING id, name`,
+      `DELETE FROM templates WHERE ${byIdOrAlias(idOrAlias)} RETURNING id, name, created_at, updated_at`,
       templateEvent('$2::uuid', 'template.deleted'),
     ),
     [idOrAlias, organizationId],

@@ -265,25 +265,44 @@ export async function replayDelivery(db: Database, organizationId: string, endpo
  * again already (by this or by a single replay): each becomes a new delivery with the same event id.
  * A second request finds them replayed and sends nothing; a replay that fails in turn is a failed
  * delivery itself, which the next request sends again.
+ *
+ * One request replays at most `limit` deliveries, oldest first, in one transaction, and says with
+ * `has_more` whether failed ones remain: a second request takes the next ones (it passes over what the
+ * first replayed), so an endpoint that was down for days never becomes one unbounded transaction.
  */
-export async function replayFailedSince(db: Database, organizationId: string, endpointId: string, since: Date) {
+export const REPLAY_BATCH_SIZE = 1_000;
+
+export async function replayFailedSince(
+  db: Database,
+  organizationId: string,
+  endpointId: string,
+  since: Date,
+  limit = REPLAY_BATCH_SIZE,
+) {
   return db.transaction(async (tx) => {
     await lockEnabledEndpoint(tx, organizationId, endpointId);
-    const { rows } = await tx.query<{ replayed: number }>(
-      `WITH deliveries AS (
-         INSERT INTO webhook_deliveries (organization_id, endpoint_id, event_id, event_type, payload, test, replay_of)
-         SELECT d.organization_id, d.endpoint_id, d.event_id, d.event_type, d.payload, d.test, d.id
-           FROM webhook_deliveries d
+    // One more than the batch is looked at, only to tell whether any remain.
+    const { rows } = await tx.query<{ replayed: number; failed: number }>(
+      `WITH failed AS (
+         SELECT d.id, row_number() OVER (ORDER BY d.created_at, d.id) AS n FROM webhook_deliveries d
           WHERE d.endpoint_id = $1 AND d.created_at >= $2 AND d.status = 'failed'
             AND NOT EXISTS (SELECT 1 FROM webhook_deliveries r WHERE r.replay_of = d.id)
           ORDER BY d.created_at, d.id
+          LIMIT $3 + 1
+       ),
+       deliveries AS (
+         INSERT INTO webhook_deliveries (organization_id, endpoint_id, event_id, event_type, payload, test, replay_of)
+         SELECT d.organization_id, d.endpoint_id, d.event_id, d.event_type, d.payload, d.test, d.id
+           FROM webhook_deliveries d JOIN failed f ON f.id = d.id
+          WHERE f.n <= $3
          RETURNING id, endpoint_id
        ),
        queued AS (${queueDeliveriesFrom('deliveries')})
-       SELECT count(*)::int AS replayed FROM deliveries`,
-      [endpointId, since],
+       SELECT (SELECT count(*)::int FROM deliveries) AS replayed, (SELECT count(*)::int FROM failed) AS failed`,
+      [endpointId, since, limit],
     );
-    return { object: 'webhook_replay' as const, since: since.toISOString(), replayed: rows[0]!.replayed };
+    const { replayed, failed } = rows[0]!;
+    return { object: 'webhook_replay' as const, since: since.toISOString(), replayed, has_more: failed > replayed };
   });
 }
 

@@ -203,9 +203,17 @@ function TestAndReplay({
   const [since, setSince] = useState(() => localInputValue(new Date(Date.now() - 24 * 3600_000)));
   const [sinceError, setSinceError] = useState<string | undefined>(undefined);
   const sendTest = useAction((chosen: string) => api.post<{ id: string }>(`${path}/test`, { type: chosen }));
-  const replayAll = useAction((from: string) =>
-    api.post<{ replayed: number }>(`${path}/deliveries/replay`, { since: from }),
-  );
+  // One request replays a bounded batch and says whether failed deliveries remain: ask until none do.
+  const replayAll = useAction(async (from: string) => {
+    let replayed = 0;
+    for (;;) {
+      const batch = await api.post<{ replayed: number; has_more: boolean }>(`${path}/deliveries/replay`, {
+        since: from,
+      });
+      replayed += batch.replayed;
+      if (!batch.has_more) return { replayed };
+    }
+  });
 
   async function test(event: FormEvent) {
     event.preventDefault();
