@@ -303,7 +303,7 @@ test('tags in every form a send takes arrive as an object of strings', async () 
     ],
     [
       [{ name: 'category', value: 'welcome' }, 'vip', { name: 'category', value: 'receipt' }],
-      { category: 'receipt', vip: '' },
+      { category: 'receipt', vip: 'true' },
     ],
   ];
   for (const [tags, expected] of cases) {

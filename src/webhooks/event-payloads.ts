@@ -12,14 +12,15 @@ export const isoMillisSql = (expression: string) =>
 
 /**
  * A message's tags as Resend's webhooks give them, an object of strings, from the tags as they were sent
- * (an object, or a list of names and { name, value }): a name alone has the value '', a value that is not
+ * (an object, or a list of names and { name, value }): a name alone has the value 'true', as GET /emails/:id
+ * reads it (emails/read-email.ts tagList), a value that is not
  * a string is written as JSON, the last of a repeated name wins, and a message without tags has {}.
  */
 const tagsObjectSql = (tags: string) => `CASE jsonb_typeof(${tags})
     WHEN 'object' THEN coalesce((SELECT jsonb_object_agg(t.key, coalesce(t.value #>> '{}', '')) FROM jsonb_each(${tags}) t), '{}')
     WHEN 'array' THEN coalesce((SELECT jsonb_object_agg(
         CASE jsonb_typeof(t.tag) WHEN 'object' THEN t.tag ->> 'name' ELSE t.tag #>> '{}' END,
-        CASE jsonb_typeof(t.tag) WHEN 'object' THEN coalesce(t.tag -> 'value' #>> '{}', '') ELSE '' END ORDER BY t.n)
+        CASE jsonb_typeof(t.tag) WHEN 'object' THEN coalesce(t.tag -> 'value' #>> '{}', '') ELSE 'true' END ORDER BY t.n)
       FROM jsonb_array_elements(${tags}) WITH ORDINALITY AS t(tag, n)
       WHERE CASE jsonb_typeof(t.tag) WHEN 'object' THEN t.tag ->> 'name' ELSE t.tag #>> '{}' END IS NOT NULL), '{}')
     ELSE '{}' END`;
