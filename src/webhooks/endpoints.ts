@@ -111,12 +111,13 @@ export async function listEndpoints(
 
 /** One endpoint with its signing secret (Resend's shape: the SDK's GetWebhookResponse has it). */
 export async function getEndpoint(db: Queryable, organizationId: string, id: string) {
-  const row = await requireEndpoint(db, organizationId, id);
-  const { rows } = await db.query<{ signing_secret: string }>(
-    'SELECT signing_secret FROM webhook_endpoints WHERE id = $1',
-    [row.id],
+  if (!isUuid(id)) throw notFound('Webhook');
+  const { rows } = await db.query<EndpointRow & { signing_secret: string }>(
+    `SELECT ${COLUMNS}, signing_secret FROM webhook_endpoints WHERE id = $1 AND organization_id = $2`,
+    [id, organizationId],
   );
-  return { ...toView(row), signing_secret: rows[0]!.signing_secret };
+  if (!rows[0]) throw notFound('Webhook');
+  return { ...toView(rows[0]), signing_secret: rows[0].signing_secret };
 }
 
 export async function updateEndpoint(
