@@ -1,6 +1,6 @@
 // API keys as Resend has them: renamed with PATCH /api-keys/:id, listed with when each was last used.
 // Every answer is checked against Resend's published schema, and the Resend SDK drives each operation.
-import { after, before, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Resend } from 'resend';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
@@ -167,4 +167,153 @@ test('a stamp does not make processes forget their cached keys; a rename does', 
   } finally {
     await stop();
   }
+});
+
+// A sending key limited to one domain (Resend's domain_id) sends from that domain only, whatever carries
+// the message (POST /emails, every entry of POST /emails/batch; SMTP submission in submission.test.ts).
+describe('a sending key limited to one domain', () => {
+  let secondDomain: { id: string; name: string };
+  let ownDomainId: string;
+
+  /** A second verified domain of the organization (marked verified directly: DNS is not the point here). */
+  async function verifiedDomain(name: string) {
+    const res = await call('POST', '/domains', { name });
+    assert.equal(res.statusCode, 201, res.body);
+    await t.db.query(`UPDATE domains SET status = 'verified', verified_at = now() WHERE id = $1`, [res.json().id]);
+    return { id: res.json().id as string, name };
+  }
+  const send = (token: string, from: string) =>
+    t.app.inject({
+      method: 'POST',
+      url: '/emails',
+      headers: bearer(token),
+      payload: { from, to: 'reader@example.com', subject: 's', text: 't' },
+    });
+
+  before(async () => {
+    secondDomain = await verifiedDomain(`second-${process.pid}.example.test`);
+    ownDomainId = (await call('GET', '/domains')).json().data.find((d: { name: string }) => d.name === org.domain).id;
+  });
+
+  test('created through the SDK with domain_id; listed with it; an unlimited key lists null', async () => {
+    const created = await resend.apiKeys.create({
+      name: 'only one',
+      permission: 'sending_access',
+      domain_id: ownDomainId,
+    });
+    assert.equal(created.error, null, JSON.stringify(created.error));
+    assert.match(created.data!.token, /^mr_/);
+    const plain = await newKey('any domain');
+    const list = (await call('GET', '/api-keys')).json().data as Array<{ id: string; domain_id: string | null }>;
+    assert.equal(list.find((key) => key.id === created.data!.id)?.domain_id, ownDomainId);
+    assert.equal(list.find((key) => key.id === plain.id)?.domain_id, null);
+
+    const res = await call('POST', '/api-keys', {
+      name: 'raw',
+      permission: 'sending_access',
+      domain_id: secondDomain.id,
+    });
+    assert.equal(res.statusCode, 201, res.body);
+    assert.equal(res.json().domain_id, secondDomain.id);
+    assert.equal(res.json().permission, 'sending_access');
+  });
+
+  test('refused: with full_access or no permission, another organization’s domain, an unknown or malformed id', async () => {
+    const theirDomain = (await call('GET', '/domains', undefined, other.fullKey)).json().data[0].id as string;
+    for (const payload of [
+      { name: 'x', permission: 'full_access', domain_id: ownDomainId },
+      { name: 'x', domain_id: ownDomainId },
+      { name: 'x', permission: 'sending_access', domain_id: theirDomain },
+      { name: 'x', permission: 'sending_access', domain_id: '00000000-0000-4000-8000-000000000000' },
+      { name: 'x', permission: 'sending_access', domain_id: 'not-a-uuid' },
+    ]) {
+      const res = await call('POST', '/api-keys', payload);
+      assert.deepEqual(
+        [res.statusCode, res.json().name, res.json().field],
+        [400, 'validation_error', 'domain_id'],
+        JSON.stringify(payload),
+      );
+    }
+    const sdk = await resend.apiKeys.create({ name: 'x', permission: 'full_access', domain_id: ownDomainId });
+    assert.equal(sdk.error?.name, 'validation_error');
+    const keys = (await call('GET', '/api-keys')).json().data as Array<{ name: string }>;
+    assert.ok(!keys.some((key) => key.name === 'x'), 'no key was created');
+  });
+
+  test('POST /emails: its domain is accepted, another verified domain of the organization refused naming from', async () => {
+    const limited = await createApiKey(t.db, {
+      organizationId: org.id,
+      name: 'limited',
+      permission: 'sending_access',
+      domainId: ownDomainId,
+    });
+    assert.equal((await send(limited.token, `hello@${org.domain}`)).statusCode, 200);
+    const refused = await send(limited.token, `Hello <hello@${secondDomain.name}>`);
+    assert.equal(refused.statusCode, 400, refused.body);
+    assert.deepEqual(refused.json(), {
+      statusCode: 400,
+      name: 'invalid_from_address',
+      message: `This API key may send only from ${org.domain}, not from ${secondDomain.name}`,
+      field: 'from',
+    });
+    // The same organization's unlimited keys send from either domain.
+    assert.equal((await send(org.sendingKey, `hello@${secondDomain.name}`)).statusCode, 200);
+    assert.equal((await send(org.fullKey, `hello@${secondDomain.name}`)).statusCode, 200);
+
+    const sdk = await new Resend(limited.token, { baseUrl: resend.baseUrl }).emails.send({
+      from: `hello@${secondDomain.name}`,
+      to: 'reader@example.com',
+      subject: 's',
+      text: 't',
+    });
+    assert.equal(sdk.error?.name, 'invalid_from_address');
+  });
+
+  test('POST /emails/batch: every entry is checked; strict validation refuses the whole batch', async () => {
+    const limited = await createApiKey(t.db, {
+      organizationId: org.id,
+      name: 'limited batch',
+      permission: 'sending_access',
+      domainId: ownDomainId,
+    });
+    const entries = [
+      { from: `a@${org.domain}`, to: 'one@example.com', subject: '1', text: 'one' },
+      { from: `a@${secondDomain.name}`, to: 'two@example.com', subject: '2', text: 'two' },
+    ];
+    const permissive = await t.app.inject({
+      method: 'POST',
+      url: '/emails/batch',
+      headers: { ...bearer(limited.token), 'x-batch-validation': 'permissive' },
+      payload: entries,
+    });
+    assert.equal(permissive.statusCode, 200, permissive.body);
+    const { data, errors } = permissive.json();
+    assert.equal(data[0].object, 'email');
+    assert.deepEqual(
+      [errors.length, errors[0].index, errors[0].name, errors[0].field],
+      [1, 1, 'invalid_from_address', 'from'],
+    );
+
+    const strict = await new Resend(limited.token, { baseUrl: resend.baseUrl }).batch.send(entries);
+    assert.equal(strict.error?.name, 'invalid_from_address', JSON.stringify(strict));
+  });
+
+  test('a key whose domain is deleted keeps its limit and can send nothing', async () => {
+    const doomed = await verifiedDomain(`doomed-${process.pid}.example.test`);
+    const limited = await createApiKey(t.db, {
+      organizationId: org.id,
+      name: 'orphan',
+      permission: 'sending_access',
+      domainId: doomed.id,
+    });
+    assert.equal((await send(limited.token, `a@${doomed.name}`)).statusCode, 200);
+    assert.equal((await call('DELETE', `/domains/${doomed.id}`)).statusCode, 200);
+    const list = (await call('GET', '/api-keys')).json().data as Array<{ id: string; domain_id: string | null }>;
+    assert.equal(list.find((key) => key.id === limited.id)?.domain_id, doomed.id);
+    for (const from of [`a@${org.domain}`, `a@${secondDomain.name}`]) {
+      const res = await send(limited.token, from);
+      assert.deepEqual([res.statusCode, res.json().name, res.json().field], [400, 'invalid_from_address', 'from']);
+      assert.match(res.json().message, /deleted: it can send nothing/);
+    }
+  });
 });

@@ -389,6 +389,39 @@ describe('refusals', () => {
     assert.match(reply, /^550 5\.7\.1 .*not-verified\.example/);
   });
 
+  test('a key limited to one domain (domain_id) sends from it, and another domain of the organization gets 550 5.7.1', async () => {
+    const domains = await t.app.inject({ method: 'GET', url: '/domains', headers: bearer(org.fullKey) });
+    const ownDomainId = domains.json().data.find((d: { name: string }) => d.name === org.domain).id as string;
+    const second = await t.app.inject({
+      method: 'POST',
+      url: '/domains',
+      headers: bearer(org.fullKey),
+      payload: { name: `smtp-second-${process.pid}.example.test` },
+    });
+    assert.equal(second.statusCode, 201, second.body);
+    await t.db.query(`UPDATE domains SET status = 'verified', verified_at = now() WHERE id = $1`, [second.json().id]);
+    const key = await t.app.inject({
+      method: 'POST',
+      url: '/api-keys',
+      headers: bearer(org.fullKey),
+      payload: { name: 'smtp limited', permission: 'sending_access', domain_id: ownDomainId },
+    });
+    assert.equal(key.statusCode, 201, key.body);
+    const limited = transport({ pass: key.json().token });
+    const mail = { to: 'ann@example.com', subject: 'limited', text: 't' };
+    assert.ok(idOf((await limited.sendMail({ ...mail, from: `hello@${org.domain}` })).response));
+    const before = await counts(t.db, org.id);
+    const reply = await refusal(limited.sendMail({ ...mail, from: `hello@${second.json().name}` }));
+    assert.match(
+      reply,
+      new RegExp(`^550 5\\.7\\.1 This API key may send only from ${org.domain.replaceAll('.', '\\.')}, not from`),
+    );
+    assert.match(reply, /\(from\)$/);
+    assert.deepEqual(await counts(t.db, org.id), before);
+    // The organization's unlimited sending key sends from the second domain.
+    assert.ok(idOf((await transport().sendMail({ ...mail, from: `hello@${second.json().name}` })).response));
+  });
+
   test('a 51st RCPT TO: 452 4.5.3 with the limit in words, whatever the headers say; the 50 accepted get the message', async () => {
     const overLimit = new RegExp(
       `^452 4\\.5\\.3 Too many recipients: at most ${MAX_RECIPIENTS} recipients per message`,

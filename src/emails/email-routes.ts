@@ -4,6 +4,7 @@ import { ServiceError } from '../platform/errors.ts';
 import type { App } from '../platform/http/app-types.ts';
 import { errorBody, HTTP_STATUS } from '../platform/http/error-envelope.ts';
 import { idempotencyKeyOf } from '../platform/http/idempotency.ts';
+import { keyDomainOf } from '../tenancy/principal.ts';
 import { MAX_BATCH } from './batch-entry.ts';
 import { EmailMessageSchema, SendResponseSchema } from './message-schema.ts';
 import { countAccepted, sendEmails, type SendRequest, type SendResult } from './send-emails.ts';
@@ -20,7 +21,8 @@ export async function emailRoutes(app: App) {
     const organizationId = request.principal.organizationId;
     try {
       const idempotency = idempotencyKeyOf(request, organizationId);
-      const outcome = await sendEmails(app.db, app.config, organizationId, send, idempotency);
+      const onlyFromDomainId = keyDomainOf(request.principal);
+      const outcome = await sendEmails(app.db, app.config, organizationId, { ...send, onlyFromDomainId }, idempotency);
       if (outcome.replayed) reply.header('idempotent-replayed', 'true');
       else countAccepted('api', outcome.result);
       setRateLimitHeaders(reply, outcome.rate ?? (await peekRateLimit(app.db, organizationId)));

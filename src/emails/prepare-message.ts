@@ -25,6 +25,8 @@ export async function prepareMessage(
   message: EmailMessage,
   now: Date,
   fetchBudget: FetchBudget = newFetchBudget(config),
+  /** The one domain the request's API key may send from (Resend's domain_id); null for any. */
+  onlyFromDomainId: string | null = null,
 ): Promise<PreparedMessage> {
   // A template's from and reply_to are defaults: the send's own take precedence (Resend's rule).
   const defaults =
@@ -45,6 +47,9 @@ export async function prepareMessage(
       `The domain ${valid.from.domain} is not a verified domain of this organization`,
       'from',
     );
+  }
+  if (onlyFromDomainId !== null && domain.id !== onlyFromDomainId) {
+    throw await otherDomainRefusal(db, onlyFromDomainId, valid.from.domain);
   }
 
   let { subject, html, text } = valid;
@@ -74,6 +79,23 @@ export async function prepareMessage(
 
   const id = newRowId();
   return { ...valid, subject: subject!, html, text, id, domainId: domain.id, messageId: `<${id}@${domain.name}>` };
+}
+
+/**
+ * The refusal of a From address at a domain the request's key is not limited to: the same code as a
+ * domain that is not the organization's (from this key's view it is not one it may use). A key whose
+ * domain was deleted keeps its limit and can send nothing.
+ */
+async function otherDomainRefusal(db: Queryable, keyDomainId: string, fromDomain: string): Promise<ServiceError> {
+  const { rows } = await db.query<{ name: string }>('SELECT name FROM domains WHERE id = $1', [keyDomainId]);
+  const keyDomain = rows[0]?.name;
+  return new ServiceError(
+    'invalid_from_address',
+    keyDomain === undefined
+      ? 'This API key is limited to a domain that has since been deleted: it can send nothing'
+      : `This API key may send only from ${keyDomain}, not from ${fromDomain}`,
+    'from',
+  );
 }
 
 /**

@@ -19,8 +19,8 @@ import type { RateLimitState } from './sending-limits.ts';
 // applies the organization's limits, stores what is accepted with its delivery job, and remembers the
 // result under the request's idempotency key. How a result is answered is the carrier's business.
 
-/** What a send asked for. */
-export type SendRequest =
+/** What a send asked for, and, for an API key limited to one domain (Resend's domain_id), that domain. */
+export type SendRequest = { onlyFromDomainId?: string | null } & (
   | {
       kind: 'single';
       /** The message, or the refusal its carrier met reading it (remembered like any refusal). */
@@ -32,7 +32,8 @@ export type SendRequest =
       strict: boolean;
       /** The batch as received: checked here, entry by entry. */
       entries: unknown;
-    };
+    }
+);
 
 /**
  * The result of a send, as remembered under an idempotency key: one outcome per submitted message, or
@@ -99,7 +100,8 @@ async function send(
   const now = new Date();
   if (request.kind === 'single') {
     if (request.message instanceof ServiceError) throw request.message;
-    const message = await prepareMessage(db, config, organizationId, request.message, now);
+    const onlyFrom = request.onlyFromDomainId ?? null;
+    const message = await prepareMessage(db, config, organizationId, request.message, now, undefined, onlyFrom);
     const { outcomes, rate } = await acceptMessages(db, [message], {
       organizationId,
       allOrNothing: true,
@@ -118,7 +120,9 @@ async function send(
   const fetchBudget = newFetchBudget(config);
   for (const entry of entries) {
     try {
-      checked.push(await prepareMessage(db, config, organizationId, validateBatchEntry(entry), now, fetchBudget));
+      const message = validateBatchEntry(entry);
+      const onlyFrom = request.onlyFromDomainId ?? null;
+      checked.push(await prepareMessage(db, config, organizationId, message, now, fetchBudget, onlyFrom));
     } catch (error) {
       if (!(error instanceof ServiceError) || error.name === 'service_unavailable') throw error;
       checked.push(error);

@@ -9,7 +9,7 @@ import { findUnstorableText } from '../platform/text.ts';
 import { collectMessage, listenSmtp, SmtpReply, type Listening } from '../platform/smtp-listener.ts';
 import { isApiKeyLive, resolveApiKey } from '../tenancy/credentials.ts';
 import { keyUsageOf } from '../tenancy/key-usage.ts';
-import type { Principal } from '../tenancy/principal.ts';
+import { keyDomainOf, type Principal } from '../tenancy/principal.ts';
 import { countAccepted, sendEmails } from '../emails/send-emails.ts';
 import { MAX_RECIPIENTS } from '../emails/validate-message.ts';
 import { checkMessageShape, type EmailMessage } from '../emails/message-schema.ts';
@@ -224,7 +224,7 @@ export async function startSubmissionServer(options: SubmissionServerOptions): P
         db,
         config,
         principal.organizationId,
-        { kind: 'single', message: checked },
+        { kind: 'single', message: checked, onlyFromDomainId: keyDomainOf(principal) },
         // Fingerprinted by the message as read, not its bytes: a retry made again by a mail library has
         // a new Date and Message-ID, and is still the same message.
         key === undefined

@@ -5,7 +5,7 @@ import { createApiKey, listApiKeys, renameApiKey, revokeApiKey } from './api-key
 
 const IdParams = Type.Object({ id: Type.String() });
 
-/** Resend's /api-keys: create (token shown once), list (no tokens, when each was last used), rename, revoke. */
+/** Resend's /api-keys: create (token shown once; a sending key may be limited to one domain), list (no tokens, when each was last used), rename, revoke. */
 export async function apiKeyRoutes(app: App) {
   app.post(
     '/api-keys',
@@ -16,6 +16,7 @@ export async function apiKeyRoutes(app: App) {
           {
             name: Type.String({ minLength: 1, maxLength: 50 }),
             permission: Type.Optional(Type.Union([Type.Literal('full_access'), Type.Literal('sending_access')])),
+            domain_id: Type.Optional(Type.String()),
           },
           { additionalProperties: false },
         ),
@@ -26,6 +27,7 @@ export async function apiKeyRoutes(app: App) {
         organizationId: request.principal.organizationId,
         name: request.body.name,
         permission: request.body.permission ?? 'full_access',
+        domainId: request.body.domain_id,
       });
       return reply.code(201).send({ object: 'api_key', ...key });
     },

@@ -13,16 +13,17 @@ interface CredentialRow {
   id: string;
   organization_id: string;
   permission: ApiKeyPermission | null;
+  domain_id: string | null;
   user_id: string | null;
 }
 
 // One indexed query whatever the token looks like, so a made-up token costs what a real one not yet
 // cached does and the answer time says nothing about which tokens exist.
 const RESOLVE_SQL = `
-  SELECT 'api_key' AS kind, id, organization_id, permission, NULL::uuid AS user_id
+  SELECT 'api_key' AS kind, id, organization_id, permission, domain_id, NULL::uuid AS user_id
     FROM api_keys WHERE token_hash = $1 AND revoked_at IS NULL
   UNION ALL
-  SELECT 'session' AS kind, id, organization_id, NULL AS permission, user_id
+  SELECT 'session' AS kind, id, organization_id, NULL AS permission, NULL::uuid AS domain_id, user_id
     FROM sessions WHERE token_hash = $1 AND expires_at > now()`;
 
 export async function resolveBearer(db: Queryable, authorization: string | undefined): Promise<Principal> {
@@ -79,7 +80,13 @@ function principalOf(row: CredentialRow): Principal {
   if (row.kind === 'session') {
     return { kind: 'session', organizationId: row.organization_id, sessionId: row.id, userId: row.user_id! };
   }
-  return { kind: 'api_key', organizationId: row.organization_id, apiKeyId: row.id, permission: row.permission! };
+  return {
+    kind: 'api_key',
+    organizationId: row.organization_id,
+    apiKeyId: row.id,
+    permission: row.permission!,
+    domainId: row.domain_id,
+  };
 }
 
 /** Throws the 401 the spec asks for when a principal may not use a route of the given access. */

@@ -5,8 +5,19 @@
 export type ApiKeyPermission = 'full_access' | 'sending_access';
 
 export type Principal =
-  | { kind: 'api_key'; organizationId: string; apiKeyId: string; permission: ApiKeyPermission }
+  | {
+      kind: 'api_key';
+      organizationId: string;
+      apiKeyId: string;
+      permission: ApiKeyPermission;
+      /** The one domain the key may send from (a From address at any other is refused); null for all. */
+      domainId: string | null;
+    }
   | { kind: 'session'; organizationId: string; sessionId: string; userId: string };
+
+/** The one domain a principal may send from (an API key's domain_id); null for any of its organization's. */
+export const keyDomainOf = (principal: Principal): string | null =>
+  principal.kind === 'api_key' ? principal.domainId : null;
 
 declare module 'fastify' {
   interface FastifyRequest {
