@@ -29,7 +29,7 @@ export const EmailMessageSchema = Type.Object(
           id: Type.String(),
           variables: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
         },
-        { additionalProperties: false, description: 'Exclusive with html and text. Refused in batches.' },
+        { additionalProperties: false, description: 'Exclusive with html and text.' },
       ),
     ),
     cc: Type.Optional(AddressList),
@@ -49,7 +49,12 @@ export const EmailMessageSchema = Type.Object(
       ]),
     ),
     headers: Type.Optional(Type.Record(Type.String(), Type.String())),
-    topic_id: Type.Optional(Type.String({ description: 'Refused in batches.' })),
+    topic_id: Type.Optional(
+      Type.String({
+        description:
+          'A topic of the organization: sent only to recipients subscribed to it, with a one-click unsubscribe.',
+      }),
+    ),
     attachments: Type.Optional(
       Type.Array(
         Type.Object(

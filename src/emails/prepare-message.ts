@@ -3,8 +3,8 @@ import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { findSendingDomain } from '../domains/domains.ts';
 import { isUuid, newRowId } from '../platform/ids.ts';
-import { renderTemplate } from '../templates/render-template.ts';
-import { senderDefaults } from '../templates/template-versions.ts';
+import { renderPublishedVersion } from '../templates/render-template.ts';
+import { findPublishedVersion, type PublishedVersion } from '../templates/template-versions.ts';
 import type { EmailMessage } from './message-schema.ts';
 import { validateMessage, type Attachment, type ValidMessage } from './validate-message.ts';
 import { attachmentFetcherFor, type AttachmentFetcher } from './attachment-fetch.ts';
@@ -17,6 +17,40 @@ export interface PreparedMessage extends ValidMessage {
   messageId: string;
 }
 
+/**
+ * What the messages of one request (a send, or a whole batch) share while they are prepared: the budget
+ * for attachments given by URL, and the templates and topics already read, so that a batch of 100
+ * entries using one template reads it once.
+ */
+export interface RequestScope {
+  fetchBudget: FetchBudget;
+  /** The published version (or its refusal) by the id or alias a message gave. */
+  templates: Map<string, Promise<PublishedVersion>>;
+  /** Whether the organization has the topic, by the id a message gave. */
+  topics: Map<string, Promise<boolean>>;
+  /** The one domain the request's API key may send from (Resend's domain_id); null for any. */
+  onlyFromDomainId: string | null;
+}
+
+export const newRequestScope = (config: Config, onlyFromDomainId: string | null = null): RequestScope => ({
+  fetchBudget: newFetchBudget(config),
+  templates: new Map(),
+  topics: new Map(),
+  onlyFromDomainId,
+});
+
+/** Reads a value once per request: later messages asking for the same key get the same answer. */
+function once<T>(cache: Map<string, Promise<T>>, key: string, read: () => Promise<T>): Promise<T> {
+  let found = cache.get(key);
+  if (!found) {
+    found = read();
+    // Whoever asks awaits it; this only keeps a refusal from counting as unhandled meanwhile.
+    found.catch(() => {});
+    cache.set(key, found);
+  }
+  return found;
+}
+
 /** Checks one message against the spec's rules and the organization's data (domains, templates, topics). */
 export async function prepareMessage(
   db: Queryable,
@@ -24,18 +58,27 @@ export async function prepareMessage(
   organizationId: string,
   message: EmailMessage,
   now: Date,
-  fetchBudget: FetchBudget = newFetchBudget(config),
-  /** The one domain the request's API key may send from (Resend's domain_id); null for any. */
-  onlyFromDomainId: string | null = null,
+  scope: RequestScope = newRequestScope(config),
 ): Promise<PreparedMessage> {
-  // A template's from and reply_to are defaults: the send's own take precedence (Resend's rule).
+  const publishedVersion = (idOrAlias: string) =>
+    once(scope.templates, idOrAlias, () => findPublishedVersion(db, organizationId, idOrAlias));
+
+  // A template's from and reply_to are defaults: the send's own take precedence (Resend's rule). A
+  // template that cannot be sent gives none; its rendering below says why, after the message's own checks.
   const defaults =
     message.template && (message.from === undefined || message.reply_to === undefined)
-      ? await senderDefaults(db, organizationId, message.template.id)
+      ? await publishedVersion(message.template.id).catch((error: unknown) => {
+          if (error instanceof ServiceError) return undefined;
+          throw error;
+        })
       : undefined;
   const valid = validateMessage(
     defaults
-      ? { ...message, from: message.from ?? defaults.from, reply_to: message.reply_to ?? defaults.replyTo }
+      ? {
+          ...message,
+          from: message.from ?? defaults.sender ?? undefined,
+          reply_to: message.reply_to ?? defaults.reply_to ?? undefined,
+        }
       : message,
     { now, maxAttachmentBytes: config.attachmentsMaxBytes },
   );
@@ -48,13 +91,13 @@ export async function prepareMessage(
       'from',
     );
   }
-  if (onlyFromDomainId !== null && domain.id !== onlyFromDomainId) {
-    throw await otherDomainRefusal(db, onlyFromDomainId, valid.from.domain);
+  if (scope.onlyFromDomainId !== null && domain.id !== scope.onlyFromDomainId) {
+    throw await otherDomainRefusal(db, scope.onlyFromDomainId, valid.from.domain);
   }
 
   let { subject, html, text } = valid;
   if (valid.template) {
-    const rendered = await renderTemplate(db, organizationId, valid.template);
+    const rendered = renderPublishedVersion(await publishedVersion(valid.template.id), valid.template.variables);
     subject ??= rendered.subject ?? undefined;
     html = rendered.html ?? undefined;
     text = rendered.text ?? undefined;
@@ -67,15 +110,23 @@ export async function prepareMessage(
     }
   }
 
-  if (valid.topicId !== undefined) {
-    const { rowCount } = isUuid(valid.topicId)
-      ? await db.query('SELECT 1 FROM topics WHERE id = $1 AND organization_id = $2', [valid.topicId, organizationId])
-      : { rowCount: 0 };
-    if (rowCount === 0) throw new ServiceError('validation_error', `Topic ${valid.topicId} not found`, 'topic_id');
+  const topicId = valid.topicId;
+  if (topicId !== undefined) {
+    const found = await once(scope.topics, topicId, async () => {
+      if (!isUuid(topicId)) return false;
+      const sql = 'SELECT 1 FROM topics WHERE id = $1 AND organization_id = $2';
+      return ((await db.query(sql, [topicId, organizationId])).rowCount ?? 0) > 0;
+    });
+    if (!found) throw new ServiceError('validation_error', `Topic ${topicId} not found`, 'topic_id');
   }
 
   // Last: a message refused for its sender, template or topic costs no fetch.
-  await fetchAttachments(valid.attachments, attachmentFetcherFor(config), config.attachmentsMaxBytes, fetchBudget);
+  await fetchAttachments(
+    valid.attachments,
+    attachmentFetcherFor(config),
+    config.attachmentsMaxBytes,
+    scope.fetchBudget,
+  );
 
   const id = newRowId();
   return { ...valid, subject: subject!, html, text, id, domainId: domain.id, messageId: `<${id}@${domain.name}>` };

@@ -11,7 +11,7 @@ import {
 import { acceptMessages, type Outcome } from './accept-messages.ts';
 import { MAX_BATCH, validateBatchEntry } from './batch-entry.ts';
 import type { EmailMessage } from './message-schema.ts';
-import { newFetchBudget, prepareMessage, type PreparedMessage } from './prepare-message.ts';
+import { newRequestScope, prepareMessage, type PreparedMessage } from './prepare-message.ts';
 import type { RateLimitState } from './sending-limits.ts';
 
 // The accept core: every way of sending (POST /emails, POST /emails/batch, and any other carrier of a
@@ -100,8 +100,8 @@ async function send(
   const now = new Date();
   if (request.kind === 'single') {
     if (request.message instanceof ServiceError) throw request.message;
-    const onlyFrom = request.onlyFromDomainId ?? null;
-    const message = await prepareMessage(db, config, organizationId, request.message, now, undefined, onlyFrom);
+    const scope = newRequestScope(config, request.onlyFromDomainId ?? null);
+    const message = await prepareMessage(db, config, organizationId, request.message, now, scope);
     const { outcomes, rate } = await acceptMessages(db, [message], {
       organizationId,
       allOrNothing: true,
@@ -114,15 +114,15 @@ async function send(
   }
 
   const entries = checkBatch(request.entries);
-  // Each entry is checked on its own; a refused entry does not stop the others. A file host that did
-  // not answer fails the whole request (503, nothing stored), for the client to retry it whole.
+  // Each entry is checked on its own, by the rules of a single send; a refused entry does not stop the
+  // others. The entries share one scope: each template and topic is read once for the whole batch. A
+  // file host that did not answer fails the whole request (503, nothing stored), for the client to retry
+  // it whole.
   const checked: Array<PreparedMessage | ServiceError> = [];
-  const fetchBudget = newFetchBudget(config);
+  const scope = newRequestScope(config, request.onlyFromDomainId ?? null);
   for (const entry of entries) {
     try {
-      const message = validateBatchEntry(entry);
-      const onlyFrom = request.onlyFromDomainId ?? null;
-      checked.push(await prepareMessage(db, config, organizationId, message, now, fetchBudget, onlyFrom));
+      checked.push(await prepareMessage(db, config, organizationId, validateBatchEntry(entry), now, scope));
     } catch (error) {
       if (!(error instanceof ServiceError) || error.name === 'service_unavailable') throw error;
       checked.push(error);

@@ -3,7 +3,7 @@ import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { handlebars } from './template-syntax.ts';
 import { resolveVariables } from './template-variables.ts';
-import { findPublishedVersion } from './template-versions.ts';
+import { findPublishedVersion, type PublishedVersion } from './template-versions.ts';
 
 // A send renders the template's published version (never a draft saved since), with the values of its
 // declared variables. Values are HTML-escaped in html only: subject and text are plain text.
@@ -31,8 +31,18 @@ export async function renderTemplate(
   organizationId: string,
   ref: { id: string; variables?: Record<string, unknown> },
 ): Promise<RenderedTemplate> {
-  const version = await findPublishedVersion(db, organizationId, ref.id);
-  const data = resolveVariables(version.variables, ref.variables ?? {});
+  return renderPublishedVersion(await findPublishedVersion(db, organizationId, ref.id), ref.variables ?? {});
+}
+
+/**
+ * Renders a published version already read (findPublishedVersion) with a send's variables: a batch
+ * reads each template once and renders it for every entry that uses it.
+ */
+export function renderPublishedVersion(
+  version: PublishedVersion,
+  variables: Record<string, unknown>,
+): RenderedTemplate {
+  const data = resolveVariables(version.variables, variables);
   return renderSources(version, data, (part, message) => ({
     message: `Template ${version.template_id} could not be rendered (${part}): ${message}`,
     field: 'template',
