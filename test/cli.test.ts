@@ -48,6 +48,24 @@ test('every command, in order, with --json; the results work over HTTP', async (
   const key = await cli('key', 'create', '--org', orgId, '--name', 'deploy', '--permission', 'full_access');
   assert.match(key.token as string, /^mr_/);
   assert.equal(key.permission, 'full_access');
+  assert.equal(key.domain_id, null);
+
+  const limited = await cli(
+    'key',
+    'create',
+    '--org',
+    orgId,
+    '--name',
+    'web',
+    '--permission',
+    'sending_access',
+    '--domain',
+    'acme.example',
+  );
+  assert.equal(limited.permission, 'sending_access');
+  assert.match(limited.domain_id as string, /^[0-9a-f-]{36}$/);
+  const keys = (await cli('key', 'list', '--org', orgId)).data as Array<{ id: string; domain_id: string | null }>;
+  assert.equal(keys.find((k) => k.id === limited.id)?.domain_id, limited.domain_id);
 
   const user = await cli(
     'user',
@@ -107,6 +125,10 @@ test('usage mistakes and unknown ids fail clearly, with a JSON error under --jso
       /organization .* not found/,
     ],
     [['key', 'create', '--org', 'x', '--name', 'k', '--permission', 'root'], /full_access or sending_access/],
+    [
+      ['key', 'create', '--org', 'x', '--name', 'k', '--permission', 'full_access', '--domain', 'a.example'],
+      /--domain limits a sending_access key/,
+    ],
     [['domain', 'add', '--org', 'x'], /usage: mailroom domain add/],
     [['frobnicate'], /unknown command/],
     [['org', 'create', '--name', 'X', '--bogus'], /bogus/],

@@ -219,6 +219,36 @@ describe('API keys', () => {
       assert.deepEqual(unexpected(problems), []);
     });
   });
+  test('a sending key limited to one domain: chosen in the form, shown in the list', async (t) => {
+    await withPage(t, dashboard, async ({ page, problems }) => {
+      await signIn(page, dashboard.user.email, dashboard.user.password);
+      await openPage(page, '/api-keys', 'API keys');
+      const sendsFrom = page.getByLabel('Sends from');
+      // Full access cannot be limited: the choice is there for sending keys only.
+      await page.getByLabel('Permission').selectOption('full_access');
+      await sendsFrom.waitFor({ state: 'detached' });
+      await page.getByLabel('Permission').selectOption('sending_access');
+      await sendsFrom.selectOption({ label: SENDING_DOMAIN });
+
+      await page.getByLabel('Name', { exact: true }).fill('Web shop');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      const secret = page.getByRole('region', { name: 'Your new API key “Web shop”' });
+      assert.match(await secret.getByRole('textbox').inputValue(), /^mr_/);
+      const domainId = (await call('GET', '/domains')).body!.data.find(
+        (domain: { name: string }) => domain.name === SENDING_DOMAIN,
+      ).id;
+      const listed = (await call('GET', '/api-keys')).body!.data.find((k: { name: string }) => k.name === 'Web shop');
+      assert.deepEqual([listed.permission, listed.domain_id], ['sending_access', domainId]);
+      const row = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'Web shop', exact: true }) });
+      await row.getByRole('cell', { name: SENDING_DOMAIN, exact: true }).waitFor();
+      // The form is back to all domains for the next key.
+      assert.equal(await sendsFrom.inputValue(), '');
+
+      await secret.getByRole('button', { name: 'I have stored it' }).click();
+      await call('DELETE', `/api-keys/${listed.id}`);
+      assert.deepEqual(unexpected(problems), []);
+    });
+  });
 });
 
 describe('webhooks', () => {

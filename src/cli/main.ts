@@ -197,18 +197,36 @@ const COMMANDS: Record<string, Command> = {
   },
 
   'key create': {
-    usage: 'key create --org ID --name N --permission full_access|sending_access',
-    options: { org: { type: 'string' }, name: { type: 'string' }, permission: { type: 'string' } },
+    usage: 'key create --org ID --name N --permission full_access|sending_access [--domain NAME]',
+    options: {
+      org: { type: 'string' },
+      name: { type: 'string' },
+      permission: { type: 'string' },
+      domain: { type: 'string' },
+    },
     async run({ config, values }) {
       const permission = text(values, 'permission');
       if (permission !== 'full_access' && permission !== 'sending_access') {
         throw new UsageError('--permission is full_access or sending_access');
       }
+      // --domain limits a sending_access key to one of the organization's domains (the API's domain_id).
+      const domainName = values.domain as string | undefined;
+      if (domainName !== undefined && permission !== 'sending_access') {
+        throw new UsageError('--domain limits a sending_access key: give --permission sending_access with it');
+      }
       const key = await withDatabase(config, async (db) => {
-        await requireOrganization(db, text(values, 'org'));
-        return createApiKey(db, { organizationId: text(values, 'org'), name: text(values, 'name'), permission });
+        const organizationId = text(values, 'org');
+        await requireOrganization(db, organizationId);
+        let domainId: string | undefined;
+        if (domainName !== undefined) {
+          const found = await findDomainByName(db, organizationId, domainName);
+          if (!found) throw new UsageError(`domain ${domainName} is not one of this organization's`);
+          domainId = found.id;
+        }
+        return createApiKey(db, { organizationId, name: text(values, 'name'), permission, domainId });
       });
-      return { json: key, text: `${permission} key ${key.id}: ${key.token}  (shown only now)` };
+      const limit = domainName === undefined ? '' : ` (sends only from ${domainName})`;
+      return { json: key, text: `${permission} key ${key.id}${limit}: ${key.token}  (shown only now)` };
     },
   },
 
@@ -224,7 +242,11 @@ const COMMANDS: Record<string, Command> = {
       const data = keys.map((key) => ({ ...key, created_at: key.created_at.toISOString() }));
       return {
         json: { data },
-        text: listing(data, (key) => `${key.permission} key ${key.id} "${key.name}" (created ${key.created_at})`),
+        text: listing(
+          data,
+          (key) =>
+            `${key.permission} key ${key.id} "${key.name}"${key.domain_id ? ` (domain ${key.domain_id})` : ''} (created ${key.created_at})`,
+        ),
       };
     },
   },

@@ -15,6 +15,7 @@ import {
 } from '../components/index.ts';
 import { useAction, useApiGet } from '../hooks.ts';
 import type { PageProps } from '../router.tsx';
+import type { Domain } from './DomainsPage.tsx';
 
 type Permission = 'full_access' | 'sending_access';
 
@@ -22,6 +23,8 @@ interface ApiKey {
   id: string;
   name: string;
   permission: Permission;
+  /** A sending key limited to one domain sends only from it; null: any of the organization's domains. */
+  domain_id: string | null;
   created_at: string;
   /** Up to a minute behind: the server writes a key's use at most once a minute. */
   last_used_at: string | null;
@@ -35,24 +38,40 @@ const PERMISSIONS: Array<{ value: Permission; label: string }> = [
 const permissionWords = (permission: Permission) =>
   permission === 'full_access' ? 'Full access' : permission === 'sending_access' ? 'Sending access' : permission;
 
+const ALL_DOMAINS = '';
+
 export function ApiKeysPage(_props: PageProps) {
   const keys = useApiGet<ListResponse<ApiKey>>('/api-keys');
+  const domains = useApiGet<ListResponse<Domain>>('/domains');
   const [name, setName] = useState('');
   const [permission, setPermission] = useState<Permission>('sending_access');
+  const [domainId, setDomainId] = useState(ALL_DOMAINS);
   const [created, setCreated] = useState<{ name: string; token: string } | null>(null);
-  const create = useAction((body: { name: string; permission: Permission }) =>
+  const create = useAction((body: { name: string; permission: Permission; domain_id?: string }) =>
     api.post<{ id: string; token: string }>('/api-keys', body),
   );
 
   async function submit(event: FormEvent) {
     event.preventDefault();
-    const result = await create.run({ name: name.trim(), permission });
+    // Only a sending key can be limited to a domain (the API refuses domain_id with full access).
+    const limit = permission === 'sending_access' && domainId !== ALL_DOMAINS ? { domain_id: domainId } : {};
+    const result = await create.run({ name: name.trim(), permission, ...limit });
     if (result) {
       setCreated({ name: name.trim(), token: result.token });
       setName('');
+      setDomainId(ALL_DOMAINS);
       keys.reload();
     }
   }
+
+  const domainList = domains.data?.data ?? [];
+  /** What a key may send from, in words; a key whose domain was deleted sends nothing. */
+  const domainWords = (key: ApiKey) => {
+    if (key.domain_id === null) return 'All domains';
+    const domain = domainList.find((d) => d.id === key.domain_id);
+    if (domain) return domain.name;
+    return domains.data ? 'Deleted domain: sends nothing' : key.domain_id;
+  };
 
   const list = keys.data?.data ?? [];
   return (
@@ -83,7 +102,23 @@ export function ApiKeysPage(_props: PageProps) {
           options={PERMISSIONS}
           error={fieldError(create.error, 'permission')}
         />
-        <ErrorBanner error={create.error} exceptFields={['name', 'permission']} />
+        {permission === 'sending_access' ? (
+          <>
+            <SelectField
+              label="Sends from"
+              hint="A key limited to one domain can send only with a From address at that domain."
+              value={domainId}
+              onChange={(value) => (setDomainId(value), create.clearError())}
+              options={[
+                { value: ALL_DOMAINS, label: 'All domains' },
+                ...domainList.map((domain) => ({ value: domain.id, label: domain.name })),
+              ]}
+              error={fieldError(create.error, 'domain_id')}
+            />
+            <ErrorBanner error={domains.error} title="The domains could not be loaded" onRetry={domains.reload} />
+          </>
+        ) : null}
+        <ErrorBanner error={create.error} exceptFields={['name', 'permission', 'domain_id']} />
         <Button type="submit" variant="primary" busy={create.busy} busyLabel="Creating…">
           Create key
         </Button>
@@ -105,6 +140,7 @@ export function ApiKeysPage(_props: PageProps) {
           columns={[
             { header: 'Name', cell: (key) => key.name },
             { header: 'Permission', cell: (key) => permissionWords(key.permission) },
+            { header: 'Sends from', cell: domainWords },
             {
               header: 'Created',
               className: 'nowrap hide-narrow',
