@@ -1,6 +1,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { Resend } from 'resend';
 import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
 import type { TopicView } from '../src/contacts/topics.ts';
@@ -191,6 +192,23 @@ describe('topics', () => {
     assertRefused(await patch(id, { id: randomUUID(), name: 'Elsewhere' }), 'validation_error', 'id');
     assertRefused(await patch(id, { id }), 'validation_error', undefined);
     assert.equal((await read(id)).name, 'Echo');
+  });
+
+  test('through the unmodified Resend SDK: create with visibility, update it (the SDK repeats the id in the body), read it', async () => {
+    const resend = new Resend(org.fullKey, { baseUrl: await t.app.listen({ port: 0, host: '127.0.0.1' }) });
+    // The SDK's option types predate visibility; it sends every field it is given.
+    const options = { name: 'Public news', defaultSubscription: 'opt_in' as const, visibility: 'public' };
+    const created = await resend.topics.create(options);
+    assert.equal(created.error, null, JSON.stringify(created.error));
+    const id = created.data!.id;
+    assert.equal(((await resend.topics.get(id)).data as { visibility?: string }).visibility, 'public');
+
+    const change = { id, visibility: 'private' };
+    const updated = await resend.topics.update(change);
+    assert.equal(updated.error, null, JSON.stringify(updated.error));
+    assert.equal((await read(id)).visibility, 'private');
+    const listed = (await resend.topics.list()).data!.data as Array<{ id: string; visibility?: string }>;
+    assert.equal(listed.find((topic) => topic.id === id)?.visibility, 'private');
   });
 
   test('validation', async () => {
