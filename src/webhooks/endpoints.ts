@@ -3,6 +3,7 @@ import type { Config } from '../platform/config.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
+import { keysetPage } from '../platform/db/keyset-page.ts';
 import { parseEndpointUrl } from './endpoint-address.ts';
 import { isEventType } from './event-types.ts';
 import { cancelGroupJobs, groupChanged } from '../queue/jobs.ts';
@@ -78,35 +79,12 @@ export async function listEndpoints(
   organizationId: string,
   page: { limit: number; after?: string; before?: string },
 ) {
-  if (page.after !== undefined && page.before !== undefined) {
-    throw new ServiceError('validation_error', 'Use either after or before, not both', 'before');
-  }
-  const cursor = page.after ?? page.before;
-  const cursorField = page.after !== undefined ? 'after' : 'before';
-  if (cursor !== undefined) {
-    const { rowCount } = isUuid(cursor)
-      ? await db.query('SELECT 1 FROM webhook_endpoints WHERE id = $1 AND organization_id = $2', [
-          cursor,
-          organizationId,
-        ])
-      : { rowCount: 0 };
-    if (rowCount === 0) {
-      throw new ServiceError('validation_error', `${cursorField}: no webhook ${cursor}`, cursorField);
-    }
-  }
-  const newerFirst = page.before === undefined;
-  const order = newerFirst ? 'DESC' : 'ASC';
-  const { rows } = await db.query<EndpointRow>(
-    `SELECT ${COLUMNS} FROM webhook_endpoints
-      WHERE organization_id = $1
-        AND ($2::uuid IS NULL OR (created_at, id) ${newerFirst ? '<' : '>'}
-             (SELECT c.created_at, c.id FROM webhook_endpoints c WHERE c.id = $2::uuid))
-      ORDER BY created_at ${order}, id ${order} LIMIT $3`,
-    [organizationId, cursor ?? null, page.limit + 1],
+  const listed = await keysetPage<EndpointRow>(
+    db,
+    { table: 'webhook_endpoints', columns: COLUMNS, organizationId, newestFirst: true },
+    page,
   );
-  const data = rows.slice(0, page.limit);
-  if (!newerFirst) data.reverse();
-  return { object: 'list' as const, has_more: rows.length > page.limit, data: data.map(toView) };
+  return { ...listed, data: listed.data.map(toView) };
 }
 
 /** One endpoint with its signing secret (Resend's shape: the SDK's GetWebhookResponse has it). */
