@@ -91,7 +91,7 @@ async function errorOf(page: Page | Locator, label: string): Promise<string> {
 }
 
 describe('domains', () => {
-  test('add a domain, copy its records, verify it in words, switch tracking, delete it', async (t) => {
+  test('add a domain, copy its records, verify it in words, switch tracking and TLS, delete it', async (t) => {
     await withPage(
       t,
       dashboard,
@@ -154,6 +154,16 @@ describe('domains', () => {
         assert.equal((await call('GET', `/domains/${domain.id}`)).body!.open_tracking, !wasOn);
         await page.getByRole('button', { name: "Follow the organization's settings" }).click();
         await waitFor(async () => (await opens.isChecked()) === wasOn);
+
+        // TLS: opportunistic until required; required, the API reads tls 'enforced'; and back.
+        const requireTls = page.getByLabel('Require TLS (never send in the clear)');
+        assert.equal(await requireTls.isChecked(), false);
+        await requireTls.click();
+        await waitFor(async () => (await requireTls.isChecked()) && (await requireTls.isEnabled()));
+        assert.equal((await call('GET', `/domains/${domain.id}`)).body!.tls, 'enforced');
+        await requireTls.click();
+        await waitFor(async () => !(await requireTls.isChecked()) && (await requireTls.isEnabled()));
+        assert.equal((await call('GET', `/domains/${domain.id}`)).body!.tls, 'opportunistic');
 
         await page.getByRole('button', { name: 'Delete domain' }).click();
         await page.getByRole('group', { name: 'Confirm' }).getByRole('button', { name: 'Delete domain' }).click();

@@ -88,6 +88,7 @@ function outgoing(overrides: Partial<OutgoingMessage> = {}): OutgoingMessage {
     attachments: [],
     envelope: { from: `bounces@${SENDER_DOMAIN}`, to },
     dkim: { domain: SENDER_DOMAIN, selector: SELECTOR, privateKey: keys.privateKey },
+    tls: 'opportunistic',
     ...overrides,
   };
 }
@@ -710,6 +711,60 @@ test('relay: when the TLS handshake fails, nothing is sent in the clear', async 
   assert.equal(results[0]!.outcome, 'deferred');
   assert.match(results[0]!.response, /^TLS negotiation with the mail server failed/);
   assert.equal(brokenTlsSink.transactions.length, 0);
+});
+
+// ---- The sending domain's tls 'enforced' (Resend's option): never in the clear, on either transport
+
+const ENFORCED_REASON = /^4\.7\.5 Not delivered: the sending domain sender\.test requires TLS \(tls: enforced\)/;
+
+test('mx, tls enforced: no STARTTLS or a failed handshake defers with the reason; nothing is sent in the clear', async () => {
+  resetSinks();
+  const domain = uniqueDomain('enforced-plain');
+  dns.zone.set(domain, { mx: [{ priority: 10, exchange: `mx.${domain}` }] });
+  dns.zone.set(`mx.${domain}`, { a: ['127.0.0.1'] });
+  const enforced = () => outgoing({ to: [`ann@${domain}`], tls: 'enforced' });
+  // A connection kept from an opportunistic message, in the clear, does not carry the enforced one.
+  const [clear, refused] = await using(mx({ MAILROOM_MX_PORT: String(plainSink.port) }), async (t) => [
+    await t.send(outgoing({ to: [`ann@${domain}`] })),
+    await t.send(enforced()),
+  ]);
+  assert.equal(clear![0]!.outcome, 'delivered');
+  assert.deepEqual(outcomes(refused!), [{ address: `ann@${domain}`, outcome: 'deferred', smtpCode: undefined }]);
+  assert.match(refused![0]!.response, ENFORCED_REASON);
+  assert.match(refused![0]!.response, new RegExp(`mx\\.${domain.replaceAll('.', '\\.')} \\[127\\.0\\.0\\.1\\]: `));
+  assert.equal(plainSink.transactions.length, 1, 'only the opportunistic message reached DATA');
+
+  const broken = await using(mx({ MAILROOM_MX_PORT: String(brokenTlsSink.port) }), (t) => t.send(enforced()));
+  assert.equal(broken[0]!.outcome, 'deferred');
+  assert.match(broken[0]!.response, ENFORCED_REASON);
+  assert.equal(brokenTlsSink.connections, 1, 'not tried again without STARTTLS');
+  assert.equal(brokenTlsSink.transactions.length, 0);
+});
+
+test('mx, tls enforced: delivered over STARTTLS, the certificate not checked (self-signed)', async () => {
+  resetSinks();
+  const domain = uniqueDomain('enforced-tls');
+  dns.zone.set(domain, { a: ['127.0.0.1'] });
+  const results = await using(mx(), (t) => t.send(outgoing({ to: [`ann@${domain}`], tls: 'enforced' })));
+  assert.deepEqual(outcomes(results), [{ address: `ann@${domain}`, outcome: 'delivered', smtpCode: 250 }]);
+  assert.equal(sink.transactions[0]!.secure, true);
+});
+
+test('relay, tls enforced: STARTTLS required of the relay; a relay without it defers, one with it delivers', async () => {
+  resetSinks();
+  const [clear, refused] = await using(relay(plainSink.url), async (t) => [
+    await t.send(outgoing()),
+    await t.send(outgoing({ tls: 'enforced' })),
+  ]);
+  assert.equal(clear![0]!.outcome, 'delivered');
+  assert.deepEqual(outcomes(refused!), [{ address: 'ann@one.test', outcome: 'deferred', smtpCode: undefined }]);
+  assert.match(refused![0]!.response, ENFORCED_REASON);
+  assert.match(refused![0]!.response, new RegExp(`relay 127\\.0\\.0\\.1:${plainSink.port}: `));
+  assert.equal(plainSink.transactions.length, 1, 'only the opportunistic message reached DATA');
+
+  const results = await using(relay(), (t) => t.send(outgoing({ tls: 'enforced' })));
+  assert.equal(results[0]!.outcome, 'delivered');
+  assert.equal(sink.transactions[0]!.secure, true);
 });
 
 test('mx: a domain whose mail servers resolve only to loopback or private addresses bounces; nothing is connected to', async () => {

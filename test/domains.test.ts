@@ -162,9 +162,8 @@ describe('domains', () => {
     assert.deepEqual(rows[0], { open_tracking: true, click_tracking: false }, "the domain's own switches");
 
     const refused: Array<[object, string]> = [
-      [{ region: 'eu-west-1' }, 'region'],
       [{ region: 'mars-1' }, 'region'],
-      [{ tls: 'enforced' }, 'tls'],
+      [{ tls: 'always' }, 'tls'],
       [{ capabilities: { receiving: 'enabled' } }, 'capabilities.receiving'],
       [{ capabilities: { sending: 'disabled' } }, 'capabilities.sending'],
       [{ custom_return_path: 'outbound' }, 'custom_return_path'],

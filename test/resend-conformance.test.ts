@@ -108,10 +108,10 @@ test('domains', async () => {
   const { ok, check } = area();
   const created = await ok('POST', '/domains', {
     name: `conform-${process.pid}.example.org`,
-    region: 'us-east-1',
+    region: 'eu-west-1',
     open_tracking: true,
     click_tracking: false,
-    tls: 'opportunistic',
+    tls: 'enforced',
     capabilities: { sending: 'enabled', receiving: 'disabled' },
   });
   assert.deepEqual(
@@ -124,7 +124,7 @@ test('domains', async () => {
   assert.equal(page.has_more, true, 'two domains, one a page');
   await ok('GET', `/domains?limit=1&after=${page.data[0].id}`);
   const read = await ok('GET', `/domains/${created.id}`);
-  assert.deepEqual([read.region, read.capabilities], ['us-east-1', { sending: 'enabled', receiving: 'disabled' }]);
+  assert.deepEqual([read.region, read.capabilities], ['eu-west-1', { sending: 'enabled', receiving: 'disabled' }]);
   await ok('PATCH', `/domains/${created.id}`, {
     open_tracking: false,
     click_tracking: true,

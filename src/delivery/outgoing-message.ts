@@ -3,7 +3,8 @@ import type { OutgoingMessage } from './transport.ts';
 import type { EmailToSend, PendingRecipient } from './take-message.ts';
 
 // Step 4, the message as it leaves: the stored message with its attachments, the SMTP envelope (MAIL
-// FROM and the recipients to send to) and the sending domain's DKIM key. One message for everyone; the
+// FROM and the recipients to send to) and the sending domain's DKIM key and TLS setting (read with the
+// message, from the same domain row). One message for everyone; the
 // next step makes a copy per recipient when the message carries something personal or each recipient
 // gets a return path of their own.
 
@@ -53,5 +54,6 @@ export async function outgoingMessage(
       selector: email.dkim_selector ?? '',
       privateKey: email.dkim_private_key ?? '',
     },
+    tls: email.domain_tls ?? 'opportunistic',
   };
 }

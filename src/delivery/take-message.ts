@@ -4,6 +4,7 @@ import { workerBatchSize } from '../platform/metrics.ts';
 import type { EmailStatus } from '../emails/statuses.ts';
 import { fanOutCtes } from '../webhooks/fan-out.ts';
 import { emailEventFieldsSql } from '../webhooks/event-payloads.ts';
+import type { DomainTls } from '../domains/domain-options.ts';
 
 // Step 1, take the message: move it to `sending` and read the recipients that still have no outcome.
 //
@@ -36,6 +37,8 @@ export interface EmailToSend {
   domain_name: string | null;
   dkim_selector: string | null;
   dkim_private_key: string | null;
+  /** The sending domain's Resend option: 'enforced' never goes in the clear (null: no domain row). */
+  domain_tls: DomainTls | null;
   /** Whether it has attachments to read (most messages have none: no query for them then). */
   has_attachments: boolean;
 }
@@ -105,7 +108,7 @@ export async function takeMessages(db: Queryable, emailIds: string[]): Promise<T
               e.subject, e.html, e.text, e.headers, e.topic_id, e.message_id,
               coalesce(d.open_tracking, o.open_tracking) AS open_tracking,
               coalesce(d.click_tracking, o.click_tracking) AS click_tracking,
-              d.name AS domain_name, d.dkim_selector, d.dkim_private_key,
+              d.name AS domain_name, d.dkim_selector, d.dkim_private_key, d.tls AS domain_tls,
               EXISTS (SELECT 1 FROM email_attachments a WHERE a.email_id = e.id) AS has_attachments,
               CASE WHEN e.status = 'sending' THEN 'take'
                    WHEN e.status NOT IN ('queued', 'scheduled') THEN 'finished'

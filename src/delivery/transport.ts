@@ -2,6 +2,8 @@
 // message with the recipients still to be tried; the transport answers with one outcome per recipient.
 // Implementations: transports/capture.ts, transports/smtp-relay.ts, transports/mx.ts.
 
+import type { DomainTls } from '../domains/domain-options.ts';
+
 export interface OutgoingAttachment {
   filename: string;
   contentType: string;
@@ -31,6 +33,12 @@ export interface OutgoingMessage {
   envelope: { from: string; to: string[] };
   /** The sending domain's key: the message is signed with d=domain, s=selector. */
   dkim: { domain: string; selector: string; privateKey: string };
+  /**
+   * The sending domain's TLS setting (Resend's `tls`): 'enforced' means never in the clear, on any
+   * transport: a server that does not offer STARTTLS, or a failed handshake, defers the recipients.
+   * 'opportunistic': STARTTLS when offered.
+   */
+  tls: DomainTls;
 }
 
 /**

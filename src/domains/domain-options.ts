@@ -4,12 +4,14 @@ import { ServiceError } from '../platform/errors.ts';
 // The options Resend takes when a domain is added (POST /domains) or changed (PATCH /domains/:id).
 // Mailroom accepts every one of them, honours what it can, and refuses with a 400 naming the field a
 // value it cannot honour, so that nothing asked for is silently dropped:
-// - region: Mailroom sends from the servers it runs on, so it has one region. It is reported as Resend's
-//   default, us-east-1 (the SDK's type allows only Resend's four names); asking for another is refused.
+// - region: any of Resend's four is accepted, stored and answered back (default us-east-1), so that code
+//   written for Resend and dashboards that show it keep working. It changes nothing: Mailroom sends from
+//   the servers it runs on, whatever the region says.
 // - open_tracking, click_tracking: honoured (the domain's own switches, domains.ts).
-// - tls: 'opportunistic' is what Mailroom does (STARTTLS when the receiving server offers it). 'enforced'
-//   (never send in the clear) is refused: Mailroom can require TLS per recipient domain (MTA-STS, and
-//   MAILROOM_TLS_REQUIRED_DOMAINS), not yet per sending domain across every transport.
+// - tls: honoured per domain (stored, default 'opportunistic': STARTTLS when the receiving server offers
+//   it). 'enforced': the domain's messages are never sent in the clear, on every transport: a server
+//   without STARTTLS, or a failed handshake, defers the copy (then fails it, as retries run out) instead
+//   (delivery/transports/mx.ts, smtp-relay.ts).
 // - capabilities: sending is enabled for every domain; receiving is not available yet. Resend requires
 //   at least one capability enabled, so sending cannot be disabled while receiving cannot be enabled.
 // - custom_return_path: every copy's return path is a VERP address at the operator's
@@ -17,8 +19,13 @@ import { ServiceError } from '../platform/errors.ts';
 // - tracking_subdomain: tracking links point at MAILROOM_PUBLIC_URL; a tracking subdomain per domain is
 //   refused.
 
-export const MAILROOM_REGION = 'us-east-1';
 export const RESEND_REGIONS = ['us-east-1', 'eu-west-1', 'sa-east-1', 'ap-northeast-1'] as const;
+export type DomainRegion = (typeof RESEND_REGIONS)[number];
+/** Resend's default region, and what a domain added without one (or before regions were kept) reads. */
+export const DEFAULT_REGION: DomainRegion = 'us-east-1';
+
+export const TLS_MODES = ['opportunistic', 'enforced'] as const;
+export type DomainTls = (typeof TLS_MODES)[number];
 
 const Capability = Type.Union([Type.Literal('enabled'), Type.Literal('disabled')]);
 
@@ -29,7 +36,7 @@ const TrackingSwitch = Type.Optional(Type.Union([Type.Boolean(), Type.Null()]));
 export const DomainSettingsSchema = {
   open_tracking: TrackingSwitch,
   click_tracking: TrackingSwitch,
-  tls: Type.Optional(Type.Union([Type.Literal('opportunistic'), Type.Literal('enforced')])),
+  tls: Type.Optional(Type.Union(TLS_MODES.map((mode) => Type.Literal(mode)))),
   capabilities: Type.Optional(
     Type.Object(
       { sending: Type.Optional(Capability), receiving: Type.Optional(Capability) },
@@ -62,18 +69,6 @@ export function refuseUnsupportedOptions(options: NewDomainOptions | DomainSetti
   const refuse = (field: string, message: string) => {
     throw new ServiceError('validation_error', message, field);
   };
-  if ('region' in options && options.region !== undefined && options.region !== MAILROOM_REGION) {
-    refuse(
-      'region',
-      `region ${options.region} is not available: Mailroom sends from the servers it runs on, reported as ${MAILROOM_REGION}`,
-    );
-  }
-  if (options.tls === 'enforced') {
-    refuse(
-      'tls',
-      "tls 'enforced' is not supported: Mailroom uses TLS opportunistically (STARTTLS when the receiving server offers it); the operator can require TLS per recipient domain (MAILROOM_TLS_REQUIRED_DOMAINS, and MTA-STS is honoured)",
-    );
-  }
   if (options.capabilities?.receiving === 'enabled') {
     refuse('capabilities.receiving', 'Receiving is not available yet: capabilities.receiving can only be disabled');
   }

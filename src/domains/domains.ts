@@ -12,10 +12,12 @@ import { recordsToPublish, type RecordKind, type RecordStatus, type RecordStatus
 import { forgetLookups, lookupCache } from '../platform/db/lookup-cache.ts';
 import { keysetPage, type Page, type PageRequest } from '../platform/db/keyset-page.ts';
 import {
+  DEFAULT_REGION,
   DOMAIN_CAPABILITIES,
-  MAILROOM_REGION,
   refuseUnsupportedOptions,
+  type DomainRegion,
   type DomainSettings,
+  type DomainTls,
   type NewDomainOptions,
 } from './domain-options.ts';
 
@@ -28,6 +30,10 @@ import {
 // its organization's for the messages sent from it; null follows the organization. The switch in force
 // is coalesce(domain, organization), read when a message is sent and again when its open or click
 // arrives, and the API shows that value.
+//
+// A domain's `tls` (Resend's option) says whether its messages may ever go in the clear: 'enforced'
+// makes delivery require TLS on every transport (delivery/transports/). Its `region` is only kept and
+// answered back (domain-options.ts).
 
 export type DomainStatus = 'pending' | 'verified';
 
@@ -49,6 +55,8 @@ export interface Domain {
   /** The switches in force for messages sent from the domain: the domain's, else the organization's. */
   effective_open_tracking: boolean;
   effective_click_tracking: boolean;
+  tls: DomainTls;
+  region: DomainRegion;
 }
 
 /**
@@ -61,18 +69,21 @@ export interface DomainView {
   name: string;
   status: DomainStatus;
   created_at: string;
-  region: typeof MAILROOM_REGION;
+  /** As given when the domain was added (Resend's default, us-east-1, otherwise); sending ignores it. */
+  region: DomainRegion;
   capabilities: typeof DOMAIN_CAPABILITIES;
   /** In force for the domain's messages: the domain's own switch, else the organization's. */
   open_tracking: boolean;
   click_tracking: boolean;
+  /** Resend's option, which Resend's Domain object does not show: read back so that it can be checked. */
+  tls: DomainTls;
   records: DomainRecordView[];
   additional_records: DomainRecordView[];
 }
 
 /**
- * A change of a domain's settings (Resend's options, domain-options.ts). A tracking switch left out stays
- * as it is; null makes it follow the organization again.
+ * A change of a domain's settings (Resend's options, domain-options.ts). A tracking switch or tls left
+ * out stays as it is; a tracking switch set to null follows the organization again.
  */
 export type DomainChanges = DomainSettings;
 
@@ -103,7 +114,8 @@ const effective = (column: 'open_tracking' | 'click_tracking') =>
 
 const COLUMNS = `id, organization_id, name, status, dkim_selector, dkim_public_key, record_status,
   verified_at, last_checked_at, created_at, open_tracking, click_tracking,
-  ${effective('open_tracking')} AS effective_open_tracking, ${effective('click_tracking')} AS effective_click_tracking`;
+  ${effective('open_tracking')} AS effective_open_tracking, ${effective('click_tracking')} AS effective_click_tracking,
+  tls, region`;
 
 // Guards status = 'verified' in the statements below, so that the common conflict is an answer rather
 // than a failed statement (which would abort a caller's transaction); the unique index settles races.
@@ -134,8 +146,8 @@ export async function addDomain(
   const { rows } = await db.query<Domain>(
     withEvent(
       `INSERT INTO domains (organization_id, name, dkim_selector, dkim_private_key, dkim_public_key,
-                            open_tracking, click_tracking)
-       VALUES ($1, $2, $3, $4, $5, $6, $7)
+                            open_tracking, click_tracking, tls, region)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
        ON CONFLICT (organization_id, name) DO NOTHING
        RETURNING ${COLUMNS}`,
       domainEvent('$1::uuid', 'domain.created'),
@@ -148,6 +160,8 @@ export async function addDomain(
       keys.publicKey,
       options.open_tracking ?? null,
       options.click_tracking ?? null,
+      options.tls ?? 'opportunistic',
+      options.region ?? DEFAULT_REGION,
     ],
   );
   if (rows.length === 0) throw new ServiceError('conflict', `Domain ${domainName} has already been added`, 'name');
@@ -182,7 +196,7 @@ export async function deleteDomain(db: Queryable, organizationId: string, id: st
   if (rowCount === 0) throw notFound('Domain');
 }
 
-/** Changes the domain's tracking switches (emitting domain.updated); a body without any changes nothing. */
+/** Changes the domain's tracking switches and tls (emitting domain.updated); a body without any changes nothing. */
 export async function updateDomain(
   db: Queryable,
   organizationId: string,
@@ -192,18 +206,27 @@ export async function updateDomain(
   refuseUnsupportedOptions(changes);
   const setOpen = changes.open_tracking !== undefined;
   const setClick = changes.click_tracking !== undefined;
-  if (!setOpen && !setClick) return getDomain(db, organizationId, id);
+  if (!setOpen && !setClick && changes.tls === undefined) return getDomain(db, organizationId, id);
   if (!isUuid(id)) throw notFound('Domain');
   const { rows } = await db.query<Domain>(
     withEvent(
       `UPDATE domains SET
           open_tracking = CASE WHEN $3::boolean THEN $4::boolean ELSE open_tracking END,
-          click_tracking = CASE WHEN $5::boolean THEN $6::boolean ELSE click_tracking END
+          click_tracking = CASE WHEN $5::boolean THEN $6::boolean ELSE click_tracking END,
+          tls = coalesce($7::text, tls)
         WHERE id = $1 AND organization_id = $2
         RETURNING ${COLUMNS}`,
       domainEvent('$2::uuid', 'domain.updated'),
     ),
-    [id, organizationId, setOpen, changes.open_tracking ?? null, setClick, changes.click_tracking ?? null],
+    [
+      id,
+      organizationId,
+      setOpen,
+      changes.open_tracking ?? null,
+      setClick,
+      changes.click_tracking ?? null,
+      changes.tls ?? null,
+    ],
   );
   forgetLookups(db);
   if (!rows[0]) throw notFound('Domain');
@@ -360,10 +383,11 @@ function toView(domain: Domain): DomainView {
     name: domain.name,
     status: domain.status,
     created_at: new Date(domain.created_at).toISOString(),
-    region: MAILROOM_REGION,
+    region: domain.region,
     capabilities: DOMAIN_CAPABILITIES,
     open_tracking: domain.effective_open_tracking,
     click_tracking: domain.effective_click_tracking,
+    tls: domain.tls,
     records: records.filter((record) => RESEND_RECORD_KINDS.has(record.record)),
     additional_records: records.filter((record) => !RESEND_RECORD_KINDS.has(record.record)),
   };

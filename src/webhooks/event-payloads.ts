@@ -139,7 +139,7 @@ export function resendSuppressed(origin: unknown) {
  * A domain.* event's data (Resend's DomainEventData) from a row with the columns of `domains`: id, name,
  * status, created_at, region and the DKIM and SPF records with their last-checked statuses, as
  * domains/domain-records.ts lists them (the DMARC record, not among Resend's record kinds, is left out;
- * GET /domains/:id shows it). Mailroom has no regions: a domain reads us-east-1, Resend's default.
+ * GET /domains/:id shows it). The region is the one the domain was added with (kept, not acted on).
  */
 export function domainEventDataSql(domain: string): string {
   const record = (kind: string, name: string, value: string) =>
@@ -150,7 +150,7 @@ export function domainEventDataSql(domain: string): string {
       'name', ${domain}.name,
       'status', ${domain}.status,
       'created_at', ${isoMillisSql(`${domain}.created_at`)},
-      'region', 'us-east-1',
+      'region', ${domain}.region,
       'records', jsonb_build_array(
         ${record('DKIM', `${domain}.dkim_selector || '._domainkey.' || ${domain}.name`, `'v=DKIM1; k=rsa; p=' || ${domain}.dkim_public_key`)},
         ${record('SPF', `${domain}.name`, `'v=spf1 a mx ~all'`)}))`;

@@ -9,7 +9,7 @@ import { composeInline, type Composer } from '../composer.ts';
 import { isTlsFailure } from '../smtp-outcome.ts';
 import type { OutgoingMessage, RecipientResult, Transport } from '../transport.ts';
 import { createMxResolver, findMailRoute, type MailHost } from './mx-lookup.ts';
-import { RouteFailure, shapedSend } from './shaped-send.ts';
+import { enforcedTlsFailure, RouteFailure, shapedSend } from './shaped-send.ts';
 import { SmtpSession } from './smtp-session.ts';
 import { openRelaySession } from './smtp-relay.ts';
 import { mxMatches, type MtaSts, type MtaStsPolicy, type TlsRule } from './mta-sts.ts';
@@ -30,6 +30,12 @@ import { mxMatches, type MtaSts, type MtaStsPolicy, type TlsRule } from './mta-s
 // only over TLS with a certificate valid for an MX host its policy names; otherwise its recipients are
 // deferred with the reason. A policy in `testing` mode delivers as usual and says on the timeline when
 // TLS fell short of it.
+//
+// A sending domain with tls 'enforced' (Resend's option) never has its mail sent in the clear: STARTTLS
+// is required (no fallback), though the certificate need not be valid unless the recipient domain's
+// terms above say so; a host without STARTTLS, or whose handshake fails, is not given the message, and
+// when no host gives TLS the recipients are deferred with the reason, as for a TLS-required domain. A
+// relay source's connection must be TLS too (smtp-relay.ts).
 //
 // Each domain's mail goes through the egress pool of its sending domain (or organization), from one of
 // the pool's sources in turn: bound to a source's local address and greeting with its EHLO name, or
@@ -84,6 +90,7 @@ export function createMxTransport(config: MxConfig, options: MxTransportOptions)
     tried: { last?: string },
     source: AddressSource,
     rule: TlsRule,
+    sender: { domain: string; enforced: boolean },
   ): Promise<SmtpSession> {
     const route = await findMailRoute(resolver, domain);
     if (route.kind !== 'hosts') {
@@ -112,6 +119,8 @@ export function createMxTransport(config: MxConfig, options: MxTransportOptions)
       );
     }
     const { strict, named } = tlsTerms(rule);
+    // The sending domain's 'enforced' asks for TLS only; the recipient domain's terms may ask for more.
+    const encryptedOnly = !strict && sender.enforced;
     const why =
       rule.kind === 'required'
         ? `${domain} requires TLS (the operator's setting)`
@@ -135,12 +144,14 @@ export function createMxTransport(config: MxConfig, options: MxTransportOptions)
       try {
         const session = strict
           ? await openVerified(config, { host, address }, source, options.mtaSts!.ca)
-          : await openWithTlsFallback(config, { host, address }, source, options.mtaSts?.ca);
+          : encryptedOnly
+            ? await openSession(config, { host, address }, source, 'required', options.mtaSts?.ca)
+            : await openWithTlsFallback(config, { host, address }, source, options.mtaSts?.ca);
         session.mxHost = host;
         return session;
       } catch (error) {
         lastError = error;
-        if (strict) refusals.push(`${host} [${address}]: ${(error as Error).message}`);
+        if (strict || encryptedOnly) refusals.push(`${host} [${address}]: ${(error as Error).message}`);
       }
     }
     if (strict) {
@@ -148,6 +159,7 @@ export function createMxTransport(config: MxConfig, options: MxTransportOptions)
         `4.7.5 Not delivered: ${why} requires TLS with a certificate valid for the MX host: ${refusals.join('; ')}`,
       );
     }
+    if (encryptedOnly) throw enforcedTlsFailure(recipients, sender.domain, refusals);
     throw lastError;
   }
 
@@ -165,6 +177,7 @@ export function createMxTransport(config: MxConfig, options: MxTransportOptions)
           // if it meets the domain's TLS terms.
           const rule: TlsRule = (await options.mtaSts?.ruleFor(domain)) ?? { kind: 'opportunistic' };
           const { strict, named } = tlsTerms(rule);
+          const sender = { domain: senderDomain, enforced: message.tls === 'enforced' };
           const request = {
             site,
             senderDomain,
@@ -172,20 +185,27 @@ export function createMxTransport(config: MxConfig, options: MxTransportOptions)
             fresh: message.firstAttempt,
             targets: targetsFor(message, site),
             recipients: recipients.length,
-            // A relay session (no MX host) is the relay's matter; an MX session must be verified for a named host.
-            reuse: strict
-              ? (connection: ShapedConnection) => {
-                  const session = connection as SmtpSession;
-                  return session.mxHost === undefined || (named(session.mxHost) && session.tlsState().authorized);
-                }
-              : undefined,
+            // With the sending domain's tls 'enforced', any session (relay or MX) must be TLS. Otherwise a
+            // relay session (no MX host) is the relay's matter; a strict MX session must be verified for a
+            // named host.
+            reuse:
+              strict || sender.enforced
+                ? (connection: ShapedConnection) => {
+                    const session = connection as SmtpSession;
+                    if (sender.enforced && !session.tlsState().secure) return false;
+                    if (!strict || session.mxHost === undefined) return true;
+                    return named(session.mxHost) && session.tlsState().authorized;
+                  }
+                : undefined,
           };
           const connect = (target: ShapeTarget) => {
             const source = egress.sources.get(target.source)!;
-            if (source.kind === 'address') return connectToDomain(domain, recipients, tried, source, rule);
+            if (source.kind === 'address') return connectToDomain(domain, recipients, tried, source, rule, sender);
             tried.last = `relay ${source.host}:${source.port}`;
             const relay = { ...source, tls: options.relayTls };
-            return openRelaySession(relay, source.ehlo ?? config.heloName, config.smtpTimeoutMs);
+            return openRelaySession(relay, source.ehlo ?? config.heloName, config.smtpTimeoutMs, {
+              enforcedFor: sender.enforced ? { domain: senderDomain, recipients } : undefined,
+            });
           };
           return shapedSend(shaper, request, { from: message.envelope.from, to: recipients }, raw, connect, {
             context: () => tried.last,
@@ -257,10 +277,10 @@ async function openWithTlsFallback(
   ca: string[] | undefined,
 ): Promise<SmtpSession> {
   try {
-    return await openSession(config, target, source, false, ca);
+    return await openSession(config, target, source, 'opportunistic', ca);
   } catch (error) {
     if (!isTlsFailure(error)) throw error;
-    return openSession(config, target, source, true, ca);
+    return openSession(config, target, source, 'none', ca);
   }
 }
 
@@ -285,20 +305,25 @@ function openVerified(
   });
 }
 
+/**
+ * A session to one address, its certificate not checked. STARTTLS: 'opportunistic' when offered, 'none'
+ * never (the retry after a failed handshake), 'required' always, or no session (tls 'enforced').
+ */
 function openSession(
   config: MxConfig,
   { host, address }: { host: string; address: string },
   source: AddressSource,
-  ignoreTLS: boolean,
+  starttls: 'opportunistic' | 'none' | 'required',
   ca: string[] | undefined,
 ): Promise<SmtpSession> {
   return SmtpSession.open({
     host: address,
     port: config.mxPort,
     secure: false,
-    ignoreTLS,
-    // A server that refuses STARTTLS after offering it gets the message in the clear, as any MTA would.
-    opportunisticTLS: true,
+    ...(starttls === 'required'
+      ? { requireTLS: true }
+      : // A server that refuses STARTTLS after offering it gets the message in the clear, as any MTA would.
+        { ignoreTLS: starttls === 'none', opportunisticTLS: true }),
     // The source's own address and name: a provider checks that the name and the address's PTR agree.
     ...(source.address !== undefined ? { localAddress: source.address } : {}),
     name: source.ehlo ?? config.heloName,

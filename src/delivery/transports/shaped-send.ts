@@ -19,6 +19,18 @@ export class RouteFailure extends Error {
   }
 }
 
+/**
+ * The recipients' results when their sending domain has tls 'enforced' and no server gave TLS (none
+ * offered STARTTLS, or the handshake failed): deferred, as for a recipient domain that requires TLS, so
+ * that they are tried again and fail once retries run out. Nothing was sent in the clear.
+ */
+export function enforcedTlsFailure(recipients: string[], senderDomain: string, refusals: string[]): RouteFailure {
+  const response = `4.7.5 Not delivered: the sending domain ${senderDomain} requires TLS (tls: enforced), and it could not be had: ${refusals.join('; ')}`;
+  return new RouteFailure(
+    recipients.map((address) => ({ address, outcome: 'deferred', smtpCode: undefined, response }) as const),
+  );
+}
+
 /** A failure to open a connection to the destination (not the database's): the recipients' results. */
 class ConnectFailure extends Error {
   readonly failure: unknown;

@@ -60,6 +60,7 @@ export function DomainPage({ params }: PageProps) {
   const tracking = useAction((changes: { open_tracking?: boolean | null; click_tracking?: boolean | null }) =>
     api.patch(`/domains/${segment(id)}`, changes),
   );
+  const tls = useAction((mode: Domain['tls']) => api.patch(`/domains/${segment(id)}`, { tls: mode }));
 
   async function runVerify() {
     setSummary(null);
@@ -72,6 +73,10 @@ export function DomainPage({ params }: PageProps) {
 
   async function changeTracking(changes: { open_tracking?: boolean | null; click_tracking?: boolean | null }) {
     if ((await tracking.run(changes)) !== undefined) domain.reload();
+  }
+
+  async function changeTls(mode: Domain['tls']) {
+    if ((await tls.run(mode)) !== undefined) domain.reload();
   }
 
   const data = domain.data;
@@ -176,6 +181,21 @@ export function DomainPage({ params }: PageProps) {
               </Button>
             </div>
             <ErrorBanner error={tracking.error} title="Tracking could not be changed" />
+          </section>
+
+          <section className="card" aria-labelledby="tls-title">
+            <h2 id="tls-title">Encryption</h2>
+            <p className="muted">
+              Mail from {data.name} uses TLS whenever the receiving server offers it. Requiring it means a message is
+              never sent in the clear: a server without TLS does not get it; it is retried, then fails.
+            </p>
+            <CheckboxField
+              label="Require TLS (never send in the clear)"
+              checked={data.tls === 'enforced'}
+              disabled={tls.busy}
+              onChange={(checked) => changeTls(checked ? 'enforced' : 'opportunistic')}
+            />
+            <ErrorBanner error={tls.error} title="The TLS setting could not be changed" />
           </section>
 
           <HealthSection domainId={id} />

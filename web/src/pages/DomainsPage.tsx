@@ -34,6 +34,10 @@ export interface Domain {
   created_at: string;
   open_tracking: boolean;
   click_tracking: boolean;
+  /** 'enforced': the domain's mail is never sent in the clear. */
+  tls: 'opportunistic' | 'enforced';
+  /** Resend's region, as given when the domain was added; Mailroom sends from its own servers whatever it says. */
+  region: string;
   /** Resend's record kinds (DKIM, SPF); additional_records holds the others (DMARC). */
   records: DomainRecord[];
   additional_records: DomainRecord[];
