@@ -91,7 +91,7 @@ async function errorOf(page: Page | Locator, label: string): Promise<string> {
 }
 
 describe('domains', () => {
-  test('add a domain, copy its records, verify it in words, switch tracking and TLS, delete it', async (t) => {
+  test('add a domain, copy its records, verify it in words, switch tracking and TLS, set a tracking subdomain, delete it', async (t) => {
     await withPage(
       t,
       dashboard,
@@ -164,6 +164,28 @@ describe('domains', () => {
         await requireTls.click();
         await waitFor(async () => !(await requireTls.isChecked()) && (await requireTls.isEnabled()));
         assert.equal((await call('GET', `/domains/${domain.id}`)).body!.tls, 'opportunistic');
+
+        // Tracking subdomain: a bad label is refused next to the field; a good one adds its CNAME record.
+        const subdomain = page.getByLabel('Tracking subdomain', { exact: true });
+        await subdomain.fill('Links.Shop');
+        await page.getByRole('button', { name: 'Save tracking subdomain' }).click();
+        assert.match(await errorOf(page, 'Tracking subdomain'), /one lower-case DNS label/);
+        await subdomain.fill('links');
+        await page.getByRole('button', { name: 'Save tracking subdomain' }).click();
+        await records.getByText('links.shop.example').waitFor();
+        assert.equal(await records.locator('tbody tr').count(), 4);
+        const cname = (await call('GET', `/domains/${domain.id}`)).body!.records.find(
+          (record: { record: string }) => record.record === 'Tracking',
+        );
+        assert.deepEqual([cname.type, cname.name], ['CNAME', 'links.shop.example']);
+        await records.getByRole('button', { name: 'Copy Tracking value' }).click();
+        await waitFor(async () => (await page.evaluate('navigator.clipboard.readText()')) === cname.value);
+        assert.equal(await subdomain.inputValue(), 'links');
+        // Emptied, tracking links go back to Mailroom's own address and the record goes.
+        await subdomain.fill('');
+        await page.getByRole('button', { name: 'Save tracking subdomain' }).click();
+        await waitFor(async () => (await records.locator('tbody tr').count()) === 3);
+        assert.equal((await call('GET', `/domains/${domain.id}`)).body!.tracking_subdomain, undefined);
 
         await page.getByRole('button', { name: 'Delete domain' }).click();
         await page.getByRole('group', { name: 'Confirm' }).getByRole('button', { name: 'Delete domain' }).click();

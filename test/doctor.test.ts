@@ -54,7 +54,7 @@ before(async () => {
   org = await createTestOrganization(t.db, t.config, 'doctor');
   for (const name of ['good.doctor.test', 'bad.doctor.test']) {
     const added = await addDomain(t.db, t.config, org.id, name);
-    await trustDomain(t.db, org.id, added.id);
+    await trustDomain(t.db, t.config, org.id, added.id);
     ids[name] = added.id;
     const { rows } = await t.db.query<{ dkim_public_key: string }>(
       'SELECT dkim_public_key FROM domains WHERE id = $1',
@@ -219,6 +219,26 @@ test('the return path’s MX must reach the inbound listener', async () => {
   } finally {
     dns.zone.set('in.doctor.test', { a: [LISTENER] });
   }
+});
+
+test('a domain with its own return path is checked there: SPF and the MX of send.<domain>', async () => {
+  const name = 'own.doctor.test';
+  const added = await addDomain(t.db, t.config, org.id, name, { custom_return_path: 'send' });
+  await trustDomain(t.db, t.config, org.id, added.id);
+  dns.zone.set(`send.${name}`, {
+    ...txt('v=spf1 ip4:127.0.0.2 -all'),
+    mx: [{ priority: 10, exchange: 'in.doctor.test' }],
+  });
+  const health = await checkDomain(context(mta1), org.id, added.id);
+  assert.deepEqual(
+    byCheck(health.findings, 'spf').map((f) => [f.subject, f.status]),
+    [[`SPF of send.${name} for source mta1 (127.0.0.2)`, 'pass']],
+  );
+  const mx = one(health.findings, 'return_path_mx');
+  assert.deepEqual([mx.subject, mx.status], [`send.${name}`, 'pass']);
+  // Even without the server's return-path domain: the domain's own is where its copies' MAIL FROM is.
+  const alone = await checkDomain(context(mta1, false), org.id, added.id);
+  assert.equal(one(alone.findings, 'return_path_mx').subject, `send.${name}`);
 });
 
 test('complaint rate against 0.1% and 0.3%, and one-click unsubscribe for a bulk sender', async () => {

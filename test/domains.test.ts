@@ -166,8 +166,10 @@ describe('domains', () => {
       [{ tls: 'always' }, 'tls'],
       [{ capabilities: { receiving: 'enabled' } }, 'capabilities.receiving'],
       [{ capabilities: { sending: 'disabled' } }, 'capabilities.sending'],
-      [{ custom_return_path: 'outbound' }, 'custom_return_path'],
-      [{ tracking_subdomain: 'links' }, 'tracking_subdomain'],
+      [{ custom_return_path: 'Send' }, 'custom_return_path'],
+      [{ custom_return_path: 'send.mail' }, 'custom_return_path'],
+      [{ tracking_subdomain: '-links' }, 'tracking_subdomain'],
+      [{ custom_return_path: 'out', tracking_subdomain: 'out' }, 'tracking_subdomain'],
       [{ open_tracking: 'yes' }, 'open_tracking'],
     ];
     for (const [options, field] of refused) {
@@ -424,8 +426,8 @@ describe('domains', () => {
       const name = uniqueName('contested');
       const mine = await addDomain(t.db, t.config, org.id, name);
       const theirs = await addDomain(t.db, t.config, other.id, name); // pending in several orgs is fine
-      await trustDomain(t.db, org.id, mine.id);
-      await assert.rejects(trustDomain(t.db, other.id, theirs.id), (error: ServiceError) => {
+      await trustDomain(t.db, t.config, org.id, mine.id);
+      await assert.rejects(trustDomain(t.db, t.config, other.id, theirs.id), (error: ServiceError) => {
         assert.deepEqual(
           { name: error.name, statusCode: HTTP_STATUS[error.name] },
           { name: 'conflict', statusCode: 409 },
@@ -440,7 +442,7 @@ describe('domains', () => {
       const name = uniqueName('claimed');
       const mine = await addDomain(t.db, t.config, org.id, name);
       const theirs = await addDomain(t.db, t.config, other.id, name);
-      await trustDomain(t.db, org.id, mine.id);
+      await trustDomain(t.db, t.config, org.id, mine.id);
       publishTxt(recordOf(theirs, 'DKIM').name, [chunked(recordOf(theirs, 'DKIM').value)]);
       const response = await verify(theirs.id, other.fullKey);
       assert.equal(response.statusCode, 409);
@@ -454,7 +456,7 @@ describe('domains', () => {
       const name = uniqueName('owned');
       const pending = await addDomain(t.db, t.config, other.id, name); // a claim, never proved
       const mine = await addDomain(t.db, t.config, org.id, name);
-      await trustDomain(t.db, org.id, mine.id); // proving ownership is not stopped by the claim
+      await trustDomain(t.db, t.config, org.id, mine.id); // proving ownership is not stopped by the claim
       const again = await t.app.inject({
         method: 'POST',
         url: '/domains',
@@ -471,7 +473,10 @@ describe('domains', () => {
       const name = uniqueName('race');
       const a = await addDomain(t.db, t.config, org.id, name);
       const b = await addDomain(t.db, t.config, other.id, name);
-      const outcomes = await Promise.allSettled([trustDomain(t.db, org.id, a.id), trustDomain(t.db, other.id, b.id)]);
+      const outcomes = await Promise.allSettled([
+        trustDomain(t.db, t.config, org.id, a.id),
+        trustDomain(t.db, t.config, other.id, b.id),
+      ]);
       assert.equal(outcomes.filter((o) => o.status === 'fulfilled').length, 1);
       const lost = outcomes.find((o) => o.status === 'rejected');
       assert.equal((lost?.reason as { name?: string }).name, 'conflict');
@@ -484,8 +489,8 @@ describe('domains', () => {
 
     test('trusting is idempotent, and verifyDomain works from the service too', async () => {
       const domain = await addDomain(t.db, t.config, org.id, uniqueName('trusted'));
-      assert.equal((await trustDomain(t.db, org.id, domain.id)).status, 'verified');
-      assert.equal((await trustDomain(t.db, org.id, domain.id)).status, 'verified');
+      assert.equal((await trustDomain(t.db, t.config, org.id, domain.id)).status, 'verified');
+      assert.equal((await trustDomain(t.db, t.config, org.id, domain.id)).status, 'verified');
       const checked = await verifyDomain(t.db, t.config, org.id, domain.id);
       assert.equal(checked.status, 'verified');
       assert.equal(recordOf(checked, 'DKIM').status, 'failed');
@@ -497,7 +502,7 @@ describe('domains', () => {
       const name = uniqueName('sender');
       const domain = await addDomain(t.db, t.config, org.id, name);
       assert.equal(await findSendingDomain(t.db, org.id, name), undefined);
-      await trustDomain(t.db, org.id, domain.id);
+      await trustDomain(t.db, t.config, org.id, domain.id);
       const sending = await findSendingDomain(t.db, org.id, name.toUpperCase());
       assert.ok(sending);
       assert.equal(sending.id, domain.id);

@@ -70,7 +70,7 @@ before(async () => {
   });
   org = await createTestOrganization(t.db, t.config, 'egress');
   // A second sending domain, which the file routes through the dedicated pool.
-  await trustDomain(t.db, org.id, (await addDomain(t.db, t.config, org.id, 'dedicated.egress.test')).id);
+  await trustDomain(t.db, t.config, org.id, (await addDomain(t.db, t.config, org.id, 'dedicated.egress.test')).id);
   other = await createTestOrganization(t.db, t.config, 'egress-other');
   third = await createTestOrganization(t.db, t.config, 'egress-third');
 });

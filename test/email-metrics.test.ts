@@ -78,7 +78,7 @@ before(async () => {
   const { rows } = await t.db.query<{ id: string }>('SELECT id FROM domains WHERE name = $1', [org.domain]);
   mainDomainId = rows[0]!.id;
   const added = await addDomain(t.db, t.config, org.id, `news.${org.domain}`);
-  await trustDomain(t.db, org.id, added.id);
+  await trustDomain(t.db, t.config, org.id, added.id);
   secondDomain = { id: added.id, name: added.name };
 
   const tracking = await t.app.inject({

@@ -133,6 +133,20 @@ test('domains', async () => {
   });
   await ok('POST', `/domains/${created.id}/verify`);
   await ok('DELETE', `/domains/${created.id}`);
+  // A return path and a tracking subdomain bring Resend's MX (with its priority) and CNAME record shapes.
+  const branded = await ok('POST', '/domains', {
+    name: `conform-branded-${process.pid}.example.org`,
+    custom_return_path: 'send',
+    tracking_subdomain: 'links',
+  });
+  assert.deepEqual(
+    branded.records.map((record: { record: string; type: string }) => `${record.record} ${record.type}`),
+    ['DKIM TXT', 'SPF MX', 'SPF TXT', 'Tracking CNAME'],
+  );
+  await ok('PATCH', `/domains/${branded.id}`, { tracking_subdomain: 'track' });
+  assert.equal((await ok('GET', `/domains/${branded.id}`)).tracking_subdomain, 'track');
+  await ok('POST', `/domains/${branded.id}/verify`);
+  await ok('DELETE', `/domains/${branded.id}`);
   check(['domains/create', 'domains/list', 'domains/get', 'domains/update', 'domains/verify', 'domains/remove']);
 });
 
@@ -296,6 +310,76 @@ test('topics and contacts', async () => {
     'contacts/remove',
     'contacts/update-topics',
     'contacts/list-topics',
+  ]);
+});
+
+test('contact properties, segments and audiences', async () => {
+  const { ok, check } = area();
+  const property = await ok('POST', '/contact-properties', { key: 'company', type: 'string', fallback_value: 'n/a' });
+  const seats = await ok('POST', '/contact-properties', { key: 'seats', type: 'number' });
+  assertList(await ok('GET', '/contact-properties'), 'GET /contact-properties');
+  assert.equal((await ok('GET', '/contact-properties?limit=1')).has_more, true);
+  await ok('GET', `/contact-properties/${property.id}`);
+  await ok('PATCH', `/contact-properties/${property.id}`, { fallback_value: 'unknown' });
+
+  const segment = await ok('POST', '/segments', { name: 'Customers' });
+  await ok('POST', '/segments', { name: 'Trial' });
+  assertList(await ok('GET', '/segments'), 'GET /segments');
+  assert.equal((await ok('GET', '/segments?limit=1')).has_more, true);
+  await ok('GET', `/segments/${segment.id}`);
+  const audience = await ok('POST', '/audiences', { name: 'Legacy' });
+  await ok('GET', '/audiences');
+  await ok('GET', `/audiences/${audience.id}`);
+
+  // Resend's document lists segment ids; its Node SDK sends { id } objects.
+  const contact = await ok('POST', '/contacts', {
+    email: 'segmented@example.com',
+    properties: { company: 'Acme', seats: 3 },
+    segments: [segment.id],
+  });
+  await ok(
+    'POST',
+    '/contacts',
+    { email: 'sdk-form@example.com', segments: [{ id: segment.id }] },
+    { notResendsForm: true },
+  );
+  await ok('POST', '/contacts', { email: 'legacy@example.com', audience_id: audience.id });
+  await ok('PATCH', `/contacts/${contact.id}`, { properties: { seats: 4 } });
+  const read = await ok('GET', `/contacts/${contact.id}`);
+  assert.deepEqual(read.properties, {
+    company: { type: 'string', value: 'Acme' },
+    seats: { type: 'number', value: 4 },
+  });
+  assert.equal((await ok('GET', `/contacts?segment_id=${segment.id}`)).data.length, 2);
+  await ok('POST', `/contacts/${contact.id}/segments/${audience.id}`);
+  assertList(await ok('GET', `/contacts/${contact.id}/segments`), 'GET /contacts/:id/segments');
+  await ok('DELETE', `/contacts/${contact.id}/segments/${audience.id}`);
+
+  await ok('DELETE', `/audiences/${audience.id}`);
+  await ok('DELETE', `/segments/${segment.id}`);
+  await ok('DELETE', `/contact-properties/${property.id}`);
+  await ok('DELETE', `/contact-properties/${seats.id}`);
+  check([
+    'contact-properties/create',
+    'contact-properties/list',
+    'contact-properties/get',
+    'contact-properties/update',
+    'contact-properties/remove',
+    'segments/create',
+    'segments/list',
+    'segments/get',
+    'segments/remove',
+    'audiences/create',
+    'audiences/list',
+    'audiences/get',
+    'audiences/remove',
+    'contacts/create',
+    'contacts/update',
+    'contacts/get',
+    'contacts/list',
+    'contacts/add-segment',
+    'contacts/list-segments',
+    'contacts/remove-segment',
   ]);
 });
 

@@ -669,9 +669,10 @@ describe('tracking per domain', () => {
     assert.deepEqual(await stored(), { open_tracking: null, click_tracking: true });
     assert.deepEqual(await shown(), { open_tracking: true, click_tracking: true });
 
-    // What SDKs may send without a change: an empty body, or the TLS policy Mailroom always follows.
+    // What SDKs may send without a change: an empty body, or the capabilities every domain has (tls is a
+    // setting of its own now, test/domain-tls.test.ts).
     const before = await updatedEvents();
-    for (const payload of [{}, { tls: 'opportunistic' }]) {
+    for (const payload of [{}, { capabilities: { sending: 'enabled', receiving: 'disabled' } }]) {
       const same = await patchDomain(payload);
       assert.equal(same.statusCode, 200, same.body);
       assert.deepEqual(same.json(), { object: 'domain', id: domainId });
@@ -689,8 +690,13 @@ describe('tracking per domain', () => {
       ['receiving enabled (not available yet)', { capabilities: { receiving: 'enabled' } }, 400, 'validation_error'],
       ['sending disabled (one capability must be)', { capabilities: { sending: 'disabled' } }, 400, 'validation_error'],
       ['an unknown capability', { capabilities: { inbound: 'enabled' } }, 400, 'validation_error'],
-      ["Resend's tracking_subdomain", { tracking_subdomain: 'links' }, 400, 'validation_error'],
-      ['tls enforced', { open_tracking: true, tls: 'enforced' }, 400, 'validation_error'],
+      ['a tracking_subdomain that is not one label', { tracking_subdomain: 'links.mail' }, 400, 'validation_error'],
+      [
+        'custom_return_path (set only when the domain is added)',
+        { custom_return_path: 'send' },
+        400,
+        'validation_error',
+      ],
       ['an unknown tls', { tls: 'required' }, 400, 'validation_error'],
       ['an array', [{ open_tracking: true }], 400, 'validation_error'],
     ];
@@ -702,9 +708,6 @@ describe('tracking per domain', () => {
       assert.equal(body.name, name, what);
       assert.equal(typeof body.message, 'string', what);
     }
-    const enforced = (await patchDomain({ tls: 'enforced' })).json();
-    assert.equal(enforced.field, 'tls');
-    assert.match(enforced.message, /opportunistic/);
 
     const othersDomain = (await call('GET', '/domains', undefined, other.fullKey)).json().data[0].id;
     for (const id of ['not-a-uuid', '00000000-0000-4000-8000-000000000000', othersDomain]) {

@@ -171,7 +171,7 @@ const COMMANDS: Record<string, Command> = {
         const found = await findDomainByName(db, text(values, 'org'), positionals[0]!);
         if (!found) throw new UsageError(`domain ${positionals[0]} is not one of this organization's`);
         return values.trust
-          ? trustDomain(db, text(values, 'org'), found.id)
+          ? trustDomain(db, config, text(values, 'org'), found.id)
           : verifyDomain(db, config, text(values, 'org'), found.id);
       });
       return { json: domain, text: `domain ${domain.name}: ${domain.status}` };

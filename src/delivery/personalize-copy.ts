@@ -1,6 +1,6 @@
 import type { Signer } from '../platform/signing.ts';
 import { unsubscribeUrl } from '../contacts/unsubscribe-link.ts';
-import { addTracking } from '../tracking/tracking-links.ts';
+import { addTracking, trackingBaseUrl } from '../tracking/tracking-links.ts';
 import type { OutgoingMessage } from './transport.ts';
 import type { EmailToSend } from './take-message.ts';
 import { returnPathAddress, type ReturnPath } from './return-path.ts';
@@ -10,6 +10,9 @@ import { returnPathAddress, type ReturnPath } from './return-path.ts';
 // recipient's own. With a return-path domain every copy also leaves from a return path naming its
 // recipient (return-path.ts), so copies go in separate SMTP transactions even when their content is
 // the same. Any other message goes out as it is, in one SMTP transaction for all its recipients.
+// A sending domain's own settings come first: its custom return path (<label>.<domain>) instead of the
+// server's return-path domain, its tracking subdomain instead of MAILROOM_PUBLIC_URL for the pixel and
+// tracked links. Unsubscribe links stay at MAILROOM_PUBLIC_URL, where they have always pointed.
 
 /** What signs a recipient's links, and where they point. */
 export interface Links {
@@ -22,9 +25,10 @@ export function personalizeCopies(
   message: OutgoingMessage,
   email: EmailToSend,
   links: Links,
-  returnPath: ReturnPath | undefined,
+  serverReturnPath: ReturnPath | undefined,
 ): OutgoingMessage[] {
   const personal = personalized(email);
+  const returnPath = domainReturnPath(email, links.signer) ?? serverReturnPath;
   if (!personal && returnPath === undefined) return [message];
   return message.envelope.to.map((recipient) => {
     const copy = personal
@@ -33,6 +37,12 @@ export function personalizeCopies(
     if (returnPath === undefined) return copy;
     return { ...copy, envelope: { ...copy.envelope, from: returnPathAddress(returnPath, email.id, recipient) } };
   });
+}
+
+/** The sending domain's own return path, when it has one (domain-options.ts). */
+function domainReturnPath(email: EmailToSend, signer: Signer): ReturnPath | undefined {
+  if (email.custom_return_path === null || email.domain_name === null) return undefined;
+  return { signer, domain: `${email.custom_return_path}.${email.domain_name}` };
 }
 
 /** Whether each recipient gets a copy of their own: tracking needs an HTML body, a topic needs its link. */
@@ -47,6 +57,10 @@ function copyFor(message: OutgoingMessage, email: EmailToSend, recipient: string
       ? undefined
       : addTracking(message.html, {
           ...links,
+          ...(email.tracking_subdomain !== null &&
+            email.domain_name !== null && {
+              trackingBaseUrl: trackingBaseUrl(links.baseUrl, email.domain_name, email.tracking_subdomain),
+            }),
           emailId: email.id,
           recipient,
           opens: email.open_tracking,

@@ -37,6 +37,9 @@ export interface EmailToSend {
   domain_name: string | null;
   dkim_selector: string | null;
   dkim_private_key: string | null;
+  /** The sending domain's return-path label and tracking subdomain label (domain-options.ts), if any. */
+  custom_return_path: string | null;
+  tracking_subdomain: string | null;
   /** The sending domain's Resend option: 'enforced' never goes in the clear (null: no domain row). */
   domain_tls: DomainTls | null;
   /** Whether it has attachments to read (most messages have none: no query for them then). */
@@ -109,6 +112,7 @@ export async function takeMessages(db: Queryable, emailIds: string[]): Promise<T
               coalesce(d.open_tracking, o.open_tracking) AS open_tracking,
               coalesce(d.click_tracking, o.click_tracking) AS click_tracking,
               d.name AS domain_name, d.dkim_selector, d.dkim_private_key, d.tls AS domain_tls,
+              d.custom_return_path, d.tracking_subdomain,
               EXISTS (SELECT 1 FROM email_attachments a WHERE a.email_id = e.id) AS has_attachments,
               CASE WHEN e.status = 'sending' THEN 'take'
                    WHEN e.status NOT IN ('queued', 'scheduled') THEN 'finished'

@@ -54,6 +54,8 @@ interface DomainRow {
   name: string;
   dkim_selector: string;
   dkim_public_key: string;
+  /** The domain's own return-path label (send → send.example.com); null: MAILROOM_RETURN_PATH_DOMAIN. */
+  custom_return_path: string | null;
 }
 
 const RANK: Record<FindingStatus, number> = { pass: 0, warn: 1, fail: 2 };
@@ -146,8 +148,11 @@ export async function examineDomain(ctx: DoctorContext, domain: DomainRow): Prom
   // Per source: its address's PTR (confirmed forward, matching its EHLO name), blocklists, and SPF.
   const addressSources = [...ctx.egress.sources.values()].filter((s) => s.kind === 'address');
   // The envelope domain receivers check SPF against: the return-path domain when there is one (every
-  // copy's MAIL FROM is its VERP address there), else the sending domain itself.
-  const envelopeDomains = [ctx.config.returnPathDomain ?? domain.name];
+  // copy's MAIL FROM is its VERP address there: the domain's own, else the server's), else the sending
+  // domain itself.
+  const returnPathDomain =
+    domain.custom_return_path === null ? ctx.config.returnPathDomain : `${domain.custom_return_path}.${domain.name}`;
+  const envelopeDomains = [returnPathDomain ?? domain.name];
   for (const source of addressSources) {
     if (source.kind !== 'address') continue;
     if (source.address === undefined) {
@@ -253,7 +258,7 @@ export async function examineDomain(ctx: DoctorContext, domain: DomainRow): Prom
   }
 
   // The return path's MX reaches the inbound listener (bounces, complaints, DMARC reports).
-  if (ctx.config.returnPathDomain === undefined) {
+  if (returnPathDomain === undefined) {
     add(
       'return_path_mx',
       domain.name,
@@ -262,7 +267,7 @@ export async function examineDomain(ctx: DoctorContext, domain: DomainRow): Prom
       'Set MAILROOM_RETURN_PATH_DOMAIN and MAILROOM_INBOUND_PORT (docs/bounces.md).',
     );
   } else {
-    const rp = ctx.config.returnPathDomain;
+    const rp = returnPathDomain;
     const reached = await reachesListener(ctx, rp);
     if (reached === true) add('return_path_mx', rp, 'pass', `the MX of ${rp} answers as Mailroom's inbound listener`);
     else
@@ -335,7 +340,7 @@ export async function examineDomain(ctx: DoctorContext, domain: DomainRow): Prom
 export async function checkDomain(ctx: DoctorContext, organizationId: string, domainId: string): Promise<DomainHealth> {
   if (!isUuid(domainId)) throw notFound('Domain');
   const { rows } = await ctx.db.query<DomainRow>(
-    'SELECT id, organization_id, name, dkim_selector, dkim_public_key FROM domains WHERE id = $1 AND organization_id = $2',
+    'SELECT id, organization_id, name, dkim_selector, dkim_public_key, custom_return_path FROM domains WHERE id = $1 AND organization_id = $2',
     [domainId, organizationId],
   );
   if (!rows[0]) throw notFound('Domain');
@@ -422,7 +427,7 @@ export async function checkDueDomains(ctx: DoctorContext, intervalMs: number, li
   const now = ctx.now?.() ?? new Date();
   const due = await ctx.db.transaction(async (tx) => {
     const { rows } = await tx.query<DomainRow>(
-      `SELECT d.id, d.organization_id, d.name, d.dkim_selector, d.dkim_public_key FROM domains d
+      `SELECT d.id, d.organization_id, d.name, d.dkim_selector, d.dkim_public_key, d.custom_return_path FROM domains d
          LEFT JOIN domain_health h ON h.domain_id = d.id
         WHERE d.status = 'verified' AND (h.claimed_at IS NULL OR h.claimed_at < $1)
         ORDER BY h.claimed_at NULLS FIRST LIMIT $2 FOR UPDATE OF d SKIP LOCKED`,

@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { ServiceError } from '../platform/errors.ts';
+import { isHostLabel } from '../platform/domain-name.ts';
 
 // The options Resend takes when a domain is added (POST /domains) or changed (PATCH /domains/:id).
 // Mailroom accepts every one of them, honours what it can, and refuses with a 400 naming the field a
@@ -14,10 +15,12 @@ import { ServiceError } from '../platform/errors.ts';
 //   (delivery/transports/mx.ts, smtp-relay.ts).
 // - capabilities: sending is enabled for every domain; receiving is not available yet. Resend requires
 //   at least one capability enabled, so sending cannot be disabled while receiving cannot be enabled.
-// - custom_return_path: every copy's return path is a VERP address at the operator's
-//   MAILROOM_RETURN_PATH_DOMAIN, where bounces are read; a return-path subdomain per domain is refused.
-// - tracking_subdomain: tracking links point at MAILROOM_PUBLIC_URL; a tracking subdomain per domain is
-//   refused.
+// - custom_return_path (POST only, as Resend): one lower-case DNS label. The domain's copies leave with
+//   their VERP return path at <label>.<domain> (so SPF aligns with the From domain for DMARC), whose MX
+//   must reach the inbound listener; the domain's records say so (domain-records.ts). Fixed once added.
+// - tracking_subdomain (POST and PATCH): one lower-case DNS label. The domain's open pixel and tracked
+//   links point at <label>.<domain>, a CNAME to MAILROOM_PUBLIC_URL's host; null on PATCH removes it.
+//   It cannot be the return path's label: a CNAME cannot share its name with the return path's MX.
 
 export const RESEND_REGIONS = ['us-east-1', 'eu-west-1', 'sa-east-1', 'ap-northeast-1'] as const;
 export type DomainRegion = (typeof RESEND_REGIONS)[number];
@@ -43,7 +46,8 @@ export const DomainSettingsSchema = {
       { additionalProperties: false },
     ),
   ),
-  tracking_subdomain: Type.Optional(Type.String({ maxLength: 253 })),
+  // The label's rules live in subdomainLabel, so that a bad one is refused naming the field with why.
+  tracking_subdomain: Type.Optional(Type.Union([Type.String({ maxLength: 253 }), Type.Null()])),
 };
 
 /** What POST /domains takes (Resend's CreateDomainRequest). */
@@ -78,16 +82,31 @@ export function refuseUnsupportedOptions(options: NewDomainOptions | DomainSetti
       'At least one capability must be enabled, and receiving is not available yet: capabilities.sending must stay enabled',
     );
   }
-  if ('custom_return_path' in options && options.custom_return_path !== undefined) {
-    refuse(
-      'custom_return_path',
-      "custom_return_path is not supported: every message's return path is at the server's return-path domain (MAILROOM_RETURN_PATH_DOMAIN), where bounces are read",
-    );
-  }
-  if (options.tracking_subdomain !== undefined) {
+  const returnPath =
+    'custom_return_path' in options && options.custom_return_path !== undefined
+      ? subdomainLabel('custom_return_path', options.custom_return_path)
+      : undefined;
+  const tracking =
+    typeof options.tracking_subdomain === 'string'
+      ? subdomainLabel('tracking_subdomain', options.tracking_subdomain)
+      : undefined;
+  if (returnPath !== undefined && returnPath === tracking) {
     refuse(
       'tracking_subdomain',
-      "tracking_subdomain is not supported: tracking links point at the server's public URL (MAILROOM_PUBLIC_URL)",
+      'tracking_subdomain cannot be the custom_return_path: a CNAME record cannot share its name with the MX record',
     );
   }
+}
+
+/** The value as a subdomain label of the domain's name; 400 naming `field` when it is not one. */
+export function subdomainLabel(field: string, value: string): string {
+  // One label of a host name, lower case (the stored form; no silent rewriting): 'send' for send.example.com.
+  if (!isHostLabel(value)) {
+    throw new ServiceError(
+      'validation_error',
+      `${field} must be one lower-case DNS label (letters, digits and inner hyphens, at most 63), such as "send" for send.<domain>; got "${value}"`,
+      field,
+    );
+  }
+  return value;
 }

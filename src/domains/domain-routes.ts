@@ -30,11 +30,11 @@ export async function domainRoutes(app: App) {
   );
 
   app.get('/domains', { config: { access: 'full' }, schema: { querystring: PageQuery } }, async (request) =>
-    listDomains(app.db, request.principal.organizationId, request.query),
+    listDomains(app.db, app.config, request.principal.organizationId, request.query),
   );
 
   app.get('/domains/:id', { config: { access: 'full' }, schema: { params: IdParams } }, async (request) => {
-    return getDomain(app.db, request.principal.organizationId, request.params.id);
+    return getDomain(app.db, app.config, request.principal.organizationId, request.params.id);
   });
 
   app.patch(
@@ -48,7 +48,13 @@ export async function domainRoutes(app: App) {
       },
     },
     async (request) => {
-      const domain = await updateDomain(app.db, request.principal.organizationId, request.params.id, request.body);
+      const domain = await updateDomain(
+        app.db,
+        app.config,
+        request.principal.organizationId,
+        request.params.id,
+        request.body,
+      );
       return { object: 'domain', id: domain.id };
     },
   );

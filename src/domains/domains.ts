@@ -8,7 +8,16 @@ import { normalizeDomainName } from '../platform/domain-name.ts';
 import { withEvent } from '../webhooks/fan-out.ts';
 import { domainEventDataSql } from '../webhooks/event-payloads.ts';
 import type { EventType } from '../webhooks/event-types.ts';
-import { recordsToPublish, type RecordKind, type RecordStatus, type RecordStatuses } from './domain-records.ts';
+import {
+  recordHosts,
+  recordsToPublish,
+  type RecordHosts,
+  type RecordHostsConfig,
+  type RecordKind,
+  type RecordStatus,
+  type RecordStatuses,
+  type RecordType,
+} from './domain-records.ts';
 import { forgetLookups, lookupCache } from '../platform/db/lookup-cache.ts';
 import { keysetPage, type Page, type PageRequest } from '../platform/db/keyset-page.ts';
 import {
@@ -34,6 +43,10 @@ import {
 // A domain's `tls` (Resend's option) says whether its messages may ever go in the clear: 'enforced'
 // makes delivery require TLS on every transport (delivery/transports/). Its `region` is only kept and
 // answered back (domain-options.ts).
+//
+// Its `custom_return_path` (fixed once added) and `tracking_subdomain` put its copies' return path and its
+// tracking links under its own name; its records then include what those names need (domain-records.ts),
+// pointing at hosts of this installation, so the views are built with the configuration.
 
 export type DomainStatus = 'pending' | 'verified';
 
@@ -55,6 +68,9 @@ export interface Domain {
   /** The switches in force for messages sent from the domain: the domain's, else the organization's. */
   effective_open_tracking: boolean;
   effective_click_tracking: boolean;
+  /** Resend's option (a label under the name); null: the server's return path and public URL. */
+  custom_return_path: string | null;
+  tracking_subdomain: string | null;
   tls: DomainTls;
   region: DomainRegion;
 }
@@ -77,6 +93,8 @@ export interface DomainView {
   click_tracking: boolean;
   /** Resend's option, which Resend's Domain object does not show: read back so that it can be checked. */
   tls: DomainTls;
+  /** The label tracking links use (links → links.example.com); left out when the domain has none. */
+  tracking_subdomain?: string;
   records: DomainRecordView[];
   additional_records: DomainRecordView[];
 }
@@ -88,15 +106,17 @@ export interface DomainView {
 export type DomainChanges = DomainSettings;
 
 /** Record kinds Resend's domain records have; the others go to additional_records. */
-const RESEND_RECORD_KINDS: ReadonlySet<RecordKind> = new Set(['DKIM', 'SPF']);
+const RESEND_RECORD_KINDS: ReadonlySet<RecordKind> = new Set(['DKIM', 'SPF', 'Tracking']);
 
 export interface DomainRecordView {
   record: RecordKind;
   name: string;
-  type: 'TXT';
+  type: RecordType;
   ttl: 'Auto';
   status: RecordStatus;
   value: string;
+  /** MX records only, as Resend. */
+  priority?: number;
   required: boolean;
 }
 
@@ -115,7 +135,7 @@ const effective = (column: 'open_tracking' | 'click_tracking') =>
 const COLUMNS = `id, organization_id, name, status, dkim_selector, dkim_public_key, record_status,
   verified_at, last_checked_at, created_at, open_tracking, click_tracking,
   ${effective('open_tracking')} AS effective_open_tracking, ${effective('click_tracking')} AS effective_click_tracking,
-  tls, region`;
+  tls, region, custom_return_path, tracking_subdomain`;
 
 // Guards status = 'verified' in the statements below, so that the common conflict is an answer rather
 // than a failed statement (which would abort a caller's transaction); the unique index settles races.
@@ -146,8 +166,8 @@ export async function addDomain(
   const { rows } = await db.query<Domain>(
     withEvent(
       `INSERT INTO domains (organization_id, name, dkim_selector, dkim_private_key, dkim_public_key,
-                            open_tracking, click_tracking, tls, region)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                            open_tracking, click_tracking, tls, region, custom_return_path, tracking_subdomain)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
        ON CONFLICT (organization_id, name) DO NOTHING
        RETURNING ${COLUMNS}`,
       domainEvent('$1::uuid', 'domain.created'),
@@ -162,24 +182,37 @@ export async function addDomain(
       options.click_tracking ?? null,
       options.tls ?? 'opportunistic',
       options.region ?? DEFAULT_REGION,
+      options.custom_return_path ?? null,
+      options.tracking_subdomain ?? null,
     ],
   );
   if (rows.length === 0) throw new ServiceError('conflict', `Domain ${domainName} has already been added`, 'name');
-  return toView(rows[0]!);
+  return toView(rows[0]!, recordHosts(config));
 }
 
 /** Newest first, a page at a time (platform/db/keyset-page.ts). */
-export async function listDomains(db: Queryable, organizationId: string, page: PageRequest): Promise<Page<DomainView>> {
+export async function listDomains(
+  db: Queryable,
+  config: RecordHostsConfig,
+  organizationId: string,
+  page: PageRequest,
+): Promise<Page<DomainView>> {
   const listed = await keysetPage<Domain>(
     db,
     { table: 'domains', columns: COLUMNS, organizationId, newestFirst: true },
     page,
   );
-  return { ...listed, data: listed.data.map(toView) };
+  const hosts = recordHosts(config);
+  return { ...listed, data: listed.data.map((domain) => toView(domain, hosts)) };
 }
 
-export async function getDomain(db: Queryable, organizationId: string, id: string): Promise<DomainView> {
-  return toView(await requireDomain(db, organizationId, id));
+export async function getDomain(
+  db: Queryable,
+  config: RecordHostsConfig,
+  organizationId: string,
+  id: string,
+): Promise<DomainView> {
+  return toView(await requireDomain(db, organizationId, id), recordHosts(config));
 }
 
 export async function deleteDomain(db: Queryable, organizationId: string, id: string): Promise<void> {
@@ -196,9 +229,13 @@ export async function deleteDomain(db: Queryable, organizationId: string, id: st
   if (rowCount === 0) throw notFound('Domain');
 }
 
-/** Changes the domain's tracking switches and tls (emitting domain.updated); a body without any changes nothing. */
+/**
+ * Changes the domain's tracking switches, tls and tracking subdomain (emitting domain.updated); a body
+ * without any changes nothing.
+ */
 export async function updateDomain(
   db: Queryable,
+  config: RecordHostsConfig,
   organizationId: string,
   id: string,
   changes: DomainChanges,
@@ -206,14 +243,26 @@ export async function updateDomain(
   refuseUnsupportedOptions(changes);
   const setOpen = changes.open_tracking !== undefined;
   const setClick = changes.click_tracking !== undefined;
-  if (!setOpen && !setClick && changes.tls === undefined) return getDomain(db, organizationId, id);
+  const setTracking = changes.tracking_subdomain !== undefined;
+  if (!setOpen && !setClick && changes.tls === undefined && !setTracking) {
+    return getDomain(db, config, organizationId, id);
+  }
   if (!isUuid(id)) throw notFound('Domain');
+  if (typeof changes.tracking_subdomain === 'string') {
+    // The return path never changes once the domain is added, so this check cannot go stale.
+    const { custom_return_path } = await requireDomain(db, organizationId, id);
+    refuseUnsupportedOptions({ custom_return_path: custom_return_path ?? undefined, ...changes });
+  }
   const { rows } = await db.query<Domain>(
     withEvent(
       `UPDATE domains SET
           open_tracking = CASE WHEN $3::boolean THEN $4::boolean ELSE open_tracking END,
           click_tracking = CASE WHEN $5::boolean THEN $6::boolean ELSE click_tracking END,
-          tls = coalesce($7::text, tls)
+          tls = coalesce($7::text, tls),
+          tracking_subdomain = CASE WHEN $8::boolean THEN $9::text ELSE tracking_subdomain END,
+          -- Another tracking name is another record: its last check said nothing about the new one.
+          record_status = CASE WHEN $8::boolean AND $9::text IS DISTINCT FROM tracking_subdomain
+                               THEN record_status - 'Tracking' ELSE record_status END
         WHERE id = $1 AND organization_id = $2
         RETURNING ${COLUMNS}`,
       domainEvent('$2::uuid', 'domain.updated'),
@@ -226,15 +275,22 @@ export async function updateDomain(
       setClick,
       changes.click_tracking ?? null,
       changes.tls ?? null,
+      setTracking,
+      changes.tracking_subdomain ?? null,
     ],
   );
   forgetLookups(db);
   if (!rows[0]) throw notFound('Domain');
-  return toView(rows[0]);
+  return toView(rows[0], recordHosts(config));
 }
 
 /** The operator attests the domain is the organization's: verified without looking at DNS. */
-export async function trustDomain(db: Queryable, organizationId: string, id: string): Promise<DomainView> {
+export async function trustDomain(
+  db: Queryable,
+  config: RecordHostsConfig,
+  organizationId: string,
+  id: string,
+): Promise<DomainView> {
   const domain = await requireDomain(db, organizationId, id);
   const { rows } = await guardVerifiedName(domain.name, () =>
     db.query<Domain>(
@@ -249,7 +305,7 @@ export async function trustDomain(db: Queryable, organizationId: string, id: str
   );
   forgetLookups(db);
   if (rows.length === 0) throw verifiedElsewhere(domain.name);
-  return toView(rows[0]!);
+  return toView(rows[0]!, recordHosts(config));
 }
 
 /** Looks the domain's records up in DNS now, stores what was found, and verifies it when DKIM is found. */
@@ -261,9 +317,9 @@ export async function verifyDomain(
 ): Promise<DomainView> {
   const domain = await requireDomain(db, organizationId, id);
   // No transaction is held across the look-ups: they can take as long as the DNS timeout.
-  const records = recordsToPublish(keysOf(domain));
+  const records = recordsToPublish(keysOf(domain), recordHosts(config));
   const statuses = await checkRecords(config, records);
-  const dkimFound = records.every((record) => !record.required || statuses[record.record] === 'verified');
+  const dkimFound = records.every((record) => !record.required || statuses[record.key] === 'verified');
   const { rows } = await guardVerifiedName(domain.name, () =>
     db.query<Domain>(
       withEvent(
@@ -284,7 +340,7 @@ export async function verifyDomain(
   const updated = rows[0];
   if (!updated) throw notFound('Domain'); // deleted while DNS was being asked
   if (dkimFound && updated.status !== 'verified') throw verifiedElsewhere(domain.name);
-  return toView(updated);
+  return toView(updated, recordHosts(config));
 }
 
 /** One of the organization's domains by name (the CLI takes names), whatever its status. */
@@ -365,16 +421,19 @@ const keysOf = (domain: Domain) => ({
   name: domain.name,
   dkimSelector: domain.dkim_selector,
   dkimPublicKey: domain.dkim_public_key,
+  customReturnPath: domain.custom_return_path,
+  trackingSubdomain: domain.tracking_subdomain,
 });
 
-function toView(domain: Domain): DomainView {
-  const records: DomainRecordView[] = recordsToPublish(keysOf(domain)).map((record) => ({
+function toView(domain: Domain, hosts: RecordHosts): DomainView {
+  const records: DomainRecordView[] = recordsToPublish(keysOf(domain), hosts).map((record) => ({
     record: record.record,
     name: record.name,
-    type: 'TXT',
+    type: record.type,
     ttl: 'Auto',
-    status: domain.record_status[record.record] ?? 'not_started',
+    status: domain.record_status[record.key] ?? 'not_started',
     value: record.value,
+    ...(record.priority !== undefined && { priority: record.priority }),
     required: record.required,
   }));
   return {
@@ -388,6 +447,7 @@ function toView(domain: Domain): DomainView {
     open_tracking: domain.effective_open_tracking,
     click_tracking: domain.effective_click_tracking,
     tls: domain.tls,
+    ...(domain.tracking_subdomain !== null && { tracking_subdomain: domain.tracking_subdomain }),
     records: records.filter((record) => RESEND_RECORD_KINDS.has(record.record)),
     additional_records: records.filter((record) => !RESEND_RECORD_KINDS.has(record.record)),
   };

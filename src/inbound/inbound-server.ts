@@ -15,7 +15,9 @@ import { dmarcAddress } from '../domains/dmarc-address.ts';
 // and feedback-loop complaints (RFC 5965) that come back to a copy's VERP return path, and nothing
 // else: a recipient that is not a return-path address Mailroom signed is refused, so it is no relay
 // and reports cannot be forged for messages by guessing their ids. A report counts only for the
-// recipient its return path names. A message is answered 250 only
+// recipient its return path names. Only the local part is read (return-path.ts), so the listener takes
+// the return paths at the server's return-path domain and at every domain's own custom return path
+// (<label>.<domain>, whose MX points here) alike. A message is answered 250 only
 // once what it reports is committed, so if anything fails before that the sending server keeps it and
 // tries again (451 for a database error). Anything that is not a report (auto-replies, spam) is
 // accepted and dropped, so that it does not bounce back and forth.

@@ -32,7 +32,7 @@ export async function bootstrapDevOrganization(db: Database, config: Config): Pr
     if (rows[0]!.n > 0) return undefined;
     const org = await createOrganization(tx, { name: 'Development' });
     const domain = await addDomain(tx, config, org.id, config.devDomain);
-    await trustDomain(tx, org.id, domain.id);
+    await trustDomain(tx, config, org.id, domain.id);
     const full = await createApiKey(tx, {
       organizationId: org.id,
       name: 'Development (full access)',

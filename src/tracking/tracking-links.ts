@@ -15,6 +15,8 @@ export interface TrackingOptions {
   signer: Signer;
   /** MAILROOM_PUBLIC_URL without a trailing slash (publicBaseUrl). */
   baseUrl: string;
+  /** Where the pixel and tracked links point, when not at baseUrl: the domain's tracking subdomain. */
+  trackingBaseUrl?: string;
   emailId: string;
   recipient: string;
   opens: boolean;
@@ -33,9 +35,10 @@ export interface TrackingTarget {
 /** One recipient's copy of `html`, with tracked links and/or an open pixel. */
 export function addTracking(html: string, options: TrackingOptions): string {
   if (!options.opens && !options.clicks) return html;
-  const { signer, baseUrl, emailId, recipient } = options;
+  const { signer, emailId, recipient } = options;
+  const linkBase = options.trackingBaseUrl ?? options.baseUrl;
   // Our own one-click unsubscribe links must reach us directly (and never count as clicks).
-  const unsubscribePrefix = new URL(`${baseUrl}/unsubscribe/`).href;
+  const unsubscribePrefix = new URL(`${options.baseUrl}/unsubscribe/`).href;
 
   const edits: Array<{ start: number; end: number; text: string }> = [];
   let bodyEnd = -1;
@@ -50,7 +53,7 @@ export function addTracking(html: string, options: TrackingOptions): string {
       const token = signer.sign('click', { e: emailId, r: recipient, u: url });
       // The signer refuses over-long tokens; a link too long to carry is left as it was rather than broken.
       if (!signer.verify('click', token)) return;
-      edits.push({ start: href.start, end: href.end, text: `"${escapeAttribute(`${baseUrl}/t/c/${token}`)}"` });
+      edits.push({ start: href.start, end: href.end, text: `"${escapeAttribute(`${linkBase}/t/c/${token}`)}"` });
     },
     endTag(name, at, inConditionalComment) {
       // A </body> inside a conditional comment is not the document's.
@@ -58,7 +61,7 @@ export function addTracking(html: string, options: TrackingOptions): string {
     },
   });
   if (options.opens) {
-    const src = escapeAttribute(`${baseUrl}/t/o/${signer.sign('open', { e: emailId, r: recipient })}`);
+    const src = escapeAttribute(`${linkBase}/t/o/${signer.sign('open', { e: emailId, r: recipient })}`);
     const pixel = `<img src="${src}" width="1" height="1" alt="" style="display:none;border:0;width:1px;height:1px" />`;
     const at = bodyEnd === -1 ? html.length : bodyEnd;
     edits.push({ start: at, end: at, text: pixel });
@@ -72,6 +75,17 @@ export function addTracking(html: string, options: TrackingOptions): string {
   }
   parts.push(html.slice(copied));
   return parts.join('');
+}
+
+/**
+ * The base of a domain's tracking links at its tracking subdomain: MAILROOM_PUBLIC_URL (`baseUrl`) with
+ * its host replaced by <label>.<domain>, scheme, port and path kept. The subdomain is a CNAME to the
+ * public URL's host, so the same server (and proxy) answers; the tracking routes answer on any Host.
+ */
+export function trackingBaseUrl(baseUrl: string, domainName: string, subdomain: string): string {
+  const url = new URL(baseUrl);
+  url.hostname = `${subdomain}.${domainName}`;
+  return url.href.replace(/\/+$/, '');
 }
 
 /** The target of a tracking token this installation signed for `kind`; null for anything else. */

@@ -7,7 +7,9 @@ import { readTrackingToken } from './tracking-links.ts';
 
 // The open pixel and the click redirect that addTracking (tracking-links.ts) puts in each recipient's
 // copy. The token in the path is the whole credential: it names the message, the recipient and, for a
-// click, the one URL to send the reader to. Nothing else in the request (query string, headers) is read.
+// click, the one URL to send the reader to. Nothing else in the request (query string, headers) is read,
+// the Host included: a domain's tracking subdomain (a CNAME to MAILROOM_PUBLIC_URL's host, behind the
+// operator's proxy) reaches the same routes.
 //
 // Recording is best effort: the reader gets their image or their redirect even when the database fails
 // (the error is logged), because a broken link in a sent message is worse than a missed count. A HEAD

@@ -139,7 +139,9 @@ export function resendSuppressed(origin: unknown) {
  * A domain.* event's data (Resend's DomainEventData) from a row with the columns of `domains`: id, name,
  * status, created_at, region and the DKIM and SPF records with their last-checked statuses, as
  * domains/domain-records.ts lists them (the DMARC record, not among Resend's record kinds, is left out;
- * GET /domains/:id shows it). The region is the one the domain was added with (kept, not acted on).
+ * GET /domains/:id shows it, and so are a custom return path's MX and a tracking subdomain's CNAME, which
+ * point at hosts from the configuration). The SPF record is at the return path when the domain has one.
+ * The region is the one the domain was added with (kept, not acted on).
  */
 export function domainEventDataSql(domain: string): string {
   const record = (kind: string, name: string, value: string) =>
@@ -153,7 +155,7 @@ export function domainEventDataSql(domain: string): string {
       'region', ${domain}.region,
       'records', jsonb_build_array(
         ${record('DKIM', `${domain}.dkim_selector || '._domainkey.' || ${domain}.name`, `'v=DKIM1; k=rsa; p=' || ${domain}.dkim_public_key`)},
-        ${record('SPF', `${domain}.name`, `'v=spf1 a mx ~all'`)}))`;
+        ${record('SPF', `coalesce(${domain}.custom_return_path || '.', '') || ${domain}.name`, `'v=spf1 a mx ~all'`)}))`;
 }
 
 /**

@@ -51,7 +51,7 @@ export async function createTestOrganization(db: Database, config: Config, label
   const org = await createOrganization(db, { name: `Test ${tag}` });
   const domain = `${tag}.example.test`;
   const added = await addDomain(db, config, org.id, domain);
-  await trustDomain(db, org.id, added.id);
+  await trustDomain(db, config, org.id, added.id);
   const full = await createApiKey(db, { organizationId: org.id, name: 'full', permission: 'full_access' });
   const sending = await createApiKey(db, { organizationId: org.id, name: 'sending', permission: 'sending_access' });
   const password = 'correct horse battery staple';

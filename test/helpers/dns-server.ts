@@ -12,6 +12,8 @@ export interface ZoneEntry {
   txt?: string[][];
   /** Host names, for a reverse name (`2.0.0.127.in-addr.arpa`). */
   ptr?: string[];
+  /** The canonical name, answered to CNAME questions only (no chasing: enough for record checks). */
+  cname?: string;
   /** The TTL of every record of the name, in seconds (60 when absent). */
   ttl?: number;
   /** An SOA in the authority section of an answer without records (its negative TTL, RFC 2308). */
@@ -56,6 +58,7 @@ export async function startDnsServer(zone: Zone = new Map()): Promise<DnsServer>
       if (question.type === Packet.TYPE.AAAA) entry.aaaa?.forEach((address) => answer({ address }));
       if (question.type === Packet.TYPE.TXT) entry.txt?.forEach((data) => answer({ data }));
       if (question.type === Packet.TYPE.PTR) entry.ptr?.forEach((domain) => answer({ domain }));
+      if (question.type === Packet.TYPE.CNAME && entry.cname !== undefined) answer({ domain: entry.cname });
       if (response.answers.length === 0 && entry.soa) {
         response.authorities.push({
           name: question.name,

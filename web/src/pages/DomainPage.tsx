@@ -1,5 +1,6 @@
 import { useState } from 'react';
-import { api, segment } from '../api.ts';
+import type { FormEvent } from 'react';
+import { api, fieldError, segment } from '../api.ts';
 import {
   Button,
   CheckboxField,
@@ -7,6 +8,7 @@ import {
   CopyButton,
   DataTable,
   ErrorBanner,
+  Field,
   Loading,
   PageHeader,
   Timestamp,
@@ -44,6 +46,12 @@ export function verificationSummary(domain: Domain): string {
   return parts.join(' ');
 }
 
+/** A record told apart from the others: a return path has two SPF records, its MX and its TXT. */
+const recordKey = (record: DomainRecord) => `${record.record} ${record.type} ${record.name}`;
+
+/** What its copy buttons say: "SPF" alone is ambiguous when there is an MX and a TXT for it. */
+const recordLabel = (record: DomainRecord) => (record.type === 'MX' ? `${record.record} MX` : record.record);
+
 function RecordName({ record }: { record: DomainRecord }) {
   return (
     <>
@@ -57,10 +65,16 @@ export function DomainPage({ params }: PageProps) {
   const domain = useApiGet<Domain>(`/domains/${segment(id)}`);
   const [summary, setSummary] = useState<string | null>(null);
   const verify = useAction(() => api.post<Domain>(`/domains/${segment(id)}/verify`));
-  const tracking = useAction((changes: { open_tracking?: boolean | null; click_tracking?: boolean | null }) =>
-    api.patch(`/domains/${segment(id)}`, changes),
+  const tracking = useAction(
+    (changes: {
+      open_tracking?: boolean | null;
+      click_tracking?: boolean | null;
+      tracking_subdomain?: string | null;
+    }) => api.patch(`/domains/${segment(id)}`, changes),
   );
   const tls = useAction((mode: Domain['tls']) => api.patch(`/domains/${segment(id)}`, { tls: mode }));
+  // The tracking subdomain as being edited; null until the person types, so it shows the saved one.
+  const [subdomain, setSubdomain] = useState<string | null>(null);
 
   async function runVerify() {
     setSummary(null);
@@ -71,12 +85,25 @@ export function DomainPage({ params }: PageProps) {
     }
   }
 
-  async function changeTracking(changes: { open_tracking?: boolean | null; click_tracking?: boolean | null }) {
-    if ((await tracking.run(changes)) !== undefined) domain.reload();
+  async function changeTracking(changes: {
+    open_tracking?: boolean | null;
+    click_tracking?: boolean | null;
+    tracking_subdomain?: string | null;
+  }) {
+    if ((await tracking.run(changes)) !== undefined) {
+      setSubdomain(null);
+      domain.reload();
+    }
   }
 
   async function changeTls(mode: Domain['tls']) {
     if ((await tls.run(mode)) !== undefined) domain.reload();
+  }
+
+  async function saveSubdomain(event: FormEvent) {
+    event.preventDefault();
+    const label = (subdomain ?? data?.tracking_subdomain ?? '').trim();
+    await changeTracking({ tracking_subdomain: label === '' ? null : label });
   }
 
   const data = domain.data;
@@ -115,8 +142,8 @@ export function DomainPage({ params }: PageProps) {
           <section aria-labelledby="records-title">
             <h2 id="records-title">DNS records to publish</h2>
             <p className="muted">
-              Publish each as a TXT record at your DNS provider, then press Verify. DKIM is required to send; SPF and
-              DMARC help your mail reach inboxes.
+              Publish each record, of the type shown, at your DNS provider, then press Verify. DKIM is required to send;
+              the others help your mail reach inboxes (and bring bounces back, or carry tracking links under your name).
             </p>
             {/* At phone width each record is a block of labelled values, its long name and value wrapped
                 under each other (styles.css, .stack-narrow), instead of a table wider than the screen. */}
@@ -125,16 +152,26 @@ export function DomainPage({ params }: PageProps) {
                 caption={`DNS records for ${data.name}`}
                 captionHidden
                 rows={dnsRecords(data)}
-                rowKey={(record) => record.record}
+                rowKey={recordKey}
                 columns={[
                   { header: 'Record', className: 'nowrap', cell: (record) => <RecordName record={record} /> },
-                  { header: 'Type', cell: (record) => record.type },
+                  {
+                    header: 'Type',
+                    cell: (record) =>
+                      record.priority === undefined ? (
+                        record.type
+                      ) : (
+                        <>
+                          {record.type} <span className="muted">(priority {record.priority})</span>
+                        </>
+                      ),
+                  },
                   {
                     header: 'Name',
                     cell: (record) => (
                       <div className="dns-cell">
                         <code className="dns-value">{record.name}</code>
-                        <CopyButton value={record.name} label={`Copy ${record.record} name`} />
+                        <CopyButton value={record.name} label={`Copy ${recordLabel(record)} name`} />
                       </div>
                     ),
                   },
@@ -143,7 +180,7 @@ export function DomainPage({ params }: PageProps) {
                     cell: (record) => (
                       <div className="dns-cell">
                         <code className="dns-value">{record.value}</code>
-                        <CopyButton value={record.value} label={`Copy ${record.record} value`} />
+                        <CopyButton value={record.value} label={`Copy ${recordLabel(record)} value`} />
                       </div>
                     ),
                   },
@@ -180,7 +217,25 @@ export function DomainPage({ params }: PageProps) {
                 Follow the organization&apos;s settings
               </Button>
             </div>
-            <ErrorBanner error={tracking.error} title="Tracking could not be changed" />
+            <form className="inline-form" onSubmit={saveSubdomain} noValidate>
+              <Field
+                label="Tracking subdomain"
+                hint={`One label, e.g. links for links.${data.name}: tracked links and the open image then use that name (publish its CNAME record above). Empty: Mailroom's own address.`}
+                value={subdomain ?? data.tracking_subdomain ?? ''}
+                onChange={(value) => (setSubdomain(value), tracking.clearError())}
+                error={fieldError(tracking.error, 'tracking_subdomain')}
+                autoComplete="off"
+                spellCheck={false}
+              />
+              <Button type="submit" busy={tracking.busy} busyLabel="Saving…">
+                Save tracking subdomain
+              </Button>
+            </form>
+            <ErrorBanner
+              error={tracking.error}
+              title="Tracking could not be changed"
+              exceptFields={['tracking_subdomain']}
+            />
           </section>
 
           <section className="card" aria-labelledby="tls-title">

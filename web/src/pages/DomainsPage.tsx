@@ -18,12 +18,15 @@ import type { PageProps } from '../router.tsx';
 export type RecordStatus = 'not_started' | 'pending' | 'verified' | 'failed';
 
 export interface DomainRecord {
-  record: 'DKIM' | 'SPF' | 'DMARC';
+  record: 'DKIM' | 'SPF' | 'DMARC' | 'Tracking';
   name: string;
+  /** TXT, MX (a custom return path's) or CNAME (a tracking subdomain's). */
   type: string;
   ttl: string;
   status: RecordStatus;
   value: string;
+  /** MX records only. */
+  priority?: number;
   required: boolean;
 }
 
@@ -38,7 +41,9 @@ export interface Domain {
   tls: 'opportunistic' | 'enforced';
   /** Resend's region, as given when the domain was added; Mailroom sends from its own servers whatever it says. */
   region: string;
-  /** Resend's record kinds (DKIM, SPF); additional_records holds the others (DMARC). */
+  /** The label tracking links use under the domain's name; absent when they use Mailroom's own address. */
+  tracking_subdomain?: string;
+  /** Resend's record kinds (DKIM, SPF, Tracking); additional_records holds the others (DMARC). */
   records: DomainRecord[];
   additional_records: DomainRecord[];
 }
