@@ -127,6 +127,17 @@ const unsubscribeToken = async (t: TestApp, org: TestOrganization) =>
     t: await topicFixture(t, org),
     e: await emailFixture(t, org),
   });
+/** The link of a topic send to a contact, for the preference page (which lists the contact's opt_in topics). */
+const preferenceToken = async (t: TestApp, org: TestOrganization) => {
+  const address = `p${unique()}@example.com`;
+  await t.app.inject({ method: 'POST', url: '/contacts', headers: bearer(org.fullKey), payload: { email: address } });
+  return t.app.signer.sign('unsubscribe', {
+    o: org.id,
+    a: address,
+    t: await topicFixture(t, org),
+    e: await emailFixture(t, org),
+  });
+};
 const openToken = async (t: TestApp, org: TestOrganization) =>
   t.app.signer.sign('open', { e: await emailFixture(t, org), r: 'someone@example.com' });
 const clickToken = async (t: TestApp, org: TestOrganization) =>
@@ -336,6 +347,17 @@ export const ROUTES: Row[] = [
   { method: 'GET', url: '/unsubscribe/:token', access: 'public', ok: 200, token: unsubscribeToken },
   // RFC 8058's one-click POST: the link is the request, whatever body a mail client sends is not read.
   { method: 'POST', url: '/unsubscribe/:token', access: 'public', ok: 200, token: unsubscribeToken, bodyUnread: true },
+  // The preference page's choice: a form post, whose body is not read either.
+  {
+    method: 'POST',
+    url: '/unsubscribe/:token/topics/:own/opt_out',
+    registered: '/unsubscribe/:token/topics/:topic/:subscription',
+    access: 'public',
+    ok: 200,
+    fixture: topicFixture,
+    token: preferenceToken,
+    bodyUnread: true,
+  },
   { method: 'GET', url: '/t/o/:token', access: 'public', ok: 200, token: openToken },
   { method: 'GET', url: '/t/c/:token', access: 'public', ok: 302, token: clickToken },
   { method: 'GET', url: '/organization', access: 'full', ok: 200 },
