@@ -238,8 +238,8 @@ test('a port already taken: one plain line naming it and its setting, nothing cr
     );
     const keys = (await cli(['key', 'list', '--org', orgId, '--json'])).json as { data: Array<object> };
     assert.deepEqual(keys.data.map((key) => Object.keys(key).sort()).sort(), [
-      ['created_at', 'id', 'last_used_at', 'name', 'permission'],
-      ['created_at', 'id', 'last_used_at', 'name', 'permission'],
+      ['created_at', 'domain_id', 'id', 'last_used_at', 'name', 'permission'],
+      ['created_at', 'domain_id', 'id', 'last_used_at', 'name', 'permission'],
     ]);
     const readable = await cli(['key', 'list', '--org', orgId]);
     assert.match(readable.stdout, /^full_access key [0-9a-f-]{36} "Development \(full access\)"/m);
