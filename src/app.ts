@@ -32,6 +32,8 @@ import { rawSourceRoutes } from './delivery/raw-source-routes.ts';
 import { webhookRoutes } from './webhooks/webhook-routes.ts';
 import { topicRoutes } from './contacts/topic-routes.ts';
 import { contactRoutes } from './contacts/contact-routes.ts';
+import { contactPropertyRoutes } from './contacts/contact-property-routes.ts';
+import { segmentRoutes } from './contacts/segment-routes.ts';
 import { unsubscribeRoutes } from './contacts/unsubscribe-routes.ts';
 import { trackingRoutes } from './tracking/tracking-routes.ts';
 import { suppressionRoutes } from './suppressions/suppression-routes.ts';
@@ -75,6 +77,8 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
     webhookRoutes,
     topicRoutes,
     contactRoutes,
+    contactPropertyRoutes,
+    segmentRoutes,
     unsubscribeRoutes,
     trackingRoutes,
     organizationRoutes,

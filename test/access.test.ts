@@ -99,6 +99,19 @@ const previewToken = async (t: TestApp, org: TestOrganization) =>
 const unique = () => Math.random().toString(36).slice(2);
 const topicFixture = created('/topics', () => ({ name: 'fixture', default_subscription: 'opt_in' }));
 const contactFixture = created('/contacts', () => ({ email: `c${unique()}@example.com` }));
+const contactPropertyFixture = created('/contact-properties', () => ({ key: `k${unique()}`, type: 'string' }));
+const segmentFixture = created('/segments', () => ({ name: 'fixture' }));
+/** A contact and a segment of the organization: `<contact id>/segments/<segment id>`, a member when `member`. */
+const membershipFixture =
+  (member: boolean) =>
+  async (t: TestApp, org: TestOrganization): Promise<string> => {
+    const segmentId = await segmentFixture(t, org);
+    const contactId = await created('/contacts', () => ({
+      email: `m${unique()}@example.com`,
+      segments: member ? [segmentId] : [],
+    }))(t, org);
+    return `${contactId}/segments/${segmentId}`;
+  };
 /** A suppression is named by its id or its address; the table uses the id. */
 /** An entry of the organization's request log: a request made with its key, written at once. */
 const logFixture = async (t: TestApp, org: TestOrganization) => {
@@ -343,6 +356,90 @@ export const ROUTES: Row[] = [
     ok: 200,
     body: () => [],
     fixture: contactFixture,
+  },
+  {
+    method: 'POST',
+    url: '/contact-properties',
+    access: 'full',
+    ok: 201,
+    body: () => ({ key: `k${unique()}`, type: 'string', fallback_value: 'none' }),
+  },
+  { method: 'GET', url: '/contact-properties', access: 'full', ok: 200 },
+  { method: 'GET', url: '/contact-properties/:own', access: 'full', ok: 200, fixture: contactPropertyFixture },
+  {
+    method: 'PATCH',
+    url: '/contact-properties/:own',
+    access: 'full',
+    ok: 200,
+    body: () => ({ fallback_value: 'x' }),
+    fixture: contactPropertyFixture,
+  },
+  { method: 'DELETE', url: '/contact-properties/:own', access: 'full', ok: 200, fixture: contactPropertyFixture },
+  { method: 'POST', url: '/segments', access: 'full', ok: 201, body: () => ({ name: 'members' }) },
+  { method: 'GET', url: '/segments', access: 'full', ok: 200 },
+  { method: 'GET', url: '/segments/:own', access: 'full', ok: 200, fixture: segmentFixture },
+  {
+    method: 'PATCH',
+    url: '/segments/:own',
+    access: 'full',
+    ok: 200,
+    body: () => ({ name: 'x' }),
+    fixture: segmentFixture,
+  },
+  { method: 'DELETE', url: '/segments/:own', access: 'full', ok: 200, fixture: segmentFixture },
+  {
+    method: 'GET',
+    url: '/segments/:own/contacts',
+    registered: '/segments/:id/contacts',
+    access: 'full',
+    ok: 200,
+    fixture: segmentFixture,
+  },
+  // Resend's older name for segments: the same rows.
+  { method: 'POST', url: '/audiences', access: 'full', ok: 201, body: () => ({ name: 'members' }) },
+  { method: 'GET', url: '/audiences', access: 'full', ok: 200 },
+  { method: 'GET', url: '/audiences/:own', access: 'full', ok: 200, fixture: segmentFixture },
+  { method: 'DELETE', url: '/audiences/:own', access: 'full', ok: 200, fixture: segmentFixture },
+  {
+    method: 'GET',
+    url: '/audiences/:own/contacts',
+    registered: '/audiences/:id/contacts',
+    access: 'full',
+    ok: 200,
+    fixture: segmentFixture,
+  },
+  {
+    method: 'POST',
+    url: '/audiences/:own/contacts',
+    registered: '/audiences/:id/contacts',
+    access: 'full',
+    ok: 201,
+    body: () => ({ email: `a${unique()}@example.com` }),
+    fixture: segmentFixture,
+  },
+  {
+    method: 'GET',
+    url: '/contacts/:own/segments',
+    registered: '/contacts/:id_or_email/segments',
+    access: 'full',
+    ok: 200,
+    fixture: contactFixture,
+  },
+  {
+    method: 'POST',
+    url: '/contacts/:own',
+    registered: '/contacts/:id_or_email/segments/:segment_id',
+    access: 'full',
+    ok: 200,
+    fixture: membershipFixture(false),
+  },
+  {
+    method: 'DELETE',
+    url: '/contacts/:own',
+    registered: '/contacts/:id_or_email/segments/:segment_id',
+    access: 'full',
+    ok: 200,
+    fixture: membershipFixture(true),
   },
   { method: 'GET', url: '/unsubscribe/:token', access: 'public', ok: 200, token: unsubscribeToken },
   // RFC 8058's one-click POST: the link is the request, whatever body a mail client sends is not read.

@@ -104,6 +104,7 @@ describe('contacts', () => {
         last_name: 'Lovelace',
         unsubscribed: false,
         topics: [],
+        properties: {},
         created_at: undefined,
         updated_at: undefined,
       },

@@ -1,5 +1,7 @@
 import { Type } from 'typebox';
 import type { App } from '../platform/http/app-types.ts';
+import { notFound } from '../platform/errors.ts';
+import { findSegment } from './segments.ts';
 import { contactTopics, createContact, deleteContact, getContact, listContacts, updateContact } from './contacts.ts';
 
 // Resend addresses a contact by its id or by its email address: both work in the path.
@@ -9,11 +11,13 @@ const ListQuery = Type.Object(
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 100 })),
     after: Type.Optional(Type.String({ description: 'The id of the last contact of the previous page' })),
     before: Type.Optional(Type.String({ description: 'The id of the first contact of the next page' })),
+    segment_id: Type.Optional(Type.String({ description: 'Only the contacts in this segment' })),
   },
   { additionalProperties: false },
 );
 
-// Shapes only; the address itself and the topic ids are checked in contacts.ts.
+// Shapes only; the address itself, the topic and segment ids and the property values are checked in
+// contacts.ts (a value against its property's type, naming `properties.<key>`).
 const Name = Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()]));
 const TopicChoice = Type.Object(
   { id: Type.String(), subscription: Type.Union([Type.Literal('opt_in'), Type.Literal('opt_out')]) },
@@ -24,14 +28,34 @@ const fields = {
   last_name: Name,
   unsubscribed: Type.Optional(Type.Boolean()),
   topics: Type.Optional(Type.Array(TopicChoice, { maxItems: 100 })),
+  properties: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { maxProperties: 100 })),
 };
+// Resend's OpenAPI lists segment ids; its Node SDK sends `{ id }` objects. Both are accepted.
+const SegmentRefs = Type.Array(
+  Type.Union([Type.String(), Type.Object({ id: Type.String() }, { additionalProperties: false })]),
+  { maxItems: 100 },
+);
 const Email = Type.String({ maxLength: 320 });
 
-const CreateBody = Type.Object({ email: Email, ...fields }, { additionalProperties: false });
+const CreateBody = Type.Object(
+  {
+    email: Email,
+    ...fields,
+    segments: Type.Optional(SegmentRefs),
+    audience_id: Type.Optional(Type.String({ description: "Resend's older name for a segment to join" })),
+  },
+  { additionalProperties: false },
+);
 const UpdateBody = Type.Object(
   { email: Type.Optional(Email), ...fields },
   { additionalProperties: false, minProperties: 1 },
 );
+
+const SegmentParams = Type.Object({ id: Type.String() });
+const { segment_id: _segmentId, ...segmentListFields } = ListQuery.properties;
+const SegmentListQuery = Type.Object(segmentListFields, { additionalProperties: false });
+const { segments: _segments, audience_id: _audienceId, ...audienceCreateFields } = CreateBody.properties;
+const AudienceCreateBody = Type.Object(audienceCreateFields, { additionalProperties: false });
 
 const TopicChoices = Type.Array(TopicChoice, { maxItems: 100 });
 // Resend documents `{ "topics": [...] }`; its Node SDK sends the bare array. Both are accepted.
@@ -55,8 +79,8 @@ export async function contactRoutes(app: App) {
     '/contacts',
     { config: { access: 'full' }, schema: { summary: 'List contacts', querystring: ListQuery } },
     async (request) => {
-      const { limit = 100, after, before } = request.query;
-      return listContacts(app.db, request.principal.organizationId, { limit, after, before });
+      const { limit = 100, after, before, segment_id: segmentId } = request.query;
+      return listContacts(app.db, request.principal.organizationId, { limit, after, before, segmentId });
     },
   );
 
@@ -86,6 +110,43 @@ export async function contactRoutes(app: App) {
       const { id } = await deleteContact(app.db, request.principal.organizationId, request.params.id_or_email);
       // `contact` as well as `id`: the SDK's RemoveContactsResponseSuccess reads the id there.
       return { object: 'contact', id, contact: id, deleted: true };
+    },
+  );
+
+  // The members of a segment: the path Resend's SDK lists them at (contacts.list({ segmentId })), and
+  // the same under the segment's older name.
+  for (const url of ['/segments/:id/contacts', '/audiences/:id/contacts']) {
+    app.get(
+      url,
+      {
+        config: { access: 'full' },
+        schema: { summary: 'List the contacts in a segment', params: SegmentParams, querystring: SegmentListQuery },
+      },
+      async (request) => {
+        const { limit = 100, after, before } = request.query;
+        const segmentId = request.params.id;
+        return listContacts(app.db, request.principal.organizationId, { limit, after, before, segmentId });
+      },
+    );
+  }
+
+  // Older Resend SDKs create a contact inside an audience: the same as POST /contacts with audience_id.
+  app.post(
+    '/audiences/:id/contacts',
+    {
+      config: { access: 'full' },
+      schema: {
+        summary: 'Create a contact in an audience (a segment)',
+        params: SegmentParams,
+        body: AudienceCreateBody,
+      },
+    },
+    async (request, reply) => {
+      const { organizationId } = request.principal;
+      // The audience is the path's resource: one that is not the organization's is a 404, not a 400.
+      if (!(await findSegment(app.db, organizationId, request.params.id))) throw notFound('Audience');
+      const { id } = await createContact(app.db, organizationId, { ...request.body, audience_id: request.params.id });
+      return reply.code(201).send({ object: 'contact', id });
     },
   );
 

@@ -15,11 +15,20 @@ import {
   type ContactTopicView,
   type TopicChoice,
 } from './contact-topics.ts';
+import {
+  checkedContactProperties,
+  contactPropertiesSql,
+  type PropertyType,
+  type PropertyValue,
+} from './contact-properties.ts';
+import { addMemberships, checkSegmentsExist, checkedSegmentIds, findSegment } from './segments.ts';
 
 // A contact is a person the organization keeps in its audience: one per address (without case), with
 // a global `unsubscribed` switch and an explicit choice per topic where they made one. Who a topic send
-// reaches follows from these (subscriptions.ts). A contact and its choices are written in one
-// transaction, together with the webhook event that reports the change.
+// reaches follows from these (subscriptions.ts). A contact may also carry values for the organization's
+// contact properties (contact-properties.ts) and be in segments (segments.ts). A contact, its choices,
+// values and new memberships are written in one transaction, together with the webhook event that
+// reports the change.
 
 /** The fields of POST (email required) and PATCH (any non-empty subset). */
 export interface ContactInput {
@@ -29,7 +38,16 @@ export interface ContactInput {
   unsubscribed?: boolean;
   /** Sets these topics' choices; topics not listed keep theirs. */
   topics?: TopicChoice[];
+  /** Values by property key; null removes the contact's value. Keys not given keep theirs. */
+  properties?: Record<string, unknown>;
+  /** POST only: segments the new contact joins (Resend's OpenAPI gives ids, its SDK `{ id }`). */
+  segments?: Array<string | { id: string }>;
+  /** POST only: Resend's older name for one segment to join. */
+  audience_id?: string;
 }
+
+/** A property value as GET /contacts/:id gives it (the SDK's ContactPropertyValue). */
+export type ContactPropertyView = { type: PropertyType; value: PropertyValue };
 
 interface ContactRow {
   id: string;
@@ -38,6 +56,7 @@ interface ContactRow {
   last_name: string | null;
   unsubscribed: boolean;
   topics: TopicChoice[];
+  properties: Record<string, ContactPropertyView>;
   created_at: Date;
   updated_at: Date;
 }
@@ -51,6 +70,8 @@ export interface ContactView {
   last_name: string | null;
   unsubscribed: boolean;
   topics: TopicChoice[];
+  /** Each property the contact has a value for, or that has a fallback: the value a message would use. */
+  properties: Record<string, ContactPropertyView>;
   created_at: string;
   updated_at: string;
 }
@@ -65,14 +86,18 @@ export interface ContactPage {
 const SELECT_CONTACT = `SELECT c.id, c.email, c.first_name, c.last_name, c.unsubscribed, c.created_at, c.updated_at,
        coalesce((SELECT jsonb_agg(jsonb_build_object('id', ct.topic_id, 'subscription', ct.subscription)
                                   ORDER BY ct.topic_id)
-                   FROM contact_topics ct WHERE ct.contact_id = c.id), '[]'::jsonb) AS topics
+                   FROM contact_topics ct WHERE ct.contact_id = c.id), '[]'::jsonb) AS topics,
+       ${contactPropertiesSql('c')} AS properties
   FROM contacts c`;
 
-/** A contact.* webhook event for the changed row. The organization is always $1. */
-const contactEvent = (type: EventType) => ({
+/**
+ * A contact.* webhook event for the changed row. The organization is always $1. `segmentIds`: the
+ * memberships the transaction writes after the statement (a new contact's), as a jsonb array.
+ */
+const contactEvent = (type: EventType, segmentIds?: string) => ({
   org: '$1::uuid',
   type: `'${type}'::text`,
-  data: contactEventDataSql('changed'),
+  data: contactEventDataSql('changed', segmentIds),
 });
 const RETURNED = 'RETURNING id, email, first_name, last_name, unsubscribed, created_at, updated_at';
 
@@ -83,18 +108,33 @@ export async function createContact(
 ): Promise<{ id: string }> {
   const email = contactAddress(input.email);
   const choices = checkedChoices(input.topics ?? []);
+  const listed = checkedSegmentIds(input.segments ?? [], 'segments');
+  const legacy = input.audience_id === undefined ? [] : checkedSegmentIds([input.audience_id], 'audience_id');
   return writing(email, () =>
     db.transaction(async (tx) => {
+      const { set: properties } = await checkedContactProperties(tx, organizationId, input.properties ?? {});
+      await checkSegmentsExist(tx, organizationId, listed, 'segments');
+      await checkSegmentsExist(tx, organizationId, legacy, 'audience_id');
+      const segmentIds = [...new Set([...listed, ...legacy])].sort();
       const { rows } = await tx.query<{ id: string }>(
         withEvent(
-          `INSERT INTO contacts (organization_id, email, first_name, last_name, unsubscribed)
-           VALUES ($1, $2, $3, $4, $5) ${RETURNED}`,
-          contactEvent('contact.created'),
+          `INSERT INTO contacts (organization_id, email, first_name, last_name, unsubscribed, properties)
+           VALUES ($1, $2, $3, $4, $5, $6::jsonb) ${RETURNED}`,
+          contactEvent('contact.created', 'to_jsonb($7::uuid[])'),
         ),
-        [organizationId, email, input.first_name ?? null, input.last_name ?? null, input.unsubscribed ?? false],
+        [
+          organizationId,
+          email,
+          input.first_name ?? null,
+          input.last_name ?? null,
+          input.unsubscribed ?? false,
+          JSON.stringify(properties),
+          segmentIds,
+        ],
       );
       const id = rows[0]!.id;
       await setChoices(tx, organizationId, id, choices);
+      await addMemberships(tx, id, segmentIds);
       return { id };
     }),
   );
@@ -107,8 +147,11 @@ export async function createContact(
 export async function listContacts(
   db: Queryable,
   organizationId: string,
-  page: { limit: number; after?: string; before?: string },
+  page: { limit: number; after?: string; before?: string; segmentId?: string },
 ): Promise<ContactPage> {
+  // Only the members of one segment: an id that names none of the organization's is a 404.
+  const segment = page.segmentId === undefined ? undefined : await findSegment(db, organizationId, page.segmentId);
+  if (page.segmentId !== undefined && !segment) throw notFound('Segment');
   if (page.after !== undefined && page.before !== undefined) {
     throw new ServiceError('validation_error', 'Use either after or before, not both', 'before');
   }
@@ -123,9 +166,10 @@ export async function listContacts(
     `${SELECT_CONTACT}
       WHERE c.organization_id = $1
         AND ($2::uuid IS NULL OR (c.created_at, c.id) ${forward ? '>' : '<'} (SELECT created_at, id FROM contacts WHERE id = $2))
+        AND ($4::uuid IS NULL OR EXISTS (SELECT 1 FROM contact_segments cs WHERE cs.contact_id = c.id AND cs.segment_id = $4))
       ORDER BY c.created_at ${forward ? 'ASC' : 'DESC'}, c.id ${forward ? 'ASC' : 'DESC'}
       LIMIT $3`,
-    [organizationId, cursor, page.limit + 1],
+    [organizationId, cursor, page.limit + 1, segment?.id ?? null],
   );
   const data = rows.slice(0, page.limit);
   if (!forward) data.reverse();
@@ -160,9 +204,11 @@ export async function updateContact(
       if (!current) throw notFound('Contact');
       const pick = <K extends 'first_name' | 'last_name' | 'unsubscribed'>(field: K) =>
         changes[field] !== undefined ? changes[field] : current[field];
+      const properties = await checkedContactProperties(tx, organizationId, changes.properties ?? {});
       await tx.query(
         withEvent(
-          `UPDATE contacts SET email = $3, first_name = $4, last_name = $5, unsubscribed = $6, updated_at = now()
+          `UPDATE contacts SET email = $3, first_name = $4, last_name = $5, unsubscribed = $6,
+                  properties = (properties || $7::jsonb) - $8::text[], updated_at = now()
             WHERE id = $2 AND organization_id = $1 ${RETURNED}`,
           contactEvent('contact.updated'),
         ),
@@ -173,6 +219,8 @@ export async function updateContact(
           pick('first_name'),
           pick('last_name'),
           pick('unsubscribed'),
+          JSON.stringify(properties.set),
+          properties.cleared,
         ],
       );
       await setChoices(tx, organizationId, current.id, choices);
@@ -271,6 +319,7 @@ function toView(contact: ContactRow): ContactView {
     last_name: contact.last_name,
     unsubscribed: contact.unsubscribed,
     topics: contact.topics,
+    properties: contact.properties,
     created_at: new Date(contact.created_at).toISOString(),
     updated_at: new Date(contact.updated_at).toISOString(),
   };

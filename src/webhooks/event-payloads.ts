@@ -160,18 +160,24 @@ export function domainEventDataSql(domain: string): string {
 
 /**
  * A contact.* event's data (Resend's ContactEventData) from a row with the columns of `contacts`:
- * first_name and last_name only when set (Resend's schema has them as strings, never null), and
- * segment_ids empty, the contact being in no segment; audience_id, which Resend gives as the first of
- * them, is left out with them.
+ * first_name and last_name only when set (Resend's schema has them as strings, never null), segment_ids
+ * the segments the contact is in (oldest membership first), and audience_id the first of them, as
+ * Resend gives it (left out when the contact is in none). `segmentIds` is a jsonb array of ids, given
+ * when the statement itself writes the memberships (a new contact's), which it cannot yet read.
  */
-export function contactEventDataSql(contact: string): string {
+export function contactEventDataSql(contact: string, segmentIds = contactSegmentIdsSql(contact)): string {
   return `jsonb_strip_nulls(jsonb_build_object(
       'id', ${contact}.id,
       'email', ${contact}.email,
       'first_name', ${contact}.first_name,
       'last_name', ${contact}.last_name,
       'unsubscribed', ${contact}.unsubscribed,
+      'audience_id', (${segmentIds}) ->> 0,
       'created_at', ${isoMillisSql(`${contact}.created_at`)},
       'updated_at', ${isoMillisSql(`${contact}.updated_at`)}))
-    || jsonb_build_object('segment_ids', '[]'::jsonb)`;
+    || jsonb_build_object('segment_ids', ${segmentIds})`;
 }
+
+const contactSegmentIdsSql = (contact: string) =>
+  `coalesce((SELECT jsonb_agg(cs.segment_id ORDER BY cs.created_at, cs.segment_id)
+               FROM contact_segments cs WHERE cs.contact_id = ${contact}.id), '[]'::jsonb)`;

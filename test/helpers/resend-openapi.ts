@@ -96,6 +96,18 @@ export const SDK_CASES: SdkCase[] = [
     sdk: 'ContactTopic.description: string | null',
     apply: nullable,
   },
+  // A contact property need not have a fallback: the SDK's ApiContactProperty has it null then.
+  ...[
+    { schema: 'GetContactPropertyResponseSuccess', path: ['properties', 'fallback_value'] },
+    { schema: 'ListContactPropertiesResponseSuccess', path: item('fallback_value') },
+  ].map(({ schema, path }) => ({
+    schema,
+    path,
+    sdk: 'ApiContactProperty.fallback_value: string | number | null',
+    apply(property: Record<string, unknown>) {
+      (property.oneOf as unknown[]).push({ type: 'null' });
+    },
+  })),
   // The document's Email has no tags; the SDK reads them as a list of name and value.
   {
     schema: 'Email',

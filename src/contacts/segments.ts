@@ -1,0 +1,205 @@
+import type { Queryable } from '../platform/db/database.ts';
+import { isForeignKeyViolation } from '../platform/db/database.ts';
+import { ServiceError, notFound } from '../platform/errors.ts';
+import { isUuid } from '../platform/ids.ts';
+import { keysetPage, type Page, type PageRequest } from '../platform/db/keyset-page.ts';
+
+// A segment is a named group of an organization's contacts (Resend's /segments) with static membership:
+// a contact is in it because it was added (POST /contacts with `segments`, or
+// POST /contacts/:id/segments/:segment_id), and stays until removed or deleted. An audience (Resend's
+// older /audiences) is the same segment under its older name. Deleting a segment deletes its
+// memberships, never its contacts. Membership changes emit no contact.updated; contact events carry the
+// contact's segment_ids as they stand (webhooks/event-payloads.ts).
+
+export interface Segment {
+  id: string;
+  name: string;
+  created_at: Date;
+  contacts_count: number;
+}
+
+/** The API shape; contacts_count (the members today) is Mailroom's own field beside Resend's. */
+export interface SegmentView {
+  object: 'segment';
+  id: string;
+  name: string;
+  created_at: string;
+  contacts_count: number;
+}
+
+const COLUMNS = `id, name, created_at,
+  (SELECT count(*)::int FROM contact_segments cs WHERE cs.segment_id = segments.id) AS contacts_count`;
+
+export async function createSegment(db: Queryable, organizationId: string, name: string): Promise<{ id: string }> {
+  const { rows } = await db.query<{ id: string }>(
+    'INSERT INTO segments (organization_id, name) VALUES ($1, $2) RETURNING id',
+    [organizationId, name],
+  );
+  return { id: rows[0]!.id };
+}
+
+/** Oldest first, a page at a time (platform/db/keyset-page.ts). */
+export async function listSegments(
+  db: Queryable,
+  organizationId: string,
+  page: PageRequest,
+): Promise<Page<SegmentView>> {
+  const listed = await keysetPage<Segment>(
+    db,
+    { table: 'segments', columns: COLUMNS, organizationId, newestFirst: false },
+    page,
+  );
+  return { ...listed, data: listed.data.map(toView) };
+}
+
+/** One of the organization's segments, or undefined (also for a malformed id). */
+export async function findSegment(db: Queryable, organizationId: string, id: string): Promise<Segment | undefined> {
+  if (!isUuid(id)) return undefined;
+  const { rows } = await db.query<Segment>(`SELECT ${COLUMNS} FROM segments WHERE id = $2 AND organization_id = $1`, [
+    organizationId,
+    id,
+  ]);
+  return rows[0];
+}
+
+export async function getSegment(db: Queryable, organizationId: string, id: string): Promise<SegmentView> {
+  const segment = await findSegment(db, organizationId, id);
+  if (!segment) throw notFound('Segment');
+  return toView(segment);
+}
+
+export async function renameSegment(
+  db: Queryable,
+  organizationId: string,
+  id: string,
+  name: string,
+): Promise<{ id: string }> {
+  if (!isUuid(id)) throw notFound('Segment');
+  const { rows } = await db.query<{ id: string }>(
+    'UPDATE segments SET name = $3, updated_at = now() WHERE id = $2 AND organization_id = $1 RETURNING id',
+    [organizationId, id, name],
+  );
+  if (!rows[0]) throw notFound('Segment');
+  return { id: rows[0].id };
+}
+
+/** Memberships go with it (ON DELETE CASCADE); the contacts stay. */
+export async function deleteSegment(db: Queryable, organizationId: string, id: string): Promise<{ id: string }> {
+  if (!isUuid(id)) throw notFound('Segment');
+  const { rows } = await db.query<{ id: string }>(
+    'DELETE FROM segments WHERE id = $2 AND organization_id = $1 RETURNING id',
+    [organizationId, id],
+  );
+  if (!rows[0]) throw notFound('Segment');
+  return { id: rows[0].id };
+}
+
+/** The segments a contact (an id read from the database) is in, oldest segment first, a page at a time. */
+export async function segmentsOfContact(
+  db: Queryable,
+  organizationId: string,
+  contactId: string,
+  page: PageRequest,
+): Promise<Page<{ id: string; name: string; created_at: string }>> {
+  if (!isUuid(contactId)) throw new Error(`not a contact id: ${contactId}`);
+  const listed = await keysetPage<Segment>(
+    db,
+    {
+      table: 'segments',
+      columns: COLUMNS,
+      organizationId,
+      newestFirst: false,
+      where: `id IN (SELECT segment_id FROM contact_segments WHERE contact_id = '${contactId}')`,
+    },
+    page,
+  );
+  return {
+    ...listed,
+    data: listed.data.map((segment) => ({
+      id: segment.id,
+      name: segment.name,
+      created_at: new Date(segment.created_at).toISOString(),
+    })),
+  };
+}
+
+/**
+ * Segment ids as POST /contacts gives them (Resend's OpenAPI: strings; its SDK: `{ id }`), lower-cased,
+ * each once, in id order (the order contact events list a new contact's segments in); a malformed id is
+ * a 400 on `field`.
+ */
+export function checkedSegmentIds(ids: Array<string | { id: string }>, field: string): string[] {
+  const seen = new Set<string>();
+  for (const given of ids) {
+    const id = typeof given === 'string' ? given : given.id;
+    if (!isUuid(id))
+      throw new ServiceError('validation_error', `${field}: ${JSON.stringify(id)} is not a segment id`, field);
+    seen.add(id.toLowerCase());
+  }
+  return [...seen].sort();
+}
+
+/**
+ * Checks that every id is a segment of the organization (a 400 on `field` naming the others), locking
+ * them (FOR SHARE) until the caller's transaction ends so that none is deleted before the memberships
+ * are written.
+ */
+export async function checkSegmentsExist(tx: Queryable, organizationId: string, ids: string[], field: string) {
+  if (ids.length === 0) return;
+  const { rows } = await tx.query<{ id: string }>(
+    'SELECT id FROM segments WHERE organization_id = $1 AND id = ANY ($2::uuid[]) ORDER BY id FOR SHARE',
+    [organizationId, ids],
+  );
+  if (rows.length < ids.length) {
+    const found = new Set(rows.map((row) => row.id));
+    const missing = ids.filter((id) => !found.has(id));
+    throw new ServiceError('validation_error', `${field}: no such segment: ${missing.join(', ')}`, field);
+  }
+}
+
+/** Adds the contact (an id read from the database) to segments already checked; present memberships stay. */
+export async function addMemberships(tx: Queryable, contactId: string, segmentIds: string[]) {
+  if (segmentIds.length === 0) return;
+  await tx.query(
+    `INSERT INTO contact_segments (contact_id, segment_id)
+     SELECT $1, segment_id FROM unnest($2::uuid[]) AS segment_id
+     ON CONFLICT (contact_id, segment_id) DO NOTHING`,
+    [contactId, segmentIds],
+  );
+}
+
+/** POST /contacts/:id/segments/:segment_id: the contact joins the segment (already in it: nothing changes). */
+export async function addToSegment(db: Queryable, organizationId: string, contactId: string, segmentId: string) {
+  const segment = await findSegment(db, organizationId, segmentId);
+  if (!segment) throw notFound('Segment');
+  try {
+    await addMemberships(db, contactId, [segment.id]);
+  } catch (error) {
+    // The contact or the segment was deleted between the reads and this write.
+    if (isForeignKeyViolation(error)) throw notFound('Segment');
+    throw error;
+  }
+  return { segmentId: segment.id };
+}
+
+/** DELETE /contacts/:id/segments/:segment_id: a contact not in the segment is a 404. */
+export async function removeFromSegment(db: Queryable, organizationId: string, contactId: string, segmentId: string) {
+  const segment = await findSegment(db, organizationId, segmentId);
+  if (!segment) throw notFound('Segment');
+  const { rowCount } = await db.query('DELETE FROM contact_segments WHERE contact_id = $1 AND segment_id = $2', [
+    contactId,
+    segment.id,
+  ]);
+  if (rowCount === 0) throw new ServiceError('not_found', 'The contact is not in this segment');
+  return { segmentId: segment.id };
+}
+
+function toView(segment: Segment): SegmentView {
+  return {
+    object: 'segment',
+    id: segment.id,
+    name: segment.name,
+    created_at: new Date(segment.created_at).toISOString(),
+    contacts_count: segment.contacts_count,
+  };
+}
