@@ -130,6 +130,8 @@ const PAGES: Array<[string, string | RegExp]> = [
   ['/templates/:template', /Welcome|template/i],
   ['/templates/new', /template/i],
   ['/topics', 'Topics & contacts'],
+  ['/segments', 'Segments'],
+  ['/contact-properties', 'Contact properties'],
   ['/suppressions', 'Suppressions'],
   ['/destinations', 'Destinations'],
   ['/logs', 'Logs'],

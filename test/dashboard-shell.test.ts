@@ -31,6 +31,8 @@ const NAV = [
   ['Webhooks', '/webhooks'],
   ['Templates', '/templates'],
   ['Topics & contacts', '/topics'],
+  ['Segments', '/segments'],
+  ['Contact properties', '/contact-properties'],
   ['Suppressions', '/suppressions'],
   ['Destinations', '/destinations'],
   ['Logs', '/logs'],

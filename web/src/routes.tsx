@@ -14,6 +14,8 @@ import { TemplatesPage } from './pages/TemplatesPage.tsx';
 import { TemplatePage } from './pages/TemplatePage.tsx';
 import { TopicsPage } from './pages/TopicsPage.tsx';
 import { ContactPage } from './pages/ContactPage.tsx';
+import { SegmentsPage } from './pages/SegmentsPage.tsx';
+import { ContactPropertiesPage } from './pages/ContactPropertiesPage.tsx';
 import { SuppressionsPage } from './pages/SuppressionsPage.tsx';
 import { LogsPage } from './pages/LogsPage.tsx';
 import { LogPage } from './pages/LogPage.tsx';
@@ -42,6 +44,8 @@ export const ROUTES: Route[] = [
   { path: '/templates/:id', page: TemplatePage, section: '/templates' },
   { path: '/topics', page: TopicsPage, nav: 'Topics & contacts' },
   { path: '/contacts/:id', page: ContactPage, section: '/topics' },
+  { path: '/segments', page: SegmentsPage, nav: 'Segments' },
+  { path: '/contact-properties', page: ContactPropertiesPage, nav: 'Contact properties' },
   { path: '/suppressions', page: SuppressionsPage, nav: 'Suppressions' },
   { path: '/destinations', page: DestinationsPage, nav: 'Destinations' },
   { path: '/logs', page: LogsPage, nav: 'Logs' },
