@@ -155,7 +155,7 @@ describe('contact properties', () => {
     for (const key of ['', '1st', 'has-dash', 'has space', 'ü', 'x'.repeat(51)]) {
       assertRefused(await call('POST', '/contact-properties', { key, type: 'string' }), 400, 'validation_error', 'key');
     }
-    for (const key of ['email', 'First_Name', 'last_name', 'unsubscribed']) {
+    for (const key of ['email', 'First_Name', 'last_name', 'unsubscribed', '__proto__']) {
       assertRefused(await call('POST', '/contact-properties', { key, type: 'string' }), 400, 'validation_error', 'key');
     }
     const id = await property(`_${'x'.repeat(49)}`, 'string');

@@ -56,6 +56,10 @@ export async function createContactProperty(
   if (RESERVED_KEYS.has(input.key.toLowerCase())) {
     throw new ServiceError('validation_error', `key: ${input.key} is a contact field already`, 'key');
   }
+  // A JSON body with a __proto__ key is refused before any route reads it, so no contact could take a value.
+  if (input.key === '__proto__') {
+    throw new ServiceError('validation_error', 'key: __proto__ cannot be a key of a JSON body', 'key');
+  }
   const fallback = checkedValue(input.type, input.fallback_value ?? null, 'fallback_value');
   try {
     const { rows } = await db.query<{ id: string }>(
