@@ -20,7 +20,6 @@ import type { Segment } from './SegmentsPage.tsx';
 
 /** A contact as GET /contacts/:id gives it: each property with the value a message would use. */
 type ContactWithProperties = Contact & {
-  updated_at: string;
   properties: Record<string, { type: PropertyType; value: string | number }>;
 };
 
@@ -355,7 +354,9 @@ export function ContactPage({ params }: PageProps) {
           />
           {properties.data ? (
             <PropertiesForm
-              key={`${data.id} ${data.updated_at} ${properties.data.data.map((property) => property.id).join(' ')}`}
+              // Remade when the properties change, not when the contact is read again after a save (the
+              // fields already hold what was saved, and the form's "Saved." stays).
+              key={`${data.id} ${properties.data.data.map((property) => property.id).join(' ')}`}
               contact={data}
               properties={properties.data.data}
               onSaved={contact.reload}
