@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { Resend } from 'resend';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
-import { responseProblems, webhookProblems } from './helpers/resend-openapi.ts';
+import { requestProblems, responseProblems, webhookProblems } from './helpers/resend-openapi.ts';
 
 // Segments (/segments), their older name (/audiences), and contacts' membership in them, through real
 // HTTP and the unmodified Resend SDK; every answer of an operation Resend documents is checked against
@@ -261,6 +261,17 @@ describe('segments', () => {
       'validation_error',
       'audience_id',
     );
+    assertRefused(
+      await call('POST', '/segments', { name: 'Inside', audience_id: 'not-an-id' }),
+      400,
+      'validation_error',
+      'audience_id',
+    );
+    // Resend's deprecated audience_id naming one of the organization's segments is accepted, and nests nothing.
+    const outer = await segment('Outer');
+    const inner = await call('POST', '/segments', { name: 'Inner', audience_id: outer });
+    assert.equal(inner.status, 201, JSON.stringify(inner.body));
+    assert.deepEqual(requestProblems('POST', '/segments', { name: 'Inner', audience_id: outer }), []);
     assertRefused(await call('POST', '/segments', { name: '' }), 400, 'validation_error', 'name');
     assertRefused(await call('POST', '/segments', {}), 400, 'missing_required_field', 'name');
     assertRefused(await call('POST', '/audiences', { name: 'x'.repeat(201) }), 400, 'validation_error', 'name');

@@ -5,6 +5,8 @@ import { ServiceError } from '../platform/errors.ts';
 import { getContact } from './contacts.ts';
 import {
   addToSegment,
+  checkSegmentsExist,
+  checkedSegmentIds,
   createSegment,
   deleteSegment,
   getSegment,
@@ -19,10 +21,16 @@ const ContactParams = Type.Object({ id_or_email: Type.String() });
 const MembershipParams = Type.Object({ id_or_email: Type.String(), segment_id: Type.String() });
 const Name = Type.String({ minLength: 1, maxLength: 200 });
 
-// filter and audience_id (Resend's segment fields) are read only to refuse them with a message that
-// says why: membership is static, and an audience is itself a segment.
+// filter (Resend's segment field) is read only to refuse it with a message that says why: membership is
+// static. audience_id (deprecated in Resend: the audience a segment belonged to) is accepted when it names
+// one of the organization's segments, and kept nowhere: an audience is itself a segment, and segments do
+// not nest, so code written for Resend's transition keeps working.
 const CreateSegmentBody = Type.Object(
-  { name: Name, filter: Type.Optional(Type.Unknown()), audience_id: Type.Optional(Type.Unknown()) },
+  {
+    name: Name,
+    filter: Type.Optional(Type.Unknown()),
+    audience_id: Type.Optional(Type.String({ maxLength: 100 })),
+  },
   { additionalProperties: false },
 );
 const RenameBody = Type.Object({ name: Name }, { additionalProperties: false });
@@ -42,9 +50,14 @@ export async function segmentRoutes(app: App) {
           'filter: segments have static membership; add contacts with POST /contacts/:id/segments/:segment_id';
         throw new ServiceError('validation_error', message, 'filter');
       }
-      if (request.body.audience_id !== undefined) {
-        const message = 'audience_id: an audience is a segment already; create the segment on its own';
-        throw new ServiceError('validation_error', message, 'audience_id');
+      const { audience_id: audienceId } = request.body;
+      if (audienceId !== undefined) {
+        await checkSegmentsExist(
+          app.db,
+          request.principal.organizationId,
+          checkedSegmentIds([audienceId], 'audience_id'),
+          'audience_id',
+        );
       }
       const { name } = request.body;
       const { id } = await createSegment(app.db, request.principal.organizationId, name);
