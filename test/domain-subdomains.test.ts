@@ -80,7 +80,11 @@ async function getDomain(id: string): Promise<DomainView> {
 }
 
 /** A domain added through Resend's SDK with both options (and tracking on), verified by the operator. */
-async function brandedDomain(label: string): Promise<DomainView> {
+/**
+ * A domain with a return path (send.) and a tracking name (links.), trusted; with `published`, its MX and
+ * CNAME are in DNS and checked, so delivery uses them (until then it uses the server-wide ones).
+ */
+async function brandedDomain(label: string, published = true): Promise<DomainView> {
   const { data, error } = await resend.domains.create({
     name: uniqueName(label),
     customReturnPath: 'send',
@@ -90,6 +94,13 @@ async function brandedDomain(label: string): Promise<DomainView> {
   });
   assert.equal(error, null, JSON.stringify(error));
   await trustDomain(t.db, t.config, org.id, data!.id);
+  if (published) {
+    const name = data!.name;
+    zone.set(`send.${name}`, { mx: [{ priority: 10, exchange: INBOUND_HOST }], txt: [['v=spf1 mx -all']] });
+    zone.set(`links.${name}`, { cname: PUBLIC_HOST });
+    const checked = await api('POST', `/domains/${data!.id}/verify`);
+    assert.equal(checked.statusCode, 200, checked.body);
+  }
   return getDomain(data!.id);
 }
 
@@ -159,7 +170,7 @@ function dsn(returnPath: string, recipient: string, from: string): string {
 
 describe('records', () => {
   test('a return path and a tracking subdomain add their MX, SPF and CNAME records, in Resend shapes', async () => {
-    const domain = await brandedDomain('records');
+    const domain = await brandedDomain('records', false);
     const name = domain.name;
     assert.equal(domain.tracking_subdomain, 'links');
     assert.deepEqual(
@@ -303,6 +314,21 @@ describe('delivery', () => {
       bounced.map((e) => [e.recipient, (e.data?.bounce as { type?: string })?.type]),
       [[gone, 'hard']],
     );
+  });
+
+  test('until DNS answers for them, a domain sends with the server-wide return path and tracking links', async () => {
+    const domain = await brandedDomain('unpublished', false);
+    const reader = `early-${process.pid}@example.com`;
+    const html = '<html><body><a href="https://shop.example/sale">Sale</a></body></html>';
+    const { id, transaction } = await deliver(`news@${domain.name}`, reader, html);
+    assert.equal(
+      transaction.mailFrom,
+      returnPathAddress({ signer: t.app.signer, domain: SERVER_RETURN_PATH_DOMAIN }, id, reader),
+      'no MX at send. yet: bounces would have nowhere to go',
+    );
+    const received = String((await transaction.parse()).html);
+    assert.ok(received.includes(`https://${PUBLIC_HOST}:8443/t/`), received);
+    assert.ok(!received.includes(`links.${domain.name}`), 'no CNAME at links. yet: the links would be dead');
   });
 
   test("a domain without one keeps the server's return-path domain", async () => {

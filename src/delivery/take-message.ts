@@ -112,7 +112,13 @@ export async function takeMessages(db: Queryable, emailIds: string[]): Promise<T
               coalesce(d.open_tracking, o.open_tracking) AS open_tracking,
               coalesce(d.click_tracking, o.click_tracking) AS click_tracking,
               d.name AS domain_name, d.dkim_selector, d.dkim_private_key, d.tls AS domain_tls,
-              d.custom_return_path, d.tracking_subdomain,
+              -- A return path or tracking name is used once DNS answers for it: before its MX, bounces
+              -- would have nowhere to go (and receivers checking the sender's domain defer); before its
+              -- CNAME, every link and pixel would be dead. Until then the server-wide ones serve.
+              CASE WHEN d.record_status ->> 'ReturnPathMX' = 'verified' THEN d.custom_return_path END
+                AS custom_return_path,
+              CASE WHEN d.record_status ->> 'Tracking' = 'verified' THEN d.tracking_subdomain END
+                AS tracking_subdomain,
               EXISTS (SELECT 1 FROM email_attachments a WHERE a.email_id = e.id) AS has_attachments,
               CASE WHEN e.status = 'sending' THEN 'take'
                    WHEN e.status NOT IN ('queued', 'scheduled') THEN 'finished'
