@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/db/database.ts';
+import type { Database, Queryable } from '../platform/db/database.ts';
 import { isUniqueViolation } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
@@ -123,27 +123,26 @@ export async function updateContactProperty(
 }
 
 /**
- * Deletes the property and every contact's value for it, in one statement: a property of the same key
- * made later starts with no values (it may be of the other type). The contacts emit no contact.updated.
+ * Deletes the property and every contact's value for it: a property of the same key made later starts
+ * with no values (it may be of the other type). The property row is locked first and the values cleared by
+ * a later statement, so a contact write that held the property (checkedContactProperties locks it FOR
+ * SHARE) has committed and its value is seen and cleared too. The contacts emit no contact.updated.
  */
-export async function deleteContactProperty(
-  db: Queryable,
-  organizationId: string,
-  id: string,
-): Promise<{ id: string }> {
+export async function deleteContactProperty(db: Database, organizationId: string, id: string): Promise<{ id: string }> {
   if (!isUuid(id)) throw notFound('Contact property');
-  const { rows } = await db.query<{ id: string }>(
-    `WITH removed AS (DELETE FROM contact_properties WHERE id = $2 AND organization_id = $1 RETURNING id, key),
-     cleared AS (
-       UPDATE contacts c SET properties = c.properties - removed.key
-         FROM removed
-        WHERE c.organization_id = $1 AND c.properties ? removed.key
-       RETURNING c.id)
-     SELECT id FROM removed`,
-    [organizationId, id],
-  );
-  if (!rows[0]) throw notFound('Contact property');
-  return { id: rows[0].id };
+  return db.transaction(async (tx) => {
+    const { rows } = await tx.query<{ id: string; key: string }>(
+      'SELECT id, key FROM contact_properties WHERE id = $2 AND organization_id = $1 FOR UPDATE',
+      [organizationId, id],
+    );
+    if (!rows[0]) throw notFound('Contact property');
+    await tx.query(
+      `UPDATE contacts SET properties = properties - $2::text WHERE organization_id = $1 AND properties ? $2::text`,
+      [organizationId, rows[0].key],
+    );
+    await tx.query('DELETE FROM contact_properties WHERE id = $1', [rows[0].id]);
+    return { id: rows[0].id };
+  });
 }
 
 /**
