@@ -94,8 +94,6 @@ describe('signing in and out', () => {
   test('a session ended elsewhere sends the page back to sign in, saying why, and then to where it was', async (t) => {
     await withPage(t, dashboard, async ({ page }) => {
       await signIn(page, dashboard.user.email, dashboard.user.password);
-      // The page is open and its own requests are done before the session ends elsewhere: one refused
-      // before the reload would end the session early and lose the notice.
       await openPage(page, '/domains', 'Domains');
       await waitUntilLoaded(page);
       const token = (await sessionToken(page))!;
@@ -108,6 +106,10 @@ describe('signing in and out', () => {
       // The next request with it (here the organization, read by the frame when the page loads) is refused.
       await page.reload();
       await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+      await page.getByText('Your session has expired; sign in again.').waitFor();
+      // The notice is kept like the session: a reload of the sign-in page (or a request of the page
+      // refused just before a reload) still says why.
+      await page.reload();
       await page.getByText('Your session has expired; sign in again.').waitFor();
       await page.getByLabel('Email').fill(dashboard.user.email);
       await page.getByLabel('Password').fill(dashboard.user.password);

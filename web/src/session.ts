@@ -9,10 +9,12 @@ export interface Session {
 }
 
 const STORAGE_KEY = 'mailroom.session';
+/** Why the session ended, kept like the session so that a reload of the sign-in page still says it. */
+const NOTICE_KEY = 'mailroom.notice';
 
 let current: Session | null = readStored();
 /** A message for the sign-in page, e.g. why the session ended. */
-let notice: string | null = null;
+let notice: string | null = readStoredNotice();
 const listeners = new Set<() => void>();
 
 function readStored(): Session | null {
@@ -30,6 +32,23 @@ function readStored(): Session | null {
   }
 }
 
+function readStoredNotice(): string | null {
+  try {
+    return sessionStorage.getItem(NOTICE_KEY);
+  } catch {
+    return null;
+  }
+}
+
+function storeNotice(message: string | null): void {
+  try {
+    if (message === null) sessionStorage.removeItem(NOTICE_KEY);
+    else sessionStorage.setItem(NOTICE_KEY, message);
+  } catch {
+    // Without storage the notice lasts until the page is reloaded.
+  }
+}
+
 function emit() {
   for (const listener of listeners) listener();
 }
@@ -41,6 +60,7 @@ export function getSession(): Session | null {
 export function startSession(session: Session): void {
   current = session;
   notice = null;
+  storeNotice(null);
   try {
     sessionStorage.setItem(STORAGE_KEY, JSON.stringify(session));
   } catch {
@@ -53,6 +73,7 @@ export function startSession(session: Session): void {
 export function endSession(message: string | null = null): void {
   current = null;
   notice = message;
+  storeNotice(message);
   try {
     sessionStorage.removeItem(STORAGE_KEY);
   } catch {
