@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Resend } from 'resend';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
-import { responseProblems } from './helpers/resend-openapi.ts';
+import { assertRefused, checkedCaller } from './helpers/checked-calls.ts';
 
 // Contact properties (/contact-properties) and contacts' values for them, through real HTTP and the
 // unmodified Resend SDK; every answer of an operation Resend documents is checked against its schema.
@@ -27,43 +27,10 @@ describe('contact properties', () => {
     await t?.close();
   });
 
-  /** A request over HTTP; its answer, checked against Resend's schema for the operation. */
-  async function call(
-    method: string,
-    path: string,
-    body?: unknown,
-    key = org.fullKey,
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON answers, read field by field
-  ): Promise<{ status: number; body: any }> {
-    const res = await fetch(base + path, {
-      method,
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    const answer = { status: res.status, body: text ? JSON.parse(text) : undefined };
-    assert.deepEqual(
-      responseProblems(method, path, answer.status, answer.body) ?? [],
-      [],
-      `${method} ${path}: ${text}`,
-    );
-    return answer;
-  }
-
-  function assertRefused(
-    answer: { status: number; body: { name?: string; field?: string; statusCode?: number } },
-    status: number,
-    name: string,
-    field?: string,
-  ) {
-    assert.equal(answer.status, status, JSON.stringify(answer.body));
-    assert.equal(answer.body.statusCode, status);
-    assert.equal(answer.body.name, name, JSON.stringify(answer.body));
-    assert.equal(answer.body.field, field, JSON.stringify(answer.body));
-  }
+  const call = checkedCaller(
+    () => base,
+    () => org.fullKey,
+  );
 
   async function property(key: string, type: 'string' | 'number', fallback?: string | number, token = org.fullKey) {
     const answer = await call('POST', '/contact-properties', { key, type, fallback_value: fallback }, token);

@@ -4,7 +4,8 @@ import { randomUUID } from 'node:crypto';
 import { Resend } from 'resend';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
-import { requestProblems, responseProblems, webhookProblems } from './helpers/resend-openapi.ts';
+import { requestProblems, webhookProblems } from './helpers/resend-openapi.ts';
+import { assertRefused, checkedCaller } from './helpers/checked-calls.ts';
 
 // Segments (/segments), their older name (/audiences), and contacts' membership in them, through real
 // HTTP and the unmodified Resend SDK; every answer of an operation Resend documents is checked against
@@ -31,43 +32,10 @@ describe('segments', () => {
     await t?.close();
   });
 
-  /** A request over HTTP; its answer, checked against Resend's schema for the operation (when it has one). */
-  async function call(
-    method: string,
-    path: string,
-    body?: unknown,
-    key = org.fullKey,
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON answers, read field by field
-  ): Promise<{ status: number; body: any }> {
-    const res = await fetch(base + path, {
-      method,
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    const answer = { status: res.status, body: text ? JSON.parse(text) : undefined };
-    assert.deepEqual(
-      responseProblems(method, path, answer.status, answer.body) ?? [],
-      [],
-      `${method} ${path}: ${text}`,
-    );
-    return answer;
-  }
-
-  function assertRefused(
-    answer: { status: number; body: { name?: string; field?: string; statusCode?: number } },
-    status: number,
-    name: string,
-    field?: string,
-  ) {
-    assert.equal(answer.status, status, JSON.stringify(answer.body));
-    assert.equal(answer.body.statusCode, status);
-    assert.equal(answer.body.name, name, JSON.stringify(answer.body));
-    assert.equal(answer.body.field, field, JSON.stringify(answer.body));
-  }
+  const call = checkedCaller(
+    () => base,
+    () => org.fullKey,
+  );
 
   async function segment(name: string, key = org.fullKey): Promise<string> {
     const answer = await call('POST', '/segments', { name }, key);
