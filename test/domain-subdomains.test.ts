@@ -19,6 +19,7 @@ import { send } from './helpers/emails.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
 import { responseProblems, webhookProblems } from './helpers/resend-openapi.ts';
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
+import { deliveryStatusReport, failedRecipient } from './helpers/delivery-reports.ts';
 import { waitFor } from './helpers/wait.ts';
 
 /** Where the inbound listener is reached (MAILROOM_HELO_NAME) and the public URL's host. */
@@ -129,43 +130,6 @@ function getWithHost(url: string, host: string): Promise<{ status: number; locat
     req.on('error', reject);
     req.end();
   });
-}
-
-const CRLF = '\r\n';
-
-/** An RFC 3464 report of a hard bounce for `recipient`, addressed to the return path. */
-function dsn(returnPath: string, recipient: string, from: string): string {
-  return [
-    'From: Mail Delivery System <mailer-daemon@mx.example.com>',
-    `To: ${returnPath}`,
-    'Subject: Undelivered Mail Returned to Sender',
-    'MIME-Version: 1.0',
-    'Content-Type: multipart/report; report-type=delivery-status; boundary="dsn-boundary"',
-    '',
-    '--dsn-boundary',
-    'Content-Type: text/plain',
-    '',
-    'Your message could not be delivered.',
-    '--dsn-boundary',
-    'Content-Type: message/delivery-status',
-    '',
-    'Reporting-MTA: dns; mx.example.com',
-    '',
-    `Final-Recipient: rfc822; ${recipient}`,
-    'Action: failed',
-    'Status: 5.1.1',
-    'Diagnostic-Code: smtp; 550 5.1.1 user unknown',
-    '',
-    '--dsn-boundary',
-    'Content-Type: text/rfc822-headers',
-    '',
-    `From: ${from}`,
-    `To: ${recipient}`,
-    'Subject: Hi',
-    '',
-    '--dsn-boundary--',
-    '',
-  ].join(CRLF);
 }
 
 describe('records', () => {
@@ -303,7 +267,7 @@ describe('delivery', () => {
     try {
       const info = await client.sendMail({
         envelope: { from: '', to: [transaction.mailFrom] },
-        raw: dsn(transaction.mailFrom, gone, from),
+        raw: deliveryStatusReport(transaction.mailFrom, [failedRecipient(gone)], { from, to: gone }),
       });
       assert.match(info.response, /^250 /);
     } finally {

@@ -18,6 +18,7 @@ import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
 import { message, send } from './helpers/emails.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
+import { deliveryStatusReport, failedRecipient } from './helpers/delivery-reports.ts';
 import { waitFor } from './helpers/wait.ts';
 
 const RETURN_PATH_DOMAIN = 'bounces.example.test';
@@ -108,44 +109,10 @@ async function deliverReport(to: string, raw: string, port = inbound.port): Prom
 
 const CRLF = '\r\n';
 
-/** An RFC 3464 report: a human-readable part, the delivery-status part, the original's header. */
-function dsn(verp: string, recipientBlocks: string[][], original = 'To: someone@example.com'): string {
-  return [
-    'From: Mail Delivery System <mailer-daemon@mx.example.com>',
-    `To: ${verp}`,
-    'Subject: Undelivered Mail Returned to Sender',
-    'MIME-Version: 1.0',
-    'Content-Type: multipart/report; report-type=delivery-status; boundary="dsn-boundary"',
-    '',
-    '--dsn-boundary',
-    'Content-Type: text/plain',
-    '',
-    'Your message could not be delivered.',
-    '--dsn-boundary',
-    'Content-Type: message/delivery-status',
-    '',
-    'Reporting-MTA: dns; mx.example.com',
-    'Arrival-Date: Mon, 2 Jun 2025 10:00:00 +0000',
-    ...recipientBlocks.flatMap((block) => ['', ...block]),
-    '',
-    '--dsn-boundary',
-    'Content-Type: text/rfc822-headers',
-    '',
-    `From: hello@${org.domain}`,
-    original,
-    'Subject: Hi',
-    '',
-    '--dsn-boundary--',
-    '',
-  ].join(CRLF);
-}
-
-const failed = (recipient: string, status = '5.1.1', diagnostic = 'smtp; 550 5.1.1 user unknown') => [
-  `Final-Recipient: rfc822; ${recipient}`,
-  'Action: failed',
-  `Status: ${status}`,
-  `Diagnostic-Code: ${diagnostic}`,
-];
+/** A bounce report of a message from the organization's domain, to `original` (its To header). */
+const dsn = (verp: string, recipientBlocks: string[][], original = 'someone@example.com') =>
+  deliveryStatusReport(verp, recipientBlocks, { from: `hello@${org.domain}`, to: original });
+const failed = failedRecipient;
 
 /** An RFC 5965 report; `feedback` are the fields of its machine-readable part. */
 function arf(verp: string, feedback: string[], originalTo: string): string {
@@ -183,7 +150,7 @@ test('a DSN for one recipient records a hard bounce, suppresses the address and 
   const [gone, fine] = [address('gone'), address('fine')];
   const { id, verp } = await sentMessage([gone, fine]);
 
-  const response = await deliverReport(verp, dsn(verp, [failed(gone)], `To: ${gone}, ${fine}`));
+  const response = await deliverReport(verp, dsn(verp, [failed(gone)], `${gone}, ${fine}`));
   assert.match(response, /^250 /);
 
   const entries = await reportEntries(id);
@@ -253,7 +220,7 @@ test("a report to one recipient's return path marks that recipient only, whoever
   // The sender received a copy and knows its return path: they can speak for themselves, not for the victim.
   const own = returnPathOf(id, sender);
   const feedback = ['Feedback-Type: abuse', 'Version: 1', `Original-Rcpt-To: ${victim}`];
-  assert.match(await deliverReport(own, dsn(own, [failed(victim)], `To: ${victim}`)), /^250 /);
+  assert.match(await deliverReport(own, dsn(own, [failed(victim)], victim)), /^250 /);
   assert.match(await deliverReport(own, arf(own, feedback, victim)), /^250 /);
   assert.deepEqual(
     (await reportEntries(id)).map((e) => [e.type, e.recipient]),
