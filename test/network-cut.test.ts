@@ -196,8 +196,20 @@ test('a worker cut off from PostgreSQL holds nothing through the cut, another ta
   })();
   const acceptedAfter = (at: number) => new Set([...accepted.values()].filter((m) => m.at > at).map((m) => m.id));
   const hooksFor = (emails: Set<string>) => hooks.received.filter((hook) => emails.has(hook.emailId));
-  const summary = () =>
+  // On failure: the jobs of the messages not delivered yet (claims, when due, why they last failed).
+  const undeliveredJobs = async () => {
+    const counts = subjectCounts(sink);
+    const ids = [...accepted].filter(([subject]) => !counts.has(subject)).map(([, m]) => m.id);
+    const { rows } = await observer.query(
+      `SELECT payload->>'email_id' AS email, attempts, run_at, locked_until, left(last_error, 160) AS last_error, now() AS now
+         FROM jobs WHERE payload->>'email_id' = ANY($1) ORDER BY id LIMIT 10`,
+      [ids],
+    );
+    return `${ids.length} not delivered; their jobs: ${JSON.stringify(rows)}`;
+  };
+  const summary = async () =>
     `\naccepted ${accepted.size}, delivered ${sink.transactions.length}, webhooks ${hooks.received.length}\n` +
+    `${await undeliveredJobs().catch((error: unknown) => String(error))}\n` +
     `worker A:\n${workerA.output().slice(-3000)}`;
 
   try {
@@ -301,7 +313,7 @@ test('a worker cut off from PostgreSQL holds nothing through the cut, another ta
     assert.equal(workerA.child.exitCode, null, 'worker A is still running');
     assert.doesNotMatch(workerA.output(), /uncaught|unhandled error/i);
   } catch (error) {
-    throw new Error(`${(error as Error).message}${summary()}`, { cause: error });
+    throw new Error(`${(error as Error).message}${await summary()}`, { cause: error });
   } finally {
     sending = false;
     await sender.catch(() => {});

@@ -3,6 +3,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startWorker, type Job } from '../src/queue/worker.ts';
+import { failedJobDelayMs } from '../src/queue/leases.ts';
 import { enqueueJobs } from '../src/queue/jobs.ts';
 import { startDelivery } from '../src/delivery/start-delivery.ts';
 import { createTransport } from '../src/delivery/transports/index.ts';
@@ -232,4 +233,21 @@ test('with more organizations due than a claim takes, each gets its turn in rota
   // And the first round gave every organization one job before any got a second.
   const firstRound = new Set(ran.slice(0, 20).map((id) => id.split('-')[1]));
   assert.ok(firstRound.size >= 19, `${firstRound.size} organizations in the first 20 jobs`);
+});
+
+test("a job whose handler failed for the database's outage runs again a second later, however often it was claimed; other failures back off", () => {
+  const outages: unknown[] = [
+    new Error('timeout exceeded when trying to connect'), // pg-pool: no connection in time
+    new Error('Query read timeout'), // an answer lost on the way
+    Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }),
+    Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' }),
+  ];
+  for (const error of outages) {
+    for (const attempts of [1, 4, 12]) assert.equal(failedJobDelayMs(error, attempts), 1000, String(error));
+  }
+  const bug = new TypeError("Cannot read properties of undefined (reading 'id')");
+  assert.deepEqual(
+    [1, 2, 3, 4, 9, 12].map((attempts) => failedJobDelayMs(bug, attempts)),
+    [2000, 4000, 8000, 16_000, 300_000, 300_000],
+  );
 });

@@ -1,5 +1,11 @@
 import type { Logger } from '../platform/logger.ts';
-import { retryWhileUnreachable, type Database, type Queryable } from '../platform/db/database.ts';
+import {
+  isConnectionLost,
+  retryWhileUnreachable,
+  waitedTooLong,
+  type Database,
+  type Queryable,
+} from '../platform/db/database.ts';
 import { batcherPerDatabase } from '../platform/db/batcher.ts';
 import { workerBatchSize } from '../platform/metrics.ts';
 import type { QueueName } from './jobs.ts';
@@ -57,9 +63,22 @@ export const jobOf = (row: ClaimedRow, leaseEndsAt: number): Job => ({
 });
 
 /**
+ * When a job whose handler threw runs again. A bug backs off, doubling per claim up to 5 minutes. The
+ * database being unreachable or too busy to answer says nothing about the job: it runs again a second
+ * later, and its claims so far do not push it further out. Otherwise the jobs a worker took while the
+ * database was coming back (a restart, a network cut) would each have waited 2, 4, 8, 16 s and more
+ * after it was back. While the database stays away, claims fail too, which paces the retries.
+ */
+export function failedJobDelayMs(error: unknown, attempts: number): number {
+  if (isConnectionLost(error) || waitedTooLong(error)) return DATABASE_RETRY_MS;
+  return Math.min(300, 2 ** Math.min(attempts, 9)) * 1000;
+}
+
+const DATABASE_RETRY_MS = 1000;
+
+/**
  * Runs a claimed job (`handle` calls its handler) and settles what the handler decided. A handler that
- * throws (the database went away, a bug) has its job run again later, backing off to 5 minutes. A retry
- * due within a minute (webhook attempts 1, 2, 4, 8 s apart) calls `wake` at its time, so that it is
+ * throws has its job run again later (failedJobDelayMs). A retry due within a minute (webhook attempts 1, 2, 4, 8 s apart) calls `wake` at its time, so that it is
  * looked for then, not at the next poll.
  */
 export async function runJob(
@@ -74,8 +93,7 @@ export async function runJob(
     result = await handle();
   } catch (error) {
     log.error({ err: error, jobId: job.id, queue: job.queue }, 'job failed');
-    const delay = Math.min(300, 2 ** Math.min(job.attempts, 9));
-    result = { retryAt: new Date(Date.now() + delay * 1000), reason: String(error) };
+    result = { retryAt: new Date(Date.now() + failedJobDelayMs(error, job.attempts)), reason: String(error) };
   }
   try {
     await settleJob(db, job, result);
