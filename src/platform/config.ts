@@ -209,6 +209,24 @@ const SETTING_TABLE = {
     'Port of the inbound SMTP listener for bounce reports (RFC 3464) and complaints (RFC 5965), on `HOST`; 25 on the Internet. Unset: no listener.',
     optionalInteger(1, 65535),
   ),
+  rspamdUrl: setting(
+    'MAILROOM_RSPAMD_URL',
+    undefined,
+    'Base URL of an rspamd scanner (its normal worker or controller, e.g. `http://127.0.0.1:11333`) that scores each received message (`POST /checkv2`). Unset: received mail is not scanned.',
+    optionalUrl(['http:', 'https:']),
+  ),
+  spamQuarantineScore: setting(
+    'MAILROOM_SPAM_QUARANTINE_SCORE',
+    undefined,
+    "rspamd score at or over which a received message is quarantined (stored, but left out of lists and not announced). Unset: quarantined when rspamd's own action is `reject` (its reject threshold, 15 by default).",
+    optionalDecimal,
+  ),
+  spamCheckTimeoutMs: setting(
+    'MAILROOM_SPAM_CHECK_TIMEOUT_MS',
+    '5000',
+    'Time rspamd has to answer for one received message; past it (or when rspamd cannot be reached) the message is stored unscanned, never refused.',
+    integer(100, 60_000),
+  ),
   submissionPort: setting(
     'MAILROOM_SUBMISSION_PORT',
     undefined,
@@ -398,6 +416,13 @@ function oneOf<T extends string>(allowed: readonly T[]): Parse<T> {
 
 function optionalText(value: string | undefined): string | undefined {
   return value;
+}
+
+/** A decimal number such as 7 or 7.5 (negative allowed: rspamd scores are), or unset. */
+function optionalDecimal(value: string | undefined, variable: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^-?\d+(\.\d+)?$/.test(value)) throw new ConfigError(variable, `expected a number such as 7.5, got "${value}"`);
+  return Number(value);
 }
 
 function optionalOneOf<T extends string>(allowed: readonly T[]): Parse<T | undefined> {
