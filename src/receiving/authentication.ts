@@ -1,0 +1,65 @@
+import { Resolver } from 'node:dns/promises';
+import { authenticate } from 'mailauth';
+import type { Config } from '../platform/config.ts';
+
+// The sender's authentication of a received message, checked with mailauth: SPF against the client's
+// address, its HELO name and the MAIL FROM; every DKIM signature; DMARC for the From domain; the ARC
+// chain. Only the verdicts are kept (the shape below, stored as received_emails.authentication), not
+// mailauth's whole report. Look-ups go to MAILROOM_DNS_SERVERS (the system resolver when unset), each
+// within MAILROOM_DNS_TIMEOUT_MS; a look-up that fails makes that check temperror, never the message.
+
+export interface AuthenticationResults {
+  spf: { result: string; domain: string | null };
+  dkim: Array<{ result: string; domain: string | null; selector: string | null }>;
+  /** null when DMARC could not be evaluated (no From domain, or several). */
+  dmarc: { result: string; domain: string | null; policy: string | null } | null;
+  arc: { result: string };
+}
+
+export interface SenderInfo {
+  clientAddress: string;
+  helo: string;
+  mailFrom: string;
+}
+
+export type Authenticator = (raw: Buffer, sender: SenderInfo) => Promise<AuthenticationResults>;
+
+/** SPF's whole evaluation (up to ten look-ups, each within the DNS timeout) is cut at this many. */
+const SPF_LOOKUPS_BUDGET = 4;
+
+export function createAuthenticator(config: Pick<Config, 'dnsServers' | 'dnsTimeoutMs' | 'heloName'>): Authenticator {
+  const resolver = new Resolver({ timeout: config.dnsTimeoutMs, tries: 1 });
+  if (config.dnsServers.length > 0) resolver.setServers(config.dnsServers);
+  const resolve = (name: string, type: string) => resolver.resolve(name, type) as Promise<string[][] | string[]>;
+  return async (raw, sender) => {
+    const result = await authenticate(raw, {
+      ip: sender.clientAddress.replace(/^::ffff:/, ''),
+      helo: sender.helo,
+      sender: sender.mailFrom,
+      ...(config.heloName === undefined ? {} : { mta: config.heloName }),
+      resolver: resolve,
+      disableBimi: true,
+      maxElapsedTime: SPF_LOOKUPS_BUDGET * config.dnsTimeoutMs,
+    } as Parameters<typeof authenticate>[1]);
+    const spf = result.spf || null;
+    const dmarc = result.dmarc || null;
+    return {
+      spf: { result: spf?.status.result ?? 'none', domain: spf?.domain ?? null },
+      dkim: (result.dkim.results ?? []).map((signature) => ({
+        result: signature.status.result,
+        domain: signature.signingDomain ?? null,
+        selector: signature.selector ?? null,
+      })),
+      dmarc:
+        dmarc === null
+          ? null
+          : {
+              result: dmarc.status.result,
+              // The From domain the verdict is about (mailauth's `domain` is its organizational domain).
+              domain: dmarc.status.header?.from ?? dmarc.domain ?? null,
+              policy: dmarc.policy ?? null,
+            },
+      arc: { result: result.arc ? result.arc.status.result : 'none' },
+    };
+  };
+}
