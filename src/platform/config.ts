@@ -206,8 +206,14 @@ const SETTING_TABLE = {
   inboundPort: setting(
     'MAILROOM_INBOUND_PORT',
     undefined,
-    'Port of the inbound SMTP listener for bounce reports (RFC 3464) and complaints (RFC 5965), on `HOST`; 25 on the Internet. Unset: no listener.',
+    'Port of the inbound SMTP listener (the MX of the return-path domain and of receiving domains: bounce reports, complaints, DMARC reports and received mail), on `HOST`; 25 on the Internet. Unset: no listener.',
     optionalInteger(1, 65535),
+  ),
+  inboundMaxBytes: setting(
+    'MAILROOM_INBOUND_MAX_BYTES',
+    '41943040',
+    'Largest message the inbound listener takes (40 MiB by default), advertised in EHLO (SIZE) and enforced while the message arrives: a larger one is refused (552) and nothing of it is kept.',
+    integer(1024, 1024 * 1024 * 1024),
   ),
   rspamdUrl: setting(
     'MAILROOM_RSPAMD_URL',
