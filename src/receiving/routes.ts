@@ -1,12 +1,17 @@
 import type { Queryable } from '../platform/db/database.ts';
+import { addressKey } from '../platform/address-key.ts';
+import { compileRoute, type InboundRouteRow } from './inbound-routes.ts';
+import { forwardCopies, type ForwardOutcome } from './forward.ts';
+import { notifyRouteEndpoints, type ReceivedEvent, type WebhookOutcome } from './route-webhooks.ts';
 
-// Inbound routes: which recipients the listener takes, and what happens to a message once taken.
-// SEAM (filled in by the routes work): the signatures below are what the listener calls.
+// Inbound routes at work: which recipients the listener takes (decideRecipient, at RCPT TO), which
+// routes apply to a message once taken (routeMessage), and what they queue in the transaction that
+// stores it (queueRouteActions). Routes are read from the database on every call, never cached, so a
+// change made through any process applies to the next recipient; each call is one indexed query.
 
 /** What the listener answers at RCPT TO for one recipient. */
 export type RecipientDecision =
-  | { accept: true; organizationId: string; domainId: string }
-  | { accept: false; code: number; message: string };
+  { accept: true; organizationId: string; domainId: string } | { accept: false; code: number; message: string };
 
 export type RouteAction =
   | { type: 'store' }
@@ -18,7 +23,11 @@ export type RouteAction =
 export interface AppliedRoute {
   route_id: string;
   actions: RouteAction[];
+  /** What its forward and webhook actions did, once queued (queueRouteActions fills it in). */
+  outcomes?: RouteOutcome[];
 }
+
+export type RouteOutcome = ForwardOutcome | WebhookOutcome;
 
 export interface RoutingResult {
   applied: AppliedRoute[];
@@ -26,40 +35,122 @@ export interface RoutingResult {
   forwardTo: string[];
   /** Webhook endpoints told of the message (email.received) besides those subscribed to it. */
   webhookEndpointIds: string[];
+  /**
+   * For each address of forwardTo, the recipient of the message it is forwarded for (the first that
+   * matched a route forwarding to it): the forwarded copy is sent from that address.
+   */
+  forwardFrom?: Record<string, string>;
 }
+
+const ROUTE_COLUMNS = `r.id, r.recipient_kind, r.recipient_pattern, r.header_name, r.header_pattern, r.actions, r.stop`;
+const ROUTE_ORDER = 'r.priority, r.created_at, r.id';
+
+type RouteRow = Pick<
+  InboundRouteRow,
+  'id' | 'recipient_kind' | 'recipient_pattern' | 'header_name' | 'header_pattern' | 'actions' | 'stop'
+>;
 
 /**
  * The answer at RCPT TO: accepted for the organization whose receiving domain the address is at, unless
- * a route refuses it; an address at no receiving domain is refused (550 5.1.1).
+ * a route refuses it (550 5.7.1 with the route's message); an address at no receiving domain is refused
+ * (550 5.1.1). Only routes without a header condition are tried (headers come later, with DATA): the
+ * first that matches and rejects refuses, one that matches with `stop` ends the walk. One query reads
+ * the domain and its organization's routes.
  */
 export async function decideRecipient(db: Queryable, address: string): Promise<RecipientDecision> {
-  const domain = address.slice(address.lastIndexOf('@') + 1).toLowerCase();
-  const { rows } = await db.query<{ organization_id: string; id: string }>(
-    'SELECT organization_id, id FROM domains WHERE lower(name) = $1 AND receiving LIMIT 1',
+  const key = addressKey(address);
+  const domain = key.slice(key.lastIndexOf('@') + 1);
+  const { rows } = await db.query<{ organization_id: string; domain_id: string } & Partial<RouteRow>>(
+    `SELECT d.organization_id, d.id AS domain_id, ${ROUTE_COLUMNS}
+       FROM (SELECT organization_id, id FROM domains WHERE name = $1 AND receiving
+              ORDER BY status = 'verified' DESC, created_at LIMIT 1) d
+       LEFT JOIN inbound_routes r ON r.organization_id = d.organization_id AND r.enabled AND r.header_name IS NULL
+      ORDER BY ${ROUTE_ORDER}`,
     [domain],
   );
   const found = rows[0];
   if (!found) return { accept: false, code: 550, message: '5.1.1 No such recipient here' };
-  return { accept: true, organizationId: found.organization_id, domainId: found.id };
+  for (const row of rows) {
+    if (row.id === undefined || row.id === null) break;
+    const route = compileRoute(row as RouteRow);
+    if (!route.recipient(address)) continue;
+    const reject = route.row.actions.find((action) => action.type === 'reject');
+    if (reject) return { accept: false, code: 550, message: `5.7.1 ${reject.message ?? 'Message refused'}` };
+    if (route.row.stop) break;
+  }
+  return { accept: true, organizationId: found.organization_id, domainId: found.domain_id };
 }
 
-/** The routes that apply to a message taken for `recipients` (all of one organization), with its headers. */
+/**
+ * The routes that apply to a message taken for `recipients` (all of one organization), with its headers:
+ * in order, each that matches any recipient and its header condition (when it has one), up to and
+ * including the first matching route with `stop`. A reject action here is not applied (the recipient was
+ * taken at RCPT TO, before the route existed or under a header condition it cannot have).
+ */
 export async function routeMessage(
-  _db: Queryable,
-  _organizationId: string,
-  _recipients: string[],
-  _headers: Record<string, string>,
+  db: Queryable,
+  organizationId: string,
+  recipients: string[],
+  headers: Record<string, string>,
 ): Promise<RoutingResult> {
-  return { applied: [], forwardTo: [], webhookEndpointIds: [] };
+  const { rows } = await db.query<RouteRow>(
+    `SELECT ${ROUTE_COLUMNS} FROM inbound_routes r WHERE r.organization_id = $1 AND r.enabled ORDER BY ${ROUTE_ORDER}`,
+    [organizationId],
+  );
+  const result: RoutingResult = { applied: [], forwardTo: [], webhookEndpointIds: [], forwardFrom: {} };
+  const forwarded = new Set<string>();
+  for (const row of rows) {
+    const route = compileRoute(row);
+    const matched = recipients.find((recipient) => route.recipient(recipient));
+    if (matched === undefined || !route.header(headers)) continue;
+    const actions = row.actions.filter((action) => action.type !== 'reject');
+    result.applied.push({ route_id: row.id, actions });
+    for (const action of actions) {
+      if (action.type === 'forward') {
+        for (const to of action.to) {
+          if (forwarded.has(addressKey(to))) continue;
+          forwarded.add(addressKey(to));
+          result.forwardTo.push(to);
+          result.forwardFrom![to] = matched;
+        }
+      } else if (action.type === 'webhook' && !result.webhookEndpointIds.includes(action.endpoint_id)) {
+        result.webhookEndpointIds.push(action.endpoint_id);
+      }
+    }
+    if (row.stop) break;
+  }
+  return result;
 }
 
 /**
  * Queues what the routes decided (forwarded copies, webhook notices) for a stored received message,
  * inside the transaction that stores it: a message is never stored without its actions, or the reverse.
+ * What each action did is written to the message's `routes`. `event` is the email.received event the
+ * listener fanned out to subscribers, so that a route's endpoint gets the same event (same evt_ id);
+ * without it the event is made here from the stored message.
  */
 export async function queueRouteActions(
-  _tx: Queryable,
-  _organizationId: string,
-  _receivedEmailId: string,
-  _routing: RoutingResult,
-): Promise<void> {}
+  tx: Queryable,
+  organizationId: string,
+  receivedEmailId: string,
+  routing: RoutingResult,
+  event?: ReceivedEvent,
+): Promise<void> {
+  if (routing.applied.length === 0) return;
+  const forwards = await forwardCopies(tx, organizationId, receivedEmailId, routing);
+  const notices = await notifyRouteEndpoints(tx, organizationId, receivedEmailId, routing.webhookEndpointIds, event);
+  // Each outcome goes with the first applied route that asked for it.
+  const applied = routing.applied.map((route) => ({ ...route, outcomes: [] as RouteOutcome[] }));
+  const owner = (wants: (action: RouteAction) => boolean) => applied.find((r) => r.actions.some(wants));
+  for (const outcome of forwards) {
+    const key = addressKey(outcome.to);
+    owner((a) => a.type === 'forward' && a.to.some((to) => addressKey(to) === key))?.outcomes.push(outcome);
+  }
+  for (const outcome of notices) {
+    owner((a) => a.type === 'webhook' && a.endpoint_id === outcome.endpoint_id)?.outcomes.push(outcome);
+  }
+  await tx.query('UPDATE received_emails SET routes = $2::jsonb WHERE id = $1', [
+    receivedEmailId,
+    JSON.stringify(applied.map((route) => (route.outcomes.length > 0 ? route : { ...route, outcomes: undefined }))),
+  ]);
+}
