@@ -164,7 +164,6 @@ describe('domains', () => {
     const refused: Array<[object, string]> = [
       [{ region: 'mars-1' }, 'region'],
       [{ tls: 'always' }, 'tls'],
-      [{ capabilities: { receiving: 'enabled' } }, 'capabilities.receiving'],
       [{ capabilities: { sending: 'disabled' } }, 'capabilities.sending'],
       [{ custom_return_path: 'Send' }, 'custom_return_path'],
       [{ custom_return_path: 'send.mail' }, 'custom_return_path'],

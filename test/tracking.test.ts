@@ -687,8 +687,12 @@ describe('tracking per domain', () => {
       ['a string', { open_tracking: 'false' }, 400, 'validation_error'],
       ['a number', { click_tracking: 0 }, 400, 'validation_error'],
       ['an unknown field', { open_tracking: true, name: 'renamed.example' }, 400, 'validation_error'],
-      ['receiving enabled (not available yet)', { capabilities: { receiving: 'enabled' } }, 400, 'validation_error'],
-      ['sending disabled (one capability must be)', { capabilities: { sending: 'disabled' } }, 400, 'validation_error'],
+      [
+        'sending disabled (Mailroom sends from every domain)',
+        { capabilities: { sending: 'disabled' } },
+        400,
+        'validation_error',
+      ],
       ['an unknown capability', { capabilities: { inbound: 'enabled' } }, 400, 'validation_error'],
       ['a tracking_subdomain that is not one label', { tracking_subdomain: 'links.mail' }, 400, 'validation_error'],
       [

@@ -13,14 +13,20 @@ import { isHostLabel } from '../platform/domain-name.ts';
 //   it). 'enforced': the domain's messages are never sent in the clear, on every transport: a server
 //   without STARTTLS, or a failed handshake, defers the copy (then fails it, as retries run out) instead
 //   (delivery/transports/mx.ts, smtp-relay.ts).
-// - capabilities: sending is enabled for every domain; receiving is not available yet. Resend requires
-//   at least one capability enabled, so sending cannot be disabled while receiving cannot be enabled.
+// - capabilities.receiving: honoured (domains.receiving): enabled, the inbound listener takes mail for
+//   the domain's addresses, and its records add Resend's Receiving MX (domain-records.ts). One name
+//   receives for one organization only: the listener finds the organization by the recipient's domain.
+// - capabilities.sending: Mailroom sends from every domain it holds, so 'disabled' is refused rather
+//   than stored and ignored; a receive-only domain is one whose mail the organization does not send.
 // - custom_return_path (POST only, as Resend): one lower-case DNS label. The domain's copies leave with
 //   their VERP return path at <label>.<domain> (so SPF aligns with the From domain for DMARC), whose MX
 //   must reach the inbound listener; the domain's records say so (domain-records.ts). Fixed once added.
 // - tracking_subdomain (POST and PATCH): one lower-case DNS label. The domain's open pixel and tracked
 //   links point at <label>.<domain>, a CNAME to MAILROOM_PUBLIC_URL's host; null on PATCH removes it.
 //   It cannot be the return path's label: a CNAME cannot share its name with the return path's MX.
+// - reply_tracking (Mailroom's own, POST and PATCH): the domain's messages carry a signed reply address
+//   (reply+<token>@<domain>, emails/reply-address.ts) as Reply-To unless the send gives a reply_to; a
+//   send's own reply_tracking overrides it. Replies reach Mailroom only when the domain receives mail.
 
 export const RESEND_REGIONS = ['us-east-1', 'eu-west-1', 'sa-east-1', 'ap-northeast-1'] as const;
 export type DomainRegion = (typeof RESEND_REGIONS)[number];
@@ -48,6 +54,12 @@ export const DomainSettingsSchema = {
   ),
   // The label's rules live in subdomainLabel, so that a bad one is refused naming the field with why.
   tracking_subdomain: Type.Optional(Type.Union([Type.String({ maxLength: 253 }), Type.Null()])),
+  reply_tracking: Type.Optional(
+    Type.Boolean({
+      description:
+        "Mailroom's own: messages from the domain carry a signed reply address as Reply-To (when the send gives none), so replies come back tied to them. Default false.",
+    }),
+  ),
 };
 
 /** What POST /domains takes (Resend's CreateDomainRequest). */
@@ -65,21 +77,32 @@ export type DomainSettings = Static<typeof DomainSettingsBody>;
 export const NewDomainBody = Type.Object(NewDomainSchema, { additionalProperties: false });
 export type NewDomainOptions = Omit<Static<typeof NewDomainBody>, 'name'>;
 
-/** What every domain reads as: sending on, receiving not available. */
-export const DOMAIN_CAPABILITIES = { sending: 'enabled', receiving: 'disabled' } as const;
+export type CapabilityStatus = 'enabled' | 'disabled';
+
+/** Resend's capabilities of a domain: sending is always on; receiving is the domain's switch. */
+export interface DomainCapabilities {
+  sending: 'enabled';
+  receiving: CapabilityStatus;
+}
+
+export const domainCapabilities = (receiving: boolean): DomainCapabilities => ({
+  sending: 'enabled',
+  receiving: receiving ? 'enabled' : 'disabled',
+});
+
+/** The receiving switch asked for: true or false, undefined when the options leave it as it is. */
+export const receivingAskedFor = (options: NewDomainOptions | DomainSettings): boolean | undefined =>
+  options.capabilities?.receiving === undefined ? undefined : options.capabilities.receiving === 'enabled';
 
 /** Refuses, naming the field, any option whose value Mailroom cannot honour. */
 export function refuseUnsupportedOptions(options: NewDomainOptions | DomainSettings): void {
   const refuse = (field: string, message: string) => {
     throw new ServiceError('validation_error', message, field);
   };
-  if (options.capabilities?.receiving === 'enabled') {
-    refuse('capabilities.receiving', 'Receiving is not available yet: capabilities.receiving can only be disabled');
-  }
   if (options.capabilities?.sending === 'disabled') {
     refuse(
       'capabilities.sending',
-      'At least one capability must be enabled, and receiving is not available yet: capabilities.sending must stay enabled',
+      'Mailroom sends from every domain it holds: capabilities.sending must stay enabled (receiving can be enabled alongside it)',
     );
   }
   const returnPath =

@@ -5,13 +5,13 @@ import { dkimRecordName, dkimRecordValue, publishesDkimKey } from './dkim.ts';
 /**
  * Which record a status belongs to (the keys of domains.record_status). SPF is the SPF TXT record,
  * at the return path when the domain has one; ReturnPathMX the return path's MX; Tracking the tracking
- * subdomain's CNAME. A return path is fixed once a domain is added, so SPF's status never names
+ * subdomain's CNAME; ReceivingMX the MX at the domain's own name, when it receives mail. A return path is fixed once a domain is added, so SPF's status never names
  * another place; a changed tracking subdomain drops the Tracking status (domains.ts).
  */
-export type RecordKey = 'DKIM' | 'SPF' | 'DMARC' | 'ReturnPathMX' | 'Tracking';
+export type RecordKey = 'DKIM' | 'SPF' | 'DMARC' | 'ReturnPathMX' | 'Tracking' | 'ReceivingMX';
 
 /** Resend's name for what a record is for (DomainRecord.record); DMARC is Mailroom's, Resend has none. */
-export type RecordKind = 'DKIM' | 'SPF' | 'DMARC' | 'Tracking';
+export type RecordKind = 'DKIM' | 'SPF' | 'DMARC' | 'Tracking' | 'Receiving';
 
 export type RecordType = 'TXT' | 'MX' | 'CNAME';
 
@@ -50,11 +50,13 @@ export interface DomainKeys {
   customReturnPath: string | null;
   /** The tracking subdomain's label; null: tracking links point at MAILROOM_PUBLIC_URL. */
   trackingSubdomain: string | null;
+  /** Whether the domain receives mail (its capabilities.receiving); left out: it does not. */
+  receiving?: boolean;
 }
 
 /** Where a domain's return-path MX and tracking CNAME point: hosts of this installation (recordHosts). */
 export interface RecordHosts {
-  /** The host bounce reports reach the inbound listener at. */
+  /** The host the inbound listener is reached at (bounce reports, and mail for receiving domains). */
   inbound: string;
   /** The host of MAILROOM_PUBLIC_URL. */
   tracking: string;
@@ -75,8 +77,9 @@ export function recordHosts(config: RecordHostsConfig): RecordHosts {
   };
 }
 
-/** Resend's priority for the return path's MX (the only MX there). */
+/** Resend's priority for the return path's MX (the only MX there), and for the Receiving MX. */
 const RETURN_PATH_MX_PRIORITY = 10;
+const RECEIVING_MX_PRIORITY = 10;
 
 export const SUGGESTED_SPF = 'v=spf1 a mx ~all';
 export const SUGGESTED_DMARC = 'v=DMARC1; p=none;';
@@ -122,6 +125,21 @@ export function recordsToPublish(domain: DomainKeys, hosts: RecordHosts): DnsRec
     // Any policy of the owner's is accepted; two SPF records are a permerror (RFC 7208 §4.5).
     isPublished: (txts) => txts.filter((txt) => SPF_VERSION.test(txt)).length === 1,
   });
+  if (domain.receiving === true) {
+    // Resend's Receiving record: mail for the domain's addresses goes to the inbound listener. It counts
+    // as published when the listener's host is among the name's exchanges; whether a better-placed MX
+    // (a mailbox provider's) takes the mail first is the doctor's finding (doctor/doctor.ts).
+    records.push({
+      key: 'ReceivingMX',
+      record: 'Receiving',
+      type: 'MX',
+      name: domain.name,
+      value: hosts.inbound,
+      priority: RECEIVING_MX_PRIORITY,
+      required: false,
+      isPublished: (exchanges) => exchanges.includes(hosts.inbound),
+    });
+  }
   if (domain.trackingSubdomain !== null) {
     records.push({
       key: 'Tracking',

@@ -22,8 +22,10 @@ import { forgetLookups, lookupCache } from '../platform/db/lookup-cache.ts';
 import { keysetPage, type Page, type PageRequest } from '../platform/db/keyset-page.ts';
 import {
   DEFAULT_REGION,
-  DOMAIN_CAPABILITIES,
+  domainCapabilities,
+  receivingAskedFor,
   refuseUnsupportedOptions,
+  type DomainCapabilities,
   type DomainRegion,
   type DomainSettings,
   type DomainTls,
@@ -43,6 +45,10 @@ import {
 // A domain's `tls` (Resend's option) says whether its messages may ever go in the clear: 'enforced'
 // makes delivery require TLS on every transport (delivery/transports/). Its `region` is only kept and
 // answered back (domain-options.ts).
+//
+// Its receiving capability makes the inbound listener take mail for its addresses (receiving/). The
+// listener finds the organization by the recipient's domain, so one name receives for one organization:
+// turning receiving on where another organization's domain of that name receives already is a conflict.
 //
 // Its `custom_return_path` (fixed once added) and `tracking_subdomain` put its copies' return path and its
 // tracking links under its own name; its records then include what those names need (domain-records.ts),
@@ -73,6 +79,10 @@ export interface Domain {
   tracking_subdomain: string | null;
   tls: DomainTls;
   region: DomainRegion;
+  /** Whether the inbound listener takes mail for the domain's addresses. */
+  receiving: boolean;
+  /** Mailroom's own: its messages carry a signed reply address as Reply-To (emails/reply-address.ts). */
+  reply_tracking: boolean;
 }
 
 /**
@@ -87,7 +97,7 @@ export interface DomainView {
   created_at: string;
   /** As given when the domain was added (Resend's default, us-east-1, otherwise); sending ignores it. */
   region: DomainRegion;
-  capabilities: typeof DOMAIN_CAPABILITIES;
+  capabilities: DomainCapabilities;
   /** In force for the domain's messages: the domain's own switch, else the organization's. */
   open_tracking: boolean;
   click_tracking: boolean;
@@ -95,6 +105,8 @@ export interface DomainView {
   tls: DomainTls;
   /** The label tracking links use (links → links.example.com); left out when the domain has none. */
   tracking_subdomain?: string;
+  /** Mailroom's own: its messages carry a signed reply address as Reply-To, unless a send says otherwise. */
+  reply_tracking: boolean;
   records: DomainRecordView[];
   additional_records: DomainRecordView[];
 }
@@ -106,7 +118,7 @@ export interface DomainView {
 export type DomainChanges = DomainSettings;
 
 /** Record kinds Resend's domain records have; the others go to additional_records. */
-const RESEND_RECORD_KINDS: ReadonlySet<RecordKind> = new Set(['DKIM', 'SPF', 'Tracking']);
+const RESEND_RECORD_KINDS: ReadonlySet<RecordKind> = new Set(['DKIM', 'SPF', 'Tracking', 'Receiving']);
 
 export interface DomainRecordView {
   record: RecordKind;
@@ -126,6 +138,8 @@ export interface SendingDomain {
   name: string;
   dkimSelector: string;
   dkimPrivateKey: string;
+  /** Whether its messages carry a reply address unless a send says otherwise. */
+  replyTracking: boolean;
 }
 
 /** A switch in force: the domain's own, else its organization's (valid in RETURNING too). */
@@ -135,7 +149,7 @@ const effective = (column: 'open_tracking' | 'click_tracking') =>
 const COLUMNS = `id, organization_id, name, status, dkim_selector, dkim_public_key, record_status,
   verified_at, last_checked_at, created_at, open_tracking, click_tracking,
   ${effective('open_tracking')} AS effective_open_tracking, ${effective('click_tracking')} AS effective_click_tracking,
-  tls, region, custom_return_path, tracking_subdomain`;
+  tls, region, custom_return_path, tracking_subdomain, receiving, reply_tracking`;
 
 // Guards status = 'verified' in the statements below, so that the common conflict is an answer rather
 // than a failed statement (which would abort a caller's transaction); the unique index settles races.
@@ -161,13 +175,16 @@ export async function addDomain(
   if (takenElsewhere > 0) {
     throw new ServiceError('conflict', `Domain ${domainName} is verified by another organization`, 'name');
   }
+  const receiving = receivingAskedFor(options) ?? false;
+  if (receiving) await refuseReceivingElsewhere(db, organizationId, domainName);
   const keys = await generateDkimKeyPair();
   // ON CONFLICT rather than catching the violation: a failed INSERT would abort a caller's transaction.
   const { rows } = await db.query<Domain>(
     withEvent(
       `INSERT INTO domains (organization_id, name, dkim_selector, dkim_private_key, dkim_public_key,
-                            open_tracking, click_tracking, tls, region, custom_return_path, tracking_subdomain)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                            open_tracking, click_tracking, tls, region, custom_return_path, tracking_subdomain,
+                            receiving, reply_tracking)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
        ON CONFLICT (organization_id, name) DO NOTHING
        RETURNING ${COLUMNS}`,
       domainEvent('$1::uuid', 'domain.created'),
@@ -184,6 +201,8 @@ export async function addDomain(
       options.region ?? DEFAULT_REGION,
       options.custom_return_path ?? null,
       options.tracking_subdomain ?? null,
+      receiving,
+      options.reply_tracking ?? false,
     ],
   );
   if (rows.length === 0) throw new ServiceError('conflict', `Domain ${domainName} has already been added`, 'name');
@@ -230,8 +249,8 @@ export async function deleteDomain(db: Queryable, organizationId: string, id: st
 }
 
 /**
- * Changes the domain's tracking switches, tls and tracking subdomain (emitting domain.updated); a body
- * without any changes nothing.
+ * Changes the domain's tracking switches, tls, tracking subdomain and receiving capability (emitting
+ * domain.updated); a body without any changes nothing.
  */
 export async function updateDomain(
   db: Queryable,
@@ -244,10 +263,27 @@ export async function updateDomain(
   const setOpen = changes.open_tracking !== undefined;
   const setClick = changes.click_tracking !== undefined;
   const setTracking = changes.tracking_subdomain !== undefined;
-  if (!setOpen && !setClick && changes.tls === undefined && !setTracking) {
+  const setReply = changes.reply_tracking !== undefined;
+  const receiving = receivingAskedFor(changes);
+  if (!setOpen && !setClick && changes.tls === undefined && !setTracking && !setReply && receiving === undefined) {
     return getDomain(db, config, organizationId, id);
   }
   if (!isUuid(id)) throw notFound('Domain');
+  if (receiving !== undefined) {
+    const current = await requireDomain(db, organizationId, id);
+    // SDKs send the capabilities a domain has along with other options: that alone changes nothing.
+    if (
+      !setOpen &&
+      !setClick &&
+      changes.tls === undefined &&
+      !setTracking &&
+      !setReply &&
+      current.receiving === receiving
+    ) {
+      return toView(current, recordHosts(config));
+    }
+    if (receiving && !current.receiving) await refuseReceivingElsewhere(db, organizationId, current.name);
+  }
   if (typeof changes.tracking_subdomain === 'string') {
     // The return path never changes once the domain is added, so this check cannot go stale.
     const { custom_return_path } = await requireDomain(db, organizationId, id);
@@ -263,7 +299,14 @@ export async function updateDomain(
           -- Another tracking name is another record: its last check said nothing about the new one.
           record_status = CASE WHEN $8::boolean AND $9::text IS DISTINCT FROM tracking_subdomain
                                THEN record_status - 'Tracking' ELSE record_status END
+                          -- Receiving switched either way: its MX is checked afresh when it is next shown.
+                          - CASE WHEN $10::boolean IS DISTINCT FROM receiving AND $10::boolean IS NOT NULL
+                                 THEN 'ReceivingMX' ELSE '' END,
+          receiving = coalesce($10::boolean, receiving),
+          reply_tracking = coalesce($11::boolean, reply_tracking)
         WHERE id = $1 AND organization_id = $2
+          -- Settles a race with another organization turning receiving on for the name since the check.
+          AND NOT (coalesce($10::boolean, false) AND NOT receiving AND ${RECEIVING_ELSEWHERE})
         RETURNING ${COLUMNS}`,
       domainEvent('$2::uuid', 'domain.updated'),
     ),
@@ -277,10 +320,18 @@ export async function updateDomain(
       changes.tls ?? null,
       setTracking,
       changes.tracking_subdomain ?? null,
+      receiving ?? null,
+      changes.reply_tracking ?? null,
     ],
   );
   forgetLookups(db);
-  if (!rows[0]) throw notFound('Domain');
+  if (!rows[0]) {
+    if (receiving === true) {
+      const { name } = await requireDomain(db, organizationId, id);
+      await refuseReceivingElsewhere(db, organizationId, name);
+    }
+    throw notFound('Domain');
+  }
   return toView(rows[0], recordHosts(config));
 }
 
@@ -369,7 +420,8 @@ export async function findSendingDomain(
   // Cached once found (platform/db/lookup-cache.ts: forgotten in every process when a domain changes).
   return sendingDomainsOf(db).through(`${organizationId} ${domainName}`, async () => {
     const { rows } = await db.query<SendingDomain>(
-      `SELECT id, name, dkim_selector AS "dkimSelector", dkim_private_key AS "dkimPrivateKey" FROM domains
+      `SELECT id, name, dkim_selector AS "dkimSelector", dkim_private_key AS "dkimPrivateKey",
+              reply_tracking AS "replyTracking" FROM domains
         WHERE organization_id = $1 AND name = $2 AND status = 'verified'`,
       [organizationId, domainName],
     );
@@ -406,6 +458,25 @@ async function guardVerifiedName<T>(name: string, statement: () => Promise<T>): 
   }
 }
 
+/** Another organization's domain of the same name that receives mail (valid inside a statement on domains). */
+const RECEIVING_ELSEWHERE = `EXISTS (SELECT 1 FROM domains other
+  WHERE other.name = domains.name AND other.receiving AND other.organization_id <> domains.organization_id)`;
+
+/** 409 when another organization's domain of this name receives mail: the listener could not tell whose. */
+async function refuseReceivingElsewhere(db: Queryable, organizationId: string, name: string): Promise<void> {
+  const { rowCount } = await db.query('SELECT 1 FROM domains WHERE name = $1 AND receiving AND organization_id <> $2', [
+    name,
+    organizationId,
+  ]);
+  if (rowCount > 0) {
+    throw new ServiceError(
+      'conflict',
+      `Domain ${name} receives mail for another organization: one domain name receives for one organization only`,
+      'capabilities.receiving',
+    );
+  }
+}
+
 const verifiedElsewhere = (name: string) =>
   new ServiceError('conflict', `Domain ${name} is already verified by another organization`);
 
@@ -423,6 +494,7 @@ const keysOf = (domain: Domain) => ({
   dkimPublicKey: domain.dkim_public_key,
   customReturnPath: domain.custom_return_path,
   trackingSubdomain: domain.tracking_subdomain,
+  receiving: domain.receiving,
 });
 
 function toView(domain: Domain, hosts: RecordHosts): DomainView {
@@ -443,10 +515,11 @@ function toView(domain: Domain, hosts: RecordHosts): DomainView {
     status: domain.status,
     created_at: new Date(domain.created_at).toISOString(),
     region: domain.region,
-    capabilities: DOMAIN_CAPABILITIES,
+    capabilities: domainCapabilities(domain.receiving),
     open_tracking: domain.effective_open_tracking,
     click_tracking: domain.effective_click_tracking,
     tls: domain.tls,
+    reply_tracking: domain.reply_tracking,
     ...(domain.tracking_subdomain !== null && { tracking_subdomain: domain.tracking_subdomain }),
     records: records.filter((record) => RESEND_RECORD_KINDS.has(record.record)),
     additional_records: records.filter((record) => !RESEND_RECORD_KINDS.has(record.record)),
