@@ -101,6 +101,7 @@ const topicFixture = created('/topics', () => ({ name: 'fixture', default_subscr
 const contactFixture = created('/contacts', () => ({ email: `c${unique()}@example.com` }));
 const contactPropertyFixture = created('/contact-properties', () => ({ key: `k${unique()}`, type: 'string' }));
 const segmentFixture = created('/segments', () => ({ name: 'fixture' }));
+const inboundRouteFixture = created('/inbound-routes', () => ({ match: { recipient_kind: 'catch_all' } }));
 /** A contact and a segment of the organization: `<contact id>/segments/<segment id>`, a member when `member`. */
 const membershipFixture =
   (member: boolean) =>
@@ -395,6 +396,25 @@ export const ROUTES: Row[] = [
     ok: 200,
     fixture: segmentFixture,
   },
+  // Inbound routes (Mailroom's own API).
+  {
+    method: 'POST',
+    url: '/inbound-routes',
+    access: 'full',
+    ok: 201,
+    body: () => ({ match: { recipient_kind: 'catch_all' } }),
+  },
+  { method: 'GET', url: '/inbound-routes', access: 'full', ok: 200 },
+  { method: 'GET', url: '/inbound-routes/:own', access: 'full', ok: 200, fixture: inboundRouteFixture },
+  {
+    method: 'PATCH',
+    url: '/inbound-routes/:own',
+    access: 'full',
+    ok: 200,
+    body: () => ({ enabled: false }),
+    fixture: inboundRouteFixture,
+  },
+  { method: 'DELETE', url: '/inbound-routes/:own', access: 'full', ok: 200, fixture: inboundRouteFixture },
   // Resend's older name for segments: the same rows.
   { method: 'POST', url: '/audiences', access: 'full', ok: 201, body: () => ({ name: 'members' }) },
   { method: 'GET', url: '/audiences', access: 'full', ok: 200 },
