@@ -25,6 +25,7 @@ import { templateRoutes } from './templates/template-routes.ts';
 import { emailRoutes } from './emails/email-routes.ts';
 import { lifecycleRoutes } from './emails/lifecycle-routes.ts';
 import { emailListRoutes } from './emails/email-list-routes.ts';
+import { receivedEmailRoutes } from './receiving/received-email-routes.ts';
 import { overviewRoutes } from './emails/overview-routes.ts';
 import { metricsRoutes } from './emails/metrics-routes.ts';
 import { previewRoutes } from './emails/preview-routes.ts';
@@ -71,6 +72,7 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
     emailRoutes,
     lifecycleRoutes,
     emailListRoutes,
+    receivedEmailRoutes,
     previewRoutes,
     rawSourceRoutes,
     overviewRoutes,

@@ -11,6 +11,8 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { capturedMessagePath } from '../src/delivery/transports/capture.ts';
+import MailComposer from 'nodemailer/lib/mail-composer/index.js';
+import { receiveMessage } from '../src/receiving/receive-message.ts';
 
 interface Row {
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -79,6 +81,46 @@ const attachmentToken = async (t: TestApp, org: TestOrganization) => {
   const [, attachmentId] = (await attachmentFixture(t, org)).split('/attachments/');
   return t.app.signer.sign('attachment', { a: attachmentId, o: org.id, x: Math.floor(Date.now() / 1000) + 3600 });
 };
+
+/** A message received for the organization, with one attachment: `<received id>/attachments/<attachment id>`. */
+const receivedFixture = async (t: TestApp, org: TestOrganization) => {
+  const raw = await new MailComposer({
+    from: 'someone@outside.example',
+    to: `inbox@${org.domain}`,
+    subject: `Received ${unique()}`,
+    text: 'Hello',
+    attachments: [{ filename: 'a.txt', content: 'a' }],
+  })
+    .compile()
+    .build();
+  const { rows: domains } = await t.db.query<{ id: string }>('SELECT id FROM domains WHERE organization_id = $1', [
+    org.id,
+  ]);
+  const { ids } = await receiveMessage(
+    { db: t.db, signer: t.app.signer, log: { info: () => {}, warn: () => {}, error: () => {} } },
+    {
+      raw,
+      mailFrom: 'someone@outside.example',
+      recipients: [{ address: `inbox@${org.domain}`, organizationId: org.id, domainId: domains[0]!.id }],
+      clientAddress: '192.0.2.1',
+      helo: 'outside.example',
+      tls: false,
+    },
+  );
+  const { rows } = await t.db.query<{ id: string }>(
+    'SELECT id FROM received_attachments WHERE received_email_id = $1',
+    [ids[0]],
+  );
+  return `${ids[0]}/attachments/${rows[0]!.id}`;
+};
+const receivedEmailFixture = async (t: TestApp, org: TestOrganization) =>
+  (await receivedFixture(t, org)).split('/attachments/')[0]!;
+const receivedFileToken = async (t: TestApp, org: TestOrganization) =>
+  t.app.signer.sign('received-file', {
+    r: await receivedEmailFixture(t, org),
+    o: org.id,
+    x: Math.floor(Date.now() / 1000) + 3600,
+  });
 
 /** A message with HTML, and the raw source the capture transport would have stored for it. */
 const htmlEmailFixture = created('/emails', (org) => message(org, { html: '<p>Hi</p>' }));
@@ -252,6 +294,25 @@ export const ROUTES: Row[] = [
   },
   { method: 'GET', url: '/attachments/:token', access: 'public', ok: 200, token: attachmentToken },
   { method: 'GET', url: '/emails/:own/raw', access: 'full', ok: 200, fixture: capturedFixture },
+  // Received mail (Resend's emails.receiving): read as sent mail is.
+  { method: 'GET', url: '/emails/receiving', access: 'full', ok: 200 },
+  { method: 'GET', url: '/emails/receiving/:own', access: 'full', ok: 200, fixture: receivedEmailFixture },
+  {
+    method: 'GET',
+    url: '/emails/receiving/:own/attachments',
+    access: 'full',
+    ok: 200,
+    fixture: receivedEmailFixture,
+  },
+  {
+    method: 'GET',
+    url: '/emails/receiving/:own',
+    registered: '/emails/receiving/:id/attachments/:attachment_id',
+    access: 'full',
+    ok: 200,
+    fixture: receivedFixture,
+  },
+  { method: 'GET', url: '/emails/receiving/files/:token', access: 'public', ok: 200, token: receivedFileToken },
   { method: 'GET', url: '/emails/:own/preview', access: 'full', ok: 200, fixture: htmlEmailFixture },
   { method: 'GET', url: '/previews/:token', access: 'public', ok: 200, token: previewToken },
   { method: 'GET', url: '/overview', access: 'full', ok: 200 },

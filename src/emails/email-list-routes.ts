@@ -4,7 +4,7 @@ import { publicBaseUrl } from '../platform/config.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, listEmails } from './list-emails.ts';
 import { LAST_EVENT_FILTERS, filteredLastEvent } from './last-event.ts';
-import { downloadAttachment, getAttachment, listAttachments } from './attachments.ts';
+import { contentDisposition, downloadAttachment, getAttachment, listAttachments } from './attachments.ts';
 
 const Limit = Type.Optional(
   Type.Integer({ minimum: 1, maximum: LIST_LIMIT_MAX, default: LIST_LIMIT_DEFAULT, description: '1 to 100' }),
@@ -132,14 +132,4 @@ export async function emailListRoutes(app: App) {
       );
     },
   );
-}
-
-/** RFC 6266: an ASCII fallback name, and the real one in RFC 5987 encoding. */
-function contentDisposition(filename: string): string {
-  const ascii = filename.replace(/[^\x20-\x7e]|["\\]/g, '_');
-  const encoded = encodeURIComponent(filename).replace(
-    /['()*]/g,
-    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
-  );
-  return `attachment; filename="${ascii}"; filename*=UTF-8''${encoded}`;
 }

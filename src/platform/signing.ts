@@ -8,7 +8,8 @@ import type { Queryable } from './db/database.ts';
 // signs with its own key derived from it, so a token of one kind is never valid as another.
 
 /** What a token is for; each purpose has its own key. */
-export type SigningPurpose = 'open' | 'click' | 'unsubscribe' | 'return-path' | 'attachment' | 'preview';
+export type SigningPurpose =
+  'open' | 'click' | 'unsubscribe' | 'return-path' | 'attachment' | 'preview' | 'received-file';
 
 export interface Signer {
   /** `<base64url JSON>.<base64url 128-bit HMAC-SHA256 tag>`: URL-safe, no padding. */
