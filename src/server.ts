@@ -9,6 +9,9 @@ import { createTransport } from './delivery/transports/index.ts';
 import { startWebhookDelivery } from './webhooks/start-webhooks.ts';
 import { startInboundServer } from './inbound/inbound-server.ts';
 import { startSubmission } from './submission/start-submission.ts';
+import { loadTlsCertificate } from './submission/tls-certificate.ts';
+import { createAuthenticator } from './receiving/authentication.ts';
+import { createSpamChecker } from './receiving/spam-check.ts';
 import { startRetention } from './retention/start-retention.ts';
 import { startDoctor } from './doctor/start-doctor.ts';
 import { doctorContext } from './doctor/doctor-routes.ts';
@@ -36,10 +39,12 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
       await listenOrExplain(where, () => app.listen({ port: config.port, host }));
       listening.push(app);
     }
-    // Bounce reports and complaints arrive like API traffic: the listener runs beside the HTTP API.
+    // Bounce reports, complaints and received mail arrive like API traffic: the listener runs beside the
+    // HTTP API. STARTTLS offers the certificate the submission listeners use.
     if (role !== 'worker' && config.inboundPort !== undefined) {
       const port = config.inboundPort;
       const where = { what: 'the inbound SMTP listener', host, port, setting: 'MAILROOM_INBOUND_PORT' };
+      const tls = await loadTlsCertificate(config);
       inbound = await listenOrExplain(where, () =>
         startInboundServer({
           db,
@@ -48,6 +53,10 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
           port,
           log: app.log,
           returnPathDomain: config.returnPathDomain,
+          maxMessageBytes: config.inboundMaxBytes,
+          tls,
+          authenticate: createAuthenticator(config),
+          spamCheck: createSpamChecker(config, app.log),
         }),
       );
       listening.push(inbound);

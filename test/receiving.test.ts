@@ -5,20 +5,58 @@
 // never accepted and bounced later, and nothing half stored.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { createTransport as nodemailerTransport } from 'nodemailer';
+import type { Database } from '../src/platform/db/database.ts';
+import { startInboundServer, type InboundServer } from '../src/inbound/inbound-server.ts';
+import { createAuthenticator } from '../src/receiving/authentication.ts';
 import { receiveMessage, type ReceiveDeps } from '../src/receiving/receive-message.ts';
+import { loadTlsCertificate } from '../src/submission/tls-certificate.ts';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
+import { startDnsServer, type DnsServer } from './helpers/dns-server.ts';
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
+
+const SENDER = 'sender.example.net';
+const SELECTOR = 'mail';
+const keys = generateKeyPairSync('rsa', {
+  modulusLength: 2048,
+  publicKeyEncoding: { type: 'spki', format: 'der' },
+  privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+});
 
 let t: TestApp;
 let org: TestOrganization;
+let other: TestOrganization; // its domain does not receive mail
 let domainId: string;
 let deps: ReceiveDeps;
+let dns: DnsServer;
+let dataDir: string;
+let inbound: InboundServer;
 const quiet = { error: () => {}, warn: () => {}, info: () => {} };
 
 before(async () => {
-  t = await buildTestApp({ MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8' });
+  dataDir = await mkdtemp(path.join(tmpdir(), 'mailroom-receiving-'));
+  dns = await startDnsServer();
+  // The sender's domain: SPF allows this machine, DKIM publishes the key messages are signed with.
+  dns.zone.set(SENDER, { txt: [['v=spf1 ip4:127.0.0.1 -all']] });
+  // Longer than one character-string: published in 255-octet chunks, as DNS carries it.
+  const dkimRecord = `v=DKIM1; k=rsa; p=${keys.publicKey.toString('base64')}`;
+  dns.zone.set(`${SELECTOR}._domainkey.${SENDER}`, { txt: [dkimRecord.match(/.{1,255}/g)!] });
+  dns.zone.set(`_dmarc.${SENDER}`, { txt: [['v=DMARC1; p=reject']] });
+  // A domain whose SPF allows only another address.
+  dns.zone.set('elsewhere.example.net', { txt: [['v=spf1 ip4:192.0.2.1 -all']] });
+  t = await buildTestApp({
+    MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8',
+    MAILROOM_DATA_DIR: dataDir,
+    MAILROOM_DNS_SERVERS: dns.address,
+    MAILROOM_DNS_TIMEOUT_MS: '1000',
+  });
   org = await createTestOrganization(t.db, t.config, 'receiving');
+  other = await createTestOrganization(t.db, t.config, 'sendonly');
   await observeWebhookEvents(t.app, org);
   const { rows } = await t.db.query<{ id: string }>(
     'UPDATE domains SET receiving = true WHERE organization_id = $1 RETURNING id',
@@ -26,9 +64,22 @@ before(async () => {
   );
   domainId = rows[0]!.id;
   deps = { db: t.db, signer: t.app.signer, log: quiet as never };
+  inbound = await startInboundServer({
+    db: t.db,
+    signer: t.app.signer,
+    host: '127.0.0.1',
+    port: 0,
+    log: quiet,
+    maxMessageBytes: t.config.inboundMaxBytes,
+    tls: await loadTlsCertificate(t.config),
+    authenticate: createAuthenticator(t.config),
+  });
 });
 after(async () => {
+  await inbound.close();
   await t.close();
+  await dns.close();
+  await rm(dataDir, { recursive: true, force: true });
 });
 
 let counter = 0;
@@ -89,3 +140,346 @@ test('receiveMessage stores a plain message for its organization and queues emai
   assert.equal(events[0]!.data.message_id, row.message_id);
   assert.equal('text' in events[0]!.data, false, 'metadata only');
 });
+
+const CRLF = '\r\n';
+
+/** Delivers over SMTP as an MTA would: STARTTLS when offered (the certificate is self-signed). */
+async function deliver(
+  raw: Buffer | string,
+  envelope: { from: string; to: string[] },
+  options: { ignoreTLS?: boolean; port?: number } = {},
+): Promise<string> {
+  const client = nodemailerTransport({
+    host: '127.0.0.1',
+    port: options.port ?? inbound.port,
+    secure: false,
+    ignoreTLS: options.ignoreTLS ?? false,
+    requireTLS: !(options.ignoreTLS ?? false),
+    name: 'mx.sender.example.net',
+    tls: { rejectUnauthorized: false },
+  });
+  try {
+    return (await client.sendMail({ envelope, raw })).response;
+  } finally {
+    client.close();
+  }
+}
+
+const rowsWithSubject = async (subject: string) =>
+  (
+    await t.db.query<Record<string, unknown>>('SELECT * FROM received_emails WHERE subject = $1 ORDER BY created_at', [
+      subject,
+    ])
+  ).rows;
+
+test('a message with an attachment and an inline image is stored with both, under TLS, and announced', async () => {
+  const to = `help@${org.domain}`;
+  const subject = `Receipt ${Date.now()}`;
+  const png = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex');
+  const raw = await plainMessage(to, {
+    subject,
+    cc: `cc@${org.domain}`,
+    replyTo: 'Replies <replies@sender.example.net>',
+    html: '<p>See <img src="cid:logo@sender"></p>',
+    attachments: [
+      { filename: 'invoice.pdf', content: Buffer.from('%PDF-1.4 invoice'), contentType: 'application/pdf' },
+      { filename: 'logo.png', content: png, contentType: 'image/png', cid: 'logo@sender' },
+    ],
+    headers: { 'X-Ticket': 'one', 'X-Multi': ['a', 'b'] },
+  });
+  const response = await deliver(raw, { from: `ann@${SENDER}`, to: [to, `cc@${org.domain}`] });
+  assert.match(response, /^250 /);
+
+  const [row, ...rest] = await rowsWithSubject(subject);
+  assert.ok(row);
+  assert.equal(rest.length, 0);
+  assert.equal(row.tls, true, 'STARTTLS was offered and used');
+  assert.equal(row.client_address, '127.0.0.1');
+  assert.equal(row.helo, 'mx.sender.example.net');
+  assert.deepEqual(row.received_for, [to, `cc@${org.domain}`]);
+  assert.deepEqual(row.cc_addresses, [`cc@${org.domain}`]);
+  assert.deepEqual(row.reply_to_addresses, ['replies@sender.example.net']);
+  assert.equal(row.html, '<p>See <img src="cid:logo@sender"></p>', 'cid: links kept as written');
+  const headers = row.headers as Record<string, string>;
+  assert.equal(headers['x-ticket'], 'one');
+  assert.equal(headers['x-multi'], 'a, b');
+  assert.match(headers['message-id']!, /^<.+>$/);
+
+  const { rows: attachments } = await t.db.query<Record<string, unknown>>(
+    `SELECT id, filename, content_type, content_disposition, content_id, size_bytes, content
+       FROM received_attachments WHERE received_email_id = $1 ORDER BY position`,
+    [row.id],
+  );
+  assert.deepEqual(
+    attachments.map(({ filename, content_type, content_disposition, content_id, size_bytes }) => ({
+      filename,
+      content_type,
+      content_disposition,
+      content_id,
+      size_bytes,
+    })),
+    [
+      {
+        filename: 'logo.png',
+        content_type: 'image/png',
+        content_disposition: 'inline',
+        content_id: 'logo@sender',
+        size_bytes: png.length,
+      },
+      {
+        filename: 'invoice.pdf',
+        content_type: 'application/pdf',
+        content_disposition: 'attachment',
+        content_id: null,
+        size_bytes: 16,
+      },
+    ],
+  );
+  // In the order of the message's parts: the html's inline image belongs to its body.
+  assert.ok(Buffer.from(attachments[0]!.content as Uint8Array).equals(png));
+
+  const [event, ...more] = await queuedEvents(t.db, org.id, 'email.received', { email_id: row.id as string });
+  assert.ok(event);
+  assert.equal(more.length, 0);
+  assert.deepEqual(Object.keys(event.data).sort(), [
+    'attachments',
+    'bcc',
+    'cc',
+    'created_at',
+    'email_id',
+    'from',
+    'message_id',
+    'received_for',
+    'subject',
+    'to',
+  ]);
+  assert.equal(event.data.from, row.from_address);
+  assert.deepEqual(event.data.to, [to]);
+  assert.deepEqual(event.data.attachments, [
+    {
+      id: attachments[0]!.id,
+      filename: 'logo.png',
+      content_type: 'image/png',
+      content_disposition: 'inline',
+      content_id: 'logo@sender',
+    },
+    {
+      id: attachments[1]!.id,
+      filename: 'invoice.pdf',
+      content_type: 'application/pdf',
+      content_disposition: 'attachment',
+      content_id: null,
+    },
+  ]);
+});
+
+test('an address at a domain that does not receive mail is refused at RCPT TO with 550; nothing is stored', async () => {
+  const subject = `Nobody ${Date.now()}`;
+  const raw = await plainMessage(`someone@${other.domain}`, { subject });
+  await assert.rejects(deliver(raw, { from: `ann@${SENDER}`, to: [`someone@${other.domain}`] }), {
+    responseCode: 550,
+  });
+  await assert.rejects(deliver(raw, { from: `ann@${SENDER}`, to: ['someone@nowhere.example'] }), {
+    responseCode: 550,
+  });
+  assert.deepEqual(await rowsWithSubject(subject), []);
+});
+
+test('a message over MAILROOM_INBOUND_MAX_BYTES is refused with 552 while it arrives; nothing is stored', async () => {
+  assert.equal(t.config.inboundMaxBytes, 41_943_040, 'the default: 40 MiB');
+  const session = await openSmtp(inbound.port);
+  await session.reply();
+  assert.match(await session.command('EHLO client.example.net'), /SIZE 41943040/);
+  assert.match(await session.command('EHLO client.example.net'), /STARTTLS/);
+  assert.match(await session.command('MAIL FROM:<> SIZE=50000000'), /^552 /);
+  session.end();
+
+  const subject = `Huge ${Date.now()}`;
+  const line = `${'x'.repeat(998)}${CRLF}`;
+  const huge = `Subject: ${subject}${CRLF}To: big@${org.domain}${CRLF}${CRLF}${line.repeat(Math.ceil((41 * 1024 * 1024) / line.length))}`;
+  await assert.rejects(deliver(huge, { from: `ann@${SENDER}`, to: [`big@${org.domain}`] }, { ignoreTLS: true }), {
+    responseCode: 552,
+  });
+  assert.deepEqual(await rowsWithSubject(subject), []);
+});
+
+/** A message DKIM-signed by the sender's domain (its key is on the DNS server). */
+async function signedMessage(to: string, subject: string, from = `ann@${SENDER}`): Promise<Buffer> {
+  const built = nodemailerTransport({ streamTransport: true, buffer: true });
+  const info = await built.sendMail({
+    from,
+    to,
+    subject,
+    text: 'The amount due is 10 EUR.',
+    dkim: { domainName: SENDER, keySelector: SELECTOR, privateKey: keys.privateKey },
+  });
+  return info.message as Buffer;
+}
+
+const authentication = async (subject: string) =>
+  (await rowsWithSubject(subject))[0]?.authentication as {
+    spf: { result: string; domain: string };
+    dkim: Array<{ result: string; domain: string; selector: string }>;
+    dmarc: { result: string; domain: string; policy: string } | null;
+    arc: { result: string };
+  };
+
+test('sender authentication: DKIM, SPF and DMARC pass for a signed message from an allowed address', async () => {
+  const subject = `Signed ${Date.now()}`;
+  const to = `billing@${org.domain}`;
+  assert.match(await deliver(await signedMessage(to, subject), { from: `ann@${SENDER}`, to: [to] }), /^250 /);
+  const auth = await authentication(subject);
+  assert.deepEqual(auth, {
+    spf: { result: 'pass', domain: SENDER },
+    dkim: [{ result: 'pass', domain: SENDER, selector: SELECTOR }],
+    dmarc: { result: 'pass', domain: SENDER, policy: 'reject' },
+    arc: { result: 'none' },
+  });
+});
+
+test('a DKIM signature over a body altered after signing is recorded as dkim fail; SPF fails for an address not allowed', async () => {
+  const subject = `Altered ${Date.now()}`;
+  const to = `billing@${org.domain}`;
+  const signed = (await signedMessage(to, subject)).toString('utf8');
+  const altered = signed.replace('10 EUR', '10000 EUR');
+  assert.notEqual(altered, signed);
+  // MAIL FROM at a domain whose SPF allows only 192.0.2.1.
+  assert.match(await deliver(altered, { from: 'ann@elsewhere.example.net', to: [to] }), /^250 /);
+  const auth = await authentication(subject);
+  assert.deepEqual(auth.dkim, [{ result: 'fail', domain: SENDER, selector: SELECTOR }]);
+  assert.deepEqual(auth.spf, { result: 'fail', domain: 'elsewhere.example.net' });
+  assert.equal(auth.dmarc?.result, 'fail', 'neither aligned SPF nor DKIM passes');
+});
+
+test('a connection dropped in the middle of DATA stores nothing, and the listener goes on', async () => {
+  const subject = `Dropped ${Date.now()}`;
+  const to = `drop@${org.domain}`;
+  const raw = (await plainMessage(to, { subject })).toString('utf8');
+  const session = await openSmtp(inbound.port);
+  await session.reply();
+  await session.command('EHLO client.example.net');
+  assert.match(await session.command(`MAIL FROM:<ann@${SENDER}>`), /^250 /);
+  assert.match(await session.command(`RCPT TO:<${to}>`), /^250 /);
+  assert.match(await session.command('DATA'), /^354 /);
+  session.write(raw.slice(0, Math.floor(raw.length / 2)));
+  session.end();
+  assert.deepEqual(await rowsWithSubject(subject), []);
+  assert.match(await deliver(raw, { from: `ann@${SENDER}`, to: [to] }), /^250 /);
+  assert.equal((await rowsWithSubject(subject)).length, 1);
+});
+
+test('the same message delivered twice is stored once and email.received is queued once', async () => {
+  const subject = `Twice ${Date.now()}`;
+  const to = `twice@${org.domain}`;
+  const raw = await plainMessage(to, { subject });
+  assert.match(await deliver(raw, { from: `ann@${SENDER}`, to: [to] }), /^250 /);
+  assert.match(await deliver(raw, { from: `ann@${SENDER}`, to: [to] }, { ignoreTLS: true }), /^250 /);
+  const rows = await rowsWithSubject(subject);
+  assert.equal(rows.length, 1);
+  const { rows: deliveries } = await t.db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM webhook_deliveries
+      WHERE organization_id = $1 AND event_type = 'email.received' AND payload -> 'data' ->> 'email_id' = $2`,
+    [org.id, rows[0]!.id],
+  );
+  assert.equal(deliveries[0]!.n, 1);
+});
+
+test('a database failure while storing answers 451, and at RCPT TO too; nothing is stored', async () => {
+  const subject = `Retry ${Date.now()}`;
+  const to = `retry@${org.domain}`;
+  const raw = await plainMessage(to, { subject });
+  const failingTransactions: Database = {
+    ...t.db,
+    kind: t.db.kind,
+    query: <Row>(text: string, params?: readonly unknown[]) => t.db.query<Row>(text, params),
+    transaction: async () => {
+      throw new Error('the database is unreachable');
+    },
+    listen: (channel, onNotify) => t.db.listen(channel, onNotify),
+    close: async () => {},
+  };
+  const failingQueries: Database = {
+    ...failingTransactions,
+    query: async () => {
+      throw new Error('the database is unreachable');
+    },
+  };
+  for (const db of [failingTransactions, failingQueries]) {
+    const server = await startInboundServer({ db, signer: t.app.signer, host: '127.0.0.1', port: 0, log: quiet });
+    try {
+      await assert.rejects(deliver(raw, { from: `ann@${SENDER}`, to: [to] }, { ignoreTLS: true, port: server.port }), {
+        responseCode: 451,
+      });
+    } finally {
+      await server.close();
+    }
+  }
+  assert.deepEqual(await rowsWithSubject(subject), []);
+  // The sender's retry, once the database is back.
+  assert.match(await deliver(raw, { from: `ann@${SENDER}`, to: [to] }), /^250 /);
+  assert.equal((await rowsWithSubject(subject)).length, 1);
+});
+
+test('a transaction with recipients at two organizations is stored once for each, with its own recipients', async () => {
+  const third = await createTestOrganization(t.db, t.config, 'receiving');
+  await t.db.query('UPDATE domains SET receiving = true WHERE organization_id = $1', [third.id]);
+  const subject = `Two organizations ${Date.now()}`;
+  const recipients = [`a@${org.domain}`, `b@${third.domain}`];
+  const raw = await plainMessage(recipients.join(', '), { subject });
+  assert.match(await deliver(raw, { from: `ann@${SENDER}`, to: recipients }), /^250 /);
+  const rows = await rowsWithSubject(subject);
+  assert.deepEqual(
+    rows.map((row) => [row.organization_id, row.received_for]).sort(),
+    [
+      [org.id, [recipients[0]]],
+      [third.id, [recipients[1]]],
+    ].sort(),
+  );
+});
+
+async function openSmtp(port: number) {
+  const socket = connect(port, '127.0.0.1');
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', resolve);
+    socket.once('error', reject);
+  });
+  socket.on('error', () => {});
+  socket.setEncoding('utf8');
+  const replies: string[] = [];
+  let lines: string[] = [];
+  let partial = '';
+  let closed = false;
+  let wake: (() => void) | undefined;
+  socket.on('data', (chunk: string) => {
+    partial += chunk;
+    for (let end = partial.indexOf(CRLF); end >= 0; end = partial.indexOf(CRLF)) {
+      lines.push(partial.slice(0, end));
+      partial = partial.slice(end + 2);
+      if (/^\d{3}(?!-)/.test(lines.at(-1)!)) {
+        replies.push(lines.join('\n'));
+        lines = [];
+      }
+    }
+    wake?.();
+  });
+  socket.on('close', () => {
+    closed = true;
+    wake?.();
+  });
+  const reply = async (): Promise<string> => {
+    while (replies.length === 0) {
+      if (closed) throw new Error('connection closed without a reply');
+      await new Promise<void>((resolve) => (wake = resolve));
+    }
+    return replies.shift()!;
+  };
+  return {
+    reply,
+    command: (line: string) => {
+      socket.write(`${line}${CRLF}`);
+      return reply();
+    },
+    write: (data: string) => void socket.write(data),
+    end: () => void socket.destroy(),
+  };
+}

@@ -46,7 +46,12 @@ export function createAuthenticator(config: Pick<Config, 'dnsServers' | 'dnsTime
     return {
       spf: { result: spf?.status.result ?? 'none', domain: spf?.domain ?? null },
       dkim: (result.dkim.results ?? []).map((signature) => ({
-        result: signature.status.result,
+        // A body changed after signing is a PERMFAIL, which RFC 8601 reports as fail; mailauth's lenient
+        // mode says neutral (its strict mode says fail, but is strict about everything else too).
+        result:
+          signature.status.result === 'neutral' && signature.status.comment === 'body hash did not verify'
+            ? 'fail'
+            : signature.status.result,
         domain: signature.signingDomain ?? null,
         selector: signature.selector ?? null,
       })),

@@ -73,7 +73,7 @@ export async function receiveMessage(deps: ReceiveDeps, input: ReceiveInput): Pr
     const sender = { clientAddress: input.clientAddress, helo: input.helo, mailFrom: input.mailFrom };
     const [authentication, spam] = await Promise.all([
       deps.authenticate ? checkAuthentication(deps, input.raw, sender) : UNCHECKED,
-      deps.spamCheck ? checkSpam(deps, input.raw) : null,
+      deps.spamCheck ? checkSpam(deps, input, [...byOrganization.values()].flat()) : null,
     ]);
     const message: ReadMessage = { input, sha, parsed, authentication, spam };
     for (const organizationId of missing) {
@@ -116,9 +116,10 @@ async function checkAuthentication(
   }
 }
 
-async function checkSpam(deps: ReceiveDeps, raw: Buffer): Promise<SpamVerdict | null> {
+async function checkSpam(deps: ReceiveDeps, input: ReceiveInput, recipients: string[]): Promise<SpamVerdict | null> {
   try {
-    return await deps.spamCheck!(raw);
+    const { clientAddress, helo, mailFrom } = input;
+    return await deps.spamCheck!(input.raw, { clientAddress, helo, mailFrom, recipients });
   } catch (error) {
     deps.log.warn({ err: error }, 'spam filter failed; the message is stored without a verdict');
     return null;
