@@ -9,6 +9,8 @@ import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOr
 import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
 import { waitFor } from './helpers/wait.ts';
+import { databaseForProcesses } from './helpers/database.ts';
+import { runCli } from './helpers/cli.ts';
 import { decideRecipient, queueRouteActions, routeMessage } from '../src/receiving/routes.ts';
 import { compilePattern, testPattern } from '../src/receiving/route-patterns.ts';
 import type { InboundRouteView as RouteView } from '../src/receiving/inbound-routes.ts';
@@ -483,4 +485,70 @@ describe('actions queued with a received message', () => {
     );
     assert.deepEqual(counts.rows[0], { received: 0, emails: 0 });
   });
+});
+
+test('the CLI adds, lists and removes routes, refusing what the API refuses', async () => {
+  const { env, cleanup } = await databaseForProcesses('routes-cli');
+  try {
+    const cli = async (...args: string[]) => {
+      const res = await runCli([...args, '--json'], env);
+      assert.equal(res.code, 0, `mailroom ${args.join(' ')}: ${res.stdout}${res.stderr}`);
+      return res.json as Record<string, unknown>;
+    };
+    const orgId = (await cli('org', 'create', '--name', 'Routes')).id as string;
+    await cli('domain', 'add', '--org', orgId, 'routes.example');
+    const added = await cli(
+      'route',
+      'add',
+      '--org',
+      orgId,
+      '--kind',
+      'exact',
+      '--recipient',
+      'help@routes.example',
+      '--priority',
+      '5',
+      '--forward',
+      'a@example.net',
+      '--forward',
+      'b@example.net',
+      '--stop',
+    );
+    assert.equal(added.object, 'inbound_route');
+    assert.deepEqual(added.actions, [{ type: 'store' }, { type: 'forward', to: ['a@example.net', 'b@example.net'] }]);
+    const rejecting = await cli(
+      'route',
+      'add',
+      '--org',
+      orgId,
+      '--kind',
+      'catch_all',
+      '--reject',
+      'No',
+      '--priority',
+      '9',
+    );
+    const listed = (await cli('route', 'list', '--org', orgId)).data as Array<{ id: string }>;
+    assert.deepEqual(
+      listed.map((r) => r.id),
+      [added.id, rejecting.id],
+    );
+    const plain = await runCli(['route', 'list', '--org', orgId], env);
+    assert.match(
+      plain.stdout,
+      /#5 exact help@routes\.example -> store, forward to a@example\.net, b@example\.net, stop/,
+    );
+
+    const bad = await runCli(
+      ['route', 'add', '--org', orgId, '--kind', 'regex', '--recipient', '(a+)+', '--json'],
+      env,
+    );
+    assert.equal(bad.code, 1);
+    assert.equal((bad.json!.error as { name: string }).name, 'validation_error');
+
+    assert.deepEqual(await cli('route', 'remove', '--org', orgId, added.id as string), { id: added.id, deleted: true });
+    assert.equal(((await cli('route', 'list', '--org', orgId)).data as unknown[]).length, 1);
+  } finally {
+    await cleanup();
+  }
 });

@@ -21,6 +21,13 @@ import { createSession } from '../tenancy/sessions.ts';
 import { createUser, findUserByEmail, listUsers, setUserPassword } from '../tenancy/users.ts';
 import { generatePassword } from '../tenancy/passwords.ts';
 import { addDomain, findDomainByName, trustDomain, verifyDomain } from '../domains/domains.ts';
+import {
+  createRoute,
+  deleteRoute,
+  listRoutes,
+  type InboundRouteView,
+  type RouteInput,
+} from '../receiving/inbound-routes.ts';
 
 type Values = Record<string, string | boolean | (string | boolean)[] | undefined>;
 
@@ -370,6 +377,79 @@ const COMMANDS: Record<string, Command> = {
     },
   },
 
+  'route add': {
+    usage:
+      'route add --org ID --kind exact|domain|plus_tag|regex|catch_all [--recipient R] [--priority N] [--header NAME --header-pattern P] [--forward ADDRESS]... [--webhook ENDPOINT_ID] [--reject MESSAGE] [--stop] [--description D]',
+    options: {
+      org: { type: 'string' },
+      kind: { type: 'string' },
+      recipient: { type: 'string' },
+      priority: { type: 'string' },
+      header: { type: 'string' },
+      'header-pattern': { type: 'string' },
+      forward: { type: 'string', multiple: true },
+      webhook: { type: 'string' },
+      reject: { type: 'string' },
+      stop: { type: 'boolean', default: false },
+      description: { type: 'string' },
+    },
+    async run({ config, values }) {
+      const header = values.header as string | undefined;
+      const headerPattern = values['header-pattern'] as string | undefined;
+      if ((header === undefined) !== (headerPattern === undefined)) {
+        throw new UsageError('--header and --header-pattern go together');
+      }
+      // The same route the API makes: store, plus what the options ask for (reject alone).
+      const actions: NonNullable<RouteInput['actions']> = [];
+      const forward = values.forward as string[] | undefined;
+      if (values.reject !== undefined) actions.push({ type: 'reject', message: text(values, 'reject') });
+      else actions.push({ type: 'store' });
+      if (forward !== undefined) actions.push({ type: 'forward', to: forward });
+      if (values.webhook !== undefined) actions.push({ type: 'webhook', endpoint_id: text(values, 'webhook') });
+      const input: RouteInput = {
+        description: values.description as string | undefined,
+        priority: wholeNumber(values, 'priority'),
+        match: {
+          recipient_kind: text(values, 'kind') as NonNullable<RouteInput['match']>['recipient_kind'],
+          recipient: values.recipient as string | undefined,
+          ...(header !== undefined ? { header: { name: header, pattern: headerPattern! } } : {}),
+        },
+        actions,
+        stop: values.stop === true,
+      };
+      const route = await withDatabase(config, async (db) => {
+        await requireOrganization(db, text(values, 'org'));
+        return createRoute(db, text(values, 'org'), input);
+      });
+      return { json: route, text: `route ${route.id}: ${routeLine(route)}` };
+    },
+  },
+
+  'route list': {
+    usage: 'route list --org ID',
+    options: { org: { type: 'string' } },
+    async run({ config, values }) {
+      const routes = await withDatabase(config, async (db) => {
+        await requireOrganization(db, text(values, 'org'));
+        return (await listRoutes(db, text(values, 'org'), {})).data;
+      });
+      return { json: { data: routes }, text: listing(routes, (route) => `route ${route.id}: ${routeLine(route)}`) };
+    },
+  },
+
+  'route remove': {
+    usage: 'route remove --org ID ROUTE_ID',
+    options: { org: { type: 'string' } },
+    positionals: 1,
+    async run({ config, values, positionals }) {
+      const { id } = await withDatabase(config, async (db) => {
+        await requireOrganization(db, text(values, 'org'));
+        return deleteRoute(db, text(values, 'org'), positionals[0]!);
+      });
+      return { json: { id, deleted: true }, text: `route ${id} removed` };
+    },
+  },
+
   'session create': {
     usage: 'session create --org ID --email E',
     options: { org: { type: 'string' }, email: { type: 'string' } },
@@ -399,7 +479,29 @@ const REQUIRED: Record<string, string[]> = {
   'user list': ['org'],
   'user password': ['org', 'email'],
   'session create': ['org', 'email'],
+  'route add': ['org', 'kind'],
+  'route list': ['org'],
+  'route remove': ['org'],
 };
+
+/** One route in a line: priority, what it matches, what it does. */
+function routeLine(route: InboundRouteView): string {
+  const { match } = route;
+  const header = match.header ? ` and ${match.header.name} ~ /${match.header.pattern}/` : '';
+  const actions = route.actions
+    .map((action) =>
+      action.type === 'forward'
+        ? `forward to ${action.to.join(', ')}`
+        : action.type === 'webhook'
+          ? `webhook ${action.endpoint_id}`
+          : action.type === 'reject'
+            ? `reject "${action.message ?? ''}"`
+            : 'store',
+    )
+    .join(', ');
+  const flags = `${route.stop ? ', stop' : ''}${route.enabled ? '' : ' (disabled)'}`;
+  return `#${route.priority} ${match.recipient_kind} ${match.recipient}${header} -> ${actions}${flags}`;
+}
 
 /** A readable listing: one line a row, or a line saying there is none. */
 function listing<T>(rows: T[], line: (row: T) => string): string {
