@@ -5,6 +5,10 @@ import type { PageProps } from './router.tsx';
 import { OverviewPage } from './pages/OverviewPage.tsx';
 import { EmailsPage } from './pages/EmailsPage.tsx';
 import { EmailPage } from './pages/EmailPage.tsx';
+import { ReceivedEmailsPage } from './pages/ReceivedEmailsPage.tsx';
+import { ReceivedEmailPage } from './pages/ReceivedEmailPage.tsx';
+import { InboundRoutesPage } from './pages/InboundRoutesPage.tsx';
+import { InboundRoutePage } from './pages/InboundRoutePage.tsx';
 import { DomainsPage } from './pages/DomainsPage.tsx';
 import { DomainPage } from './pages/DomainPage.tsx';
 import { ApiKeysPage } from './pages/ApiKeysPage.tsx';
@@ -35,6 +39,10 @@ export const ROUTES: Route[] = [
   { path: '/', page: OverviewPage, nav: 'Overview' },
   { path: '/emails', page: EmailsPage, nav: 'Emails' },
   { path: '/emails/:id', page: EmailPage, section: '/emails' },
+  { path: '/received', page: ReceivedEmailsPage, nav: 'Received' },
+  { path: '/received/:id', page: ReceivedEmailPage, section: '/received' },
+  { path: '/inbound-routes', page: InboundRoutesPage, nav: 'Inbound routes' },
+  { path: '/inbound-routes/:id', page: InboundRoutePage, section: '/inbound-routes' },
   { path: '/domains', page: DomainsPage, nav: 'Domains' },
   { path: '/domains/:id', page: DomainPage, section: '/domains' },
   { path: '/api-keys', page: ApiKeysPage, nav: 'API keys' },

@@ -18,9 +18,9 @@ import type { PageProps } from '../router.tsx';
 export type RecordStatus = 'not_started' | 'pending' | 'verified' | 'failed';
 
 export interface DomainRecord {
-  record: 'DKIM' | 'SPF' | 'DMARC' | 'Tracking';
+  record: 'DKIM' | 'SPF' | 'DMARC' | 'Tracking' | 'Receiving';
   name: string;
-  /** TXT, MX (a custom return path's) or CNAME (a tracking subdomain's). */
+  /** TXT, MX (a custom return path's, or the Receiving one at the domain's name) or CNAME (a tracking subdomain's). */
   type: string;
   ttl: string;
   status: RecordStatus;
@@ -43,7 +43,11 @@ export interface Domain {
   region: string;
   /** The label tracking links use under the domain's name; absent when they use Mailroom's own address. */
   tracking_subdomain?: string;
-  /** Resend's record kinds (DKIM, SPF, Tracking); additional_records holds the others (DMARC). */
+  /** Resend's: sending is always on; receiving is the domain's switch (the inbound listener takes its mail). */
+  capabilities?: { sending: 'enabled' | 'disabled'; receiving: 'enabled' | 'disabled' };
+  /** Sent messages carry a signed reply address as Reply-To, so replies come back tied to them. */
+  reply_tracking?: boolean;
+  /** Resend's record kinds (DKIM, SPF, Tracking, Receiving); additional_records holds the others (DMARC). */
   records: DomainRecord[];
   additional_records: DomainRecord[];
 }

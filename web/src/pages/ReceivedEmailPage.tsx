@@ -1,0 +1,463 @@
+import type { ReactNode } from 'react';
+import { ApiError, segment, type ListResponse } from '../api.ts';
+import {
+  DataTable,
+  EmptyState,
+  ErrorBanner,
+  Loading,
+  PageHeader,
+  RelativeTime,
+  StatusBadge,
+  Timestamp,
+  type Column,
+} from '../components/index.ts';
+import { useApiGet } from '../hooks.ts';
+import { Link } from '../router.tsx';
+import type { PageProps } from '../router.tsx';
+import { formatSize } from './EmailPage.tsx';
+import { actionText, type RouteAction } from './InboundRoutesPage.tsx';
+import type { ReceivedEmailListItem } from './ReceivedEmailsPage.tsx';
+import type { Webhook } from './WebhooksPage.tsx';
+
+// One received message: who sent it to whom, whether its sender's authentication held (SPF, DKIM, DMARC,
+// ARC) and what the spam filter thought, the sent message it answers, the routes that handled it, its
+// HTML in a sandboxed frame, its text and the reply without its quoted history, its attachments and its
+// raw source. Everything from the message is rendered as text by React; its HTML only by the browser
+// inside a frame with an empty sandbox (no script, no same origin, no forms), under the dashboard's
+// policy, which loads images from data: URIs only (the HTML is asked for with its cid: images inlined),
+// so nothing remote tells the sender the message was opened.
+
+interface AuthenticationResult {
+  result?: string;
+  domain?: string | null;
+  selector?: string | null;
+  policy?: string | null;
+}
+
+export interface Authentication {
+  spf?: AuthenticationResult | null;
+  dkim?: AuthenticationResult[] | AuthenticationResult | null;
+  dmarc?: AuthenticationResult | null;
+  arc?: AuthenticationResult | null;
+}
+
+/** What a forward or webhook action did once queued: the copy sent, the delivery queued, or why not. */
+type RouteOutcome =
+  | { action: 'forward'; to: string; email_id?: string; skipped?: string }
+  | { action: 'webhook'; endpoint_id: string; delivery_id?: string; skipped?: string };
+
+interface AppliedRoute {
+  route_id: string;
+  actions: RouteAction[];
+  outcomes?: RouteOutcome[];
+}
+
+export interface ReceivedEmail extends ReceivedEmailListItem {
+  html: string | null;
+  text: string | null;
+  stripped_text: string | null;
+  headers: Record<string, string>;
+  received_for: string[];
+  raw: { download_url: string; expires_at: string } | null;
+  /** Mailroom's own, as the rest below: what the SMTP session said. */
+  envelope?: { mail_from: string; client_address: string; helo: string; tls: boolean };
+  size?: number;
+  authentication: Authentication;
+  /** null: not scanned (no spam filter configured, or it could not be reached). */
+  spam: { verdict: 'ham' | 'spam'; score: number | null } | null;
+  quarantined: boolean;
+  in_reply_to_email_id: string | null;
+  routes: AppliedRoute[];
+}
+
+interface ReceivedAttachment {
+  id: string;
+  filename: string | null;
+  content_type: string;
+  size: number;
+  download_url: string;
+}
+
+/** Only web links become an href (never `javascript:` or `data:`). */
+function webUrl(value: string | null | undefined): string | undefined {
+  if (!value) return undefined;
+  try {
+    const url = new URL(value, window.location.href);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.href : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** An authentication result's colour: a pass reads green, a failure red, anything else plain. */
+function resultTone(result: string | undefined): string {
+  switch (result) {
+    case 'pass':
+      return 'verified';
+    case 'fail':
+    case 'softfail':
+    case 'permerror':
+      return 'failed';
+    case 'temperror':
+      return 'pending';
+    default:
+      return 'other';
+  }
+}
+
+function Result({ result }: { result: string | undefined }) {
+  return <StatusBadge tone={resultTone(result)}>{result || 'none'}</StatusBadge>;
+}
+
+interface CheckRow {
+  key: string;
+  check: string;
+  result: string | undefined;
+  details: string;
+}
+
+/** One row per check; DKIM has one per signature (none: a single "none" row). */
+export function authenticationRows(authentication: Authentication | null | undefined): CheckRow[] {
+  const found = authentication ?? {};
+  const signatures = Array.isArray(found.dkim) ? found.dkim : found.dkim ? [found.dkim] : [];
+  const domain = (entry: AuthenticationResult | null | undefined) => entry?.domain ?? '';
+  const rows: CheckRow[] = [{ key: 'spf', check: 'SPF', result: found.spf?.result, details: domain(found.spf) }];
+  if (signatures.length === 0) rows.push({ key: 'dkim', check: 'DKIM', result: undefined, details: 'not signed' });
+  for (const [index, signature] of signatures.entries()) {
+    const selector = signature.selector ? ` (selector ${signature.selector})` : '';
+    rows.push({ key: `dkim-${index}`, check: 'DKIM', result: signature.result, details: domain(signature) + selector });
+  }
+  const policy = found.dmarc?.policy ? ` (policy ${found.dmarc.policy})` : '';
+  rows.push({ key: 'dmarc', check: 'DMARC', result: found.dmarc?.result, details: domain(found.dmarc) + policy });
+  rows.push({ key: 'arc', check: 'ARC', result: found.arc?.result, details: domain(found.arc) });
+  return rows;
+}
+
+export function ReceivedEmailPage({ params }: PageProps) {
+  const id = params.id ?? '';
+  const base = `/emails/receiving/${segment(id)}`;
+  const email = useApiGet<ReceivedEmail>(base, { html_format: 'data_uri' });
+  const notFound = email.error instanceof ApiError && email.error.status === 404;
+  const data = email.data;
+  return (
+    <>
+      <PageHeader
+        title={data ? data.subject || '(no subject)' : 'Received email'}
+        description={<Link to="/received">← All received emails</Link>}
+      />
+      {notFound ? (
+        <EmptyState title="No such received email" action={<Link to="/received">Back to the received emails</Link>}>
+          It is not one of your organization&apos;s received messages, or retention deleted it.
+        </EmptyState>
+      ) : (
+        <ErrorBanner error={email.error} title="The received email could not be loaded" onRetry={email.reload} />
+      )}
+      {!data && email.loading ? <Loading label="Loading the received email…" /> : null}
+      {data ? (
+        <>
+          <Details email={data} />
+          <Checks email={data} />
+          <Handling email={data} />
+          <Content email={data} />
+          <Attachments base={base} count={data.attachments?.length ?? 0} />
+          <Source email={data} />
+        </>
+      ) : null}
+    </>
+  );
+}
+
+function Row({ label, children }: { label: string; children: ReactNode }) {
+  return (
+    <div className="detail-row">
+      <dt>{label}</dt>
+      <dd>{children}</dd>
+    </div>
+  );
+}
+
+const addresses = (list: string[] | undefined) =>
+  list && list.length ? <span className="break-anywhere">{list.join(', ')}</span> : <span className="muted">—</span>;
+
+function Details({ email }: { email: ReceivedEmail }) {
+  return (
+    <section className="card" aria-labelledby="received-details">
+      <h2 id="received-details">Details</h2>
+      <dl className="details">
+        <Row label="From">{addresses([email.from])}</Row>
+        <Row label="To">{addresses(email.to)}</Row>
+        <Row label="Cc">{addresses(email.cc)}</Row>
+        <Row label="Reply to">{addresses(email.reply_to)}</Row>
+        <Row label="Received for">{addresses(email.received_for)}</Row>
+        {email.envelope ? (
+          <Row label="Handed over by">
+            <span className="break-anywhere">
+              {email.envelope.client_address || 'an unknown client'}
+              {email.envelope.helo ? ` (HELO ${email.envelope.helo})` : ''},{' '}
+              {email.envelope.tls ? 'under TLS' : 'not encrypted'}; MAIL FROM{' '}
+              {email.envelope.mail_from ? email.envelope.mail_from : '<> (a bounce)'}
+            </span>
+          </Row>
+        ) : null}
+        <Row label="Subject">
+          <span className="break-anywhere">{email.subject || '(no subject)'}</span>
+        </Row>
+        <Row label="Received">
+          <Timestamp value={email.created_at} /> (<RelativeTime value={email.created_at} />)
+        </Row>
+        <Row label="In reply to">
+          {email.in_reply_to_email_id ? (
+            <Link to={`/emails/${encodeURIComponent(email.in_reply_to_email_id)}`}>The sent message it answers</Link>
+          ) : (
+            <span className="muted">Not a reply to a message sent from here</span>
+          )}
+        </Row>
+        <Row label="Message-ID">
+          <code className="break-anywhere">{email.message_id || '—'}</code>
+        </Row>
+        {email.size !== undefined ? <Row label="Size">{formatSize(email.size)}</Row> : null}
+        <Row label="Id">
+          <code className="break-anywhere">{email.id}</code>
+        </Row>
+      </dl>
+    </section>
+  );
+}
+
+function Checks({ email }: { email: ReceivedEmail }) {
+  const columns: Array<Column<CheckRow>> = [
+    { header: 'Check', cell: (row) => row.check, className: 'nowrap' },
+    { header: 'Result', cell: (row) => <Result result={row.result} />, className: 'nowrap' },
+    {
+      header: 'Domain',
+      cell: (row) => (row.details ? <span className="break-anywhere">{row.details}</span> : '—'),
+    },
+  ];
+  const verdict = email.spam?.verdict;
+  const score = email.spam?.score;
+  return (
+    <section className="card" aria-labelledby="received-checks">
+      <h2 id="received-checks">Sender authentication and spam</h2>
+      <p className="muted">
+        Whether the sending server was allowed to send for the domain (SPF), the message was signed by it (DKIM), the
+        From domain&apos;s policy holds (DMARC), and forwarders vouched for it (ARC). A message can claim any sender:
+        trust its From address only when DMARC passes.
+      </p>
+      <div className="stack-narrow">
+        <DataTable
+          caption="Sender authentication results"
+          captionHidden
+          columns={columns}
+          rows={authenticationRows(email.authentication)}
+          rowKey={(row) => row.key}
+        />
+      </div>
+      <dl className="details">
+        <Row label="Spam verdict">
+          {verdict === null || verdict === undefined ? (
+            <span className="muted">Not scanned (no spam filter configured, or it could not be reached)</span>
+          ) : (
+            <>
+              <StatusBadge tone={verdict === 'spam' ? 'failed' : 'verified'}>
+                {verdict === 'spam' ? 'Spam' : 'Not spam'}
+              </StatusBadge>
+              {score !== null && score !== undefined ? ` score ${score}` : null}
+            </>
+          )}
+        </Row>
+        <Row label="Quarantined">
+          {email.quarantined ? 'Yes: kept out of the received list and not announced to webhooks' : 'No'}
+        </Row>
+      </dl>
+    </section>
+  );
+}
+
+function Outcome({ outcome, endpoints }: { outcome: RouteOutcome; endpoints: Webhook[] }) {
+  if (outcome.action === 'forward') {
+    if (outcome.skipped)
+      return (
+        <>
+          not forwarded to {outcome.to}: {outcome.skipped}
+        </>
+      );
+    return outcome.email_id ? (
+      <>
+        forwarded to {outcome.to} (<Link to={`/emails/${encodeURIComponent(outcome.email_id)}`}>the copy sent</Link>)
+      </>
+    ) : (
+      <>forwarded to {outcome.to}</>
+    );
+  }
+  const endpoint = endpoints.find((entry) => entry.id === outcome.endpoint_id)?.endpoint ?? outcome.endpoint_id;
+  if (outcome.skipped)
+    return (
+      <>
+        not sent to {endpoint}: {outcome.skipped}
+      </>
+    );
+  return (
+    <>
+      sent to <Link to={`/webhooks/${encodeURIComponent(outcome.endpoint_id)}`}>{endpoint}</Link>
+    </>
+  );
+}
+
+function Handling({ email }: { email: ReceivedEmail }) {
+  const routes = email.routes ?? [];
+  const usesWebhooks = routes.some((route) => route.actions.some((action) => action.type === 'webhook'));
+  const webhooks = useApiGet<ListResponse<Webhook>>(usesWebhooks ? '/webhooks' : null);
+  const endpoints = webhooks.data?.data ?? [];
+  return (
+    <section className="card" aria-labelledby="received-routes">
+      <h2 id="received-routes">Routes applied</h2>
+      {routes.length === 0 ? (
+        <p className="muted">
+          No <Link to="/inbound-routes">inbound route</Link> matched: it was stored, the default for a domain that
+          receives mail.
+        </p>
+      ) : (
+        <ol className="applied-routes">
+          {routes.map((route, index) => (
+            <li key={`${route.route_id}-${index}`}>
+              <Link to={`/inbound-routes/${encodeURIComponent(route.route_id)}`}>
+                Route <code>{route.route_id.slice(0, 8)}</code>
+              </Link>
+              :{' '}
+              {route.actions.length
+                ? route.actions.map((action) => actionText(action, endpoints)).join('; ')
+                : 'no action'}
+              {route.outcomes && route.outcomes.length > 0 ? (
+                <ul>
+                  {route.outcomes.map((outcome, at) => (
+                    <li key={at}>
+                      <Outcome outcome={outcome} endpoints={endpoints} />
+                    </li>
+                  ))}
+                </ul>
+              ) : null}
+            </li>
+          ))}
+        </ol>
+      )}
+    </section>
+  );
+}
+
+function Content({ email }: { email: ReceivedEmail }) {
+  return (
+    <section className="card" aria-labelledby="received-content">
+      <h2 id="received-content">Content</h2>
+      <h3>HTML</h3>
+      {email.html ? (
+        <>
+          <p className="muted">
+            Shown without scripts and without remote images or styles: loading them would tell the sender you looked.
+          </p>
+          <iframe
+            className="preview-frame"
+            sandbox=""
+            referrerPolicy="no-referrer"
+            srcDoc={email.html}
+            title="The received message's HTML (sandboxed: no scripts run)"
+          />
+        </>
+      ) : (
+        <p className="muted">This message has no HTML part.</p>
+      )}
+      <h3>Reply</h3>
+      {email.stripped_text ? (
+        <pre className="code-block message-text" tabIndex={0} aria-label="The reply without its quoted history">
+          {email.stripped_text}
+        </pre>
+      ) : (
+        <p className="muted">No text to show without its quoted history.</p>
+      )}
+      <h3>Text</h3>
+      {email.text ? (
+        <pre className="code-block message-text" tabIndex={0} aria-label="The message's text">
+          {email.text}
+        </pre>
+      ) : (
+        <p className="muted">This message has no text part.</p>
+      )}
+    </section>
+  );
+}
+
+function Attachments({ base, count }: { base: string; count: number }) {
+  const attachments = useApiGet<ListResponse<ReceivedAttachment>>(count > 0 ? `${base}/attachments` : null);
+  const rows = attachments.data?.data ?? [];
+  const columns: Array<Column<ReceivedAttachment>> = [
+    {
+      header: 'Name',
+      cell: (attachment) => {
+        const name = attachment.filename || '(no name)';
+        const url = webUrl(attachment.download_url);
+        return url ? (
+          <a href={url} download={attachment.filename ?? ''} rel="noreferrer" className="break-anywhere">
+            {name}
+          </a>
+        ) : (
+          <span className="break-anywhere">{name}</span>
+        );
+      },
+    },
+    { header: 'Size', cell: (attachment) => formatSize(attachment.size), className: 'numeric nowrap' },
+    { header: 'Type', cell: (attachment) => attachment.content_type, className: 'hide-narrow' },
+  ];
+  return (
+    <section className="card" aria-labelledby="received-attachments">
+      <h2 id="received-attachments">Attachments</h2>
+      {count === 0 ? <p className="muted">No attachments.</p> : null}
+      <ErrorBanner error={attachments.error} title="The attachments could not be loaded" onRetry={attachments.reload} />
+      {count > 0 && !attachments.data && attachments.loading ? <Loading label="Loading attachments…" /> : null}
+      {rows.length > 0 ? (
+        <>
+          <DataTable
+            caption="Attachments"
+            captionHidden
+            columns={columns}
+            rows={rows}
+            rowKey={(attachment) => attachment.id}
+          />
+          <p className="muted">Download links are signed and expire; reload the page for fresh ones.</p>
+        </>
+      ) : null}
+    </section>
+  );
+}
+
+function Source({ email }: { email: ReceivedEmail }) {
+  const raw = webUrl(email.raw?.download_url);
+  const headers = Object.entries(email.headers ?? {});
+  return (
+    <section className="card" aria-labelledby="received-source">
+      <h2 id="received-source">Source</h2>
+      {raw ? (
+        <p>
+          <a href={raw} download={`${email.id}.eml`} rel="noreferrer">
+            Download the raw message (.eml)
+          </a>{' '}
+          <span className="muted">
+            (the link works until <Timestamp value={email.raw!.expires_at} />)
+          </span>
+        </p>
+      ) : (
+        <p className="muted">The raw message is no longer kept.</p>
+      )}
+      {headers.length > 0 ? (
+        <details className="received-headers">
+          <summary>Headers ({headers.length})</summary>
+          <dl className="details">
+            {headers.map(([name, value]) => (
+              <Row key={name} label={name}>
+                <span className="break-anywhere">{value}</span>
+              </Row>
+            ))}
+          </dl>
+        </details>
+      ) : null}
+    </section>
+  );
+}
