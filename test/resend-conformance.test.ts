@@ -13,6 +13,9 @@ import assert from 'node:assert/strict';
 import { takeMessage } from '../src/delivery/take-message.ts';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { requestProblems, resendOperation, responseProblems } from './helpers/resend-openapi.ts';
+import MailComposer from 'nodemailer/lib/mail-composer/index.js';
+import type Mail from 'nodemailer/lib/mailer/index.js';
+import { receiveMessage } from '../src/receiving/receive-message.ts';
 
 let t: TestApp;
 let org: TestOrganization;
@@ -147,7 +150,76 @@ test('domains', async () => {
   assert.equal((await ok('GET', `/domains/${branded.id}`)).tracking_subdomain, 'track');
   await ok('POST', `/domains/${branded.id}/verify`);
   await ok('DELETE', `/domains/${branded.id}`);
+  // Receiving brings Resend's Receiving MX at the domain's own name.
+  const receiving = await ok('POST', '/domains', {
+    name: `conform-inbox-${process.pid}.example.org`,
+    capabilities: { sending: 'enabled', receiving: 'enabled' },
+  });
+  assert.deepEqual(
+    receiving.records.map(
+      (record: { record: string; type: string; name: string }) => `${record.record} ${record.type}`,
+    ),
+    ['DKIM TXT', 'SPF TXT', 'Receiving MX'],
+  );
+  assert.deepEqual(receiving.capabilities, { sending: 'enabled', receiving: 'enabled' });
+  await ok('PATCH', `/domains/${receiving.id}`, { capabilities: { receiving: 'disabled' } });
+  await ok('POST', `/domains/${receiving.id}/verify`);
+  await ok('DELETE', `/domains/${receiving.id}`);
   check(['domains/create', 'domains/list', 'domains/get', 'domains/update', 'domains/verify', 'domains/remove']);
+});
+
+test('received emails', async () => {
+  const { ok, check } = area();
+  const { rows: domains } = await t.db.query<{ id: string }>('SELECT id FROM domains WHERE name = $1', [org.domain]);
+  const receive = async (options: Mail.Options) => {
+    const { ids } = await receiveMessage(
+      { db: t.db, signer: t.app.signer, log: { info: () => {}, warn: () => {}, error: () => {} } },
+      {
+        raw: await new MailComposer(options).compile().build(),
+        mailFrom: 'ada@outside.example',
+        recipients: [{ address: `desk@${org.domain}`, organizationId: org.id, domainId: domains[0]!.id }],
+        clientAddress: '192.0.2.7',
+        helo: 'outside.example',
+        tls: true,
+      },
+    );
+    return ids[0]!;
+  };
+  await receive({ from: 'ada@outside.example', to: `desk@${org.domain}`, subject: 'Plain', text: 'Hello' });
+  const rich = await receive({
+    from: 'Ada <ada@outside.example>',
+    to: `desk@${org.domain}`,
+    cc: 'bob@outside.example',
+    replyTo: 'ada+replies@outside.example',
+    subject: 'With parts',
+    html: '<p><img src="cid:dot@outside.example"></p>',
+    attachments: [
+      { filename: 'dot.gif', content: Buffer.from('R0lGODlhAQABAAAAACw=', 'base64'), cid: 'dot@outside.example' },
+      { filename: 'notes.txt', content: 'notes' },
+    ],
+  });
+  const list = await ok('GET', '/emails/receiving');
+  assertList(list, 'GET /emails/receiving');
+  assert.equal(list.data[0].id, rich);
+  const page = await ok('GET', '/emails/receiving?limit=1');
+  assert.equal(page.has_more, true);
+  await ok('GET', `/emails/receiving?limit=1&after=${page.data[0].id}`);
+  const email = await ok('GET', `/emails/receiving/${rich}`);
+  assert.deepEqual(
+    [email.object, email.cc, email.reply_to],
+    ['email', ['bob@outside.example'], ['ada+replies@outside.example']],
+  );
+  await ok('GET', `/emails/receiving/${rich}?html_format=cid`);
+  const attachments = await ok('GET', `/emails/receiving/${rich}/attachments`);
+  assertList(attachments, 'GET /emails/receiving/:id/attachments');
+  assert.equal(attachments.data.length, 2);
+  await ok('GET', `/emails/receiving/${rich}/attachments/${attachments.data[1].id}`);
+  check([
+    'emails/list-receiving',
+    'emails/get-receiving',
+    'emails/list-receiving-attachments',
+    'emails/get-receiving-attachment',
+  ]);
 });
 
 test('emails', async () => {

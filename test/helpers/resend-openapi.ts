@@ -124,17 +124,34 @@ export const SDK_CASES: SdkCase[] = [
       };
     },
   },
+  // An attachment of a received message without a Content-ID: the SDK's InboundAttachment has it null.
+  ...[
+    { schema: 'GetReceivedEmailResponse', path: ['properties', 'attachments', 'items', 'properties', 'content_id'] },
+    {
+      schema: 'ListReceivedEmailsResponse',
+      path: [...item('attachments'), 'items', 'properties', 'content_id'],
+    },
+  ].map(({ schema, path }) => ({
+    schema,
+    path,
+    sdk: 'InboundAttachment.content_id: string | null',
+    apply: nullable,
+  })),
   // has_more is optional in the document, required by the SDK's list types.
-  ...['ListDomainsResponse', 'ListApiKeysResponse', 'ListTemplatesResponseSuccess', 'ListEmailsResponse'].map(
-    (schema) => ({
-      schema,
-      path: [],
-      sdk: `${schema.replace('Response', 'ResponseSuccess').replace('SuccessSuccess', 'Success')}.has_more: boolean`,
-      apply(list: Record<string, unknown>) {
-        list.required = [...((list.required as string[] | undefined) ?? []), 'object', 'has_more', 'data'];
-      },
-    }),
-  ),
+  ...[
+    'ListDomainsResponse',
+    'ListApiKeysResponse',
+    'ListTemplatesResponseSuccess',
+    'ListEmailsResponse',
+    'ListReceivedEmailsResponse',
+  ].map((schema) => ({
+    schema,
+    path: [],
+    sdk: `${schema.replace('Response', 'ResponseSuccess').replace('SuccessSuccess', 'Success')}.has_more: boolean`,
+    apply(list: Record<string, unknown>) {
+      list.required = [...((list.required as string[] | undefined) ?? []), 'object', 'has_more', 'data'];
+    },
+  })),
 ];
 for (const sdkCase of SDK_CASES) {
   let node = document.components.schemas[sdkCase.schema] as Record<string, unknown> | undefined;
