@@ -33,7 +33,8 @@ export async function outgoingMessage(
     from: email.from,
     to: email.to,
     cc: email.cc,
-    replyTo: email.reply_to,
+    // A reply address is made only for a message without a reply_to of its own (prepare-message.ts).
+    replyTo: email.reply_address === null ? email.reply_to : [email.reply_address],
     subject: email.subject,
     html: email.html ?? undefined,
     text: email.text ?? undefined,

@@ -31,6 +31,8 @@ export interface EmailToSend {
   headers: Record<string, string> | null;
   topic_id: string | null;
   message_id: string;
+  /** The signed reply address it goes out with as Reply-To (emails/reply-address.ts); null: its reply_to. */
+  reply_address: string | null;
   /** The switches in force: the sending domain's own, else the organization's. */
   open_tracking: boolean;
   click_tracking: boolean;
@@ -108,7 +110,7 @@ export async function takeMessages(db: Queryable, emailIds: string[]): Promise<T
   >(
     `WITH locked AS (
        SELECT e.id, e.organization_id, e.status, e.scheduled_at, e.created_at, e."from", e."to", e.cc, e.reply_to,
-              e.subject, e.html, e.text, e.headers, e.topic_id, e.message_id,
+              e.subject, e.html, e.text, e.headers, e.topic_id, e.message_id, e.reply_address,
               coalesce(d.open_tracking, o.open_tracking) AS open_tracking,
               coalesce(d.click_tracking, o.click_tracking) AS click_tracking,
               d.name AS domain_name, d.dkim_selector, d.dkim_private_key, d.tls AS domain_tls,

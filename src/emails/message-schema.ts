@@ -35,6 +35,12 @@ export const EmailMessageSchema = Type.Object(
     cc: Type.Optional(AddressList),
     bcc: Type.Optional(AddressList),
     reply_to: Type.Optional(AddressList),
+    reply_tracking: Type.Optional(
+      Type.Boolean({
+        description:
+          "Mailroom extension: true gives the message a signed reply address (reply+<token>@<its From domain>) as Reply-To, so replies come back tied to it; false gives none. Unset: the sending domain's reply_tracking. Ignored when the message has a reply_to.",
+      }),
+    ),
     scheduled_at: Type.Optional(Type.String({ description: SCHEDULED_AT_DESCRIPTION })),
     tags: Type.Optional(
       Type.Union([

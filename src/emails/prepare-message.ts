@@ -8,6 +8,7 @@ import { findPublishedVersion, type PublishedVersion } from '../templates/templa
 import type { EmailMessage } from './message-schema.ts';
 import { validateMessage, type Attachment, type ValidMessage } from './validate-message.ts';
 import { attachmentFetcherFor, type AttachmentFetcher } from './attachment-fetch.ts';
+import { replyAddress as makeReplyAddress, signerOf } from './reply-address.ts';
 
 /** A message that passed every check and is ready to be stored: what accept-messages.ts takes. */
 export interface PreparedMessage extends ValidMessage {
@@ -15,6 +16,8 @@ export interface PreparedMessage extends ValidMessage {
   domainId: string;
   subject: string;
   messageId: string;
+  /** The signed reply address it carries as Reply-To (emails/reply-address.ts); null or left out: none. */
+  replyAddress?: string | null;
 }
 
 /**
@@ -129,7 +132,22 @@ export async function prepareMessage(
   );
 
   const id = newRowId();
-  return { ...valid, subject: subject!, html, text, id, domainId: domain.id, messageId: `<${id}@${domain.name}>` };
+  // A reply address only where the sender asked for none of their own: a reply_to given (by the send
+  // or its template) is where the sender wants replies, and one Reply-To is what replies follow.
+  const replyAddress =
+    (valid.replyTracking ?? domain.replyTracking) && valid.replyTo.length === 0
+      ? makeReplyAddress(await signerOf(db), id, domain.name)
+      : null;
+  return {
+    ...valid,
+    subject: subject!,
+    html,
+    text,
+    id,
+    domainId: domain.id,
+    messageId: `<${id}@${domain.name}>`,
+    replyAddress,
+  };
 }
 
 /**

@@ -32,6 +32,8 @@ export interface ValidMessage {
   cc: string[];
   bcc: string[];
   replyTo: string[];
+  /** Mailroom's extension: whether the message carries a reply address; undefined follows its domain. */
+  replyTracking: boolean | undefined;
   /** Unique bare addresses across to, cc and bcc (first kind wins), the ones delivery sends to. */
   recipients: Recipient[];
   /** Addresses as listed (to + cc + bcc): what the recipient limit and the quota count. */
@@ -134,6 +136,7 @@ export function validateMessage(
     cc: parsed.cc.map(formatMailbox),
     bcc: parsed.bcc.map(formatMailbox),
     replyTo: replyTo.map(formatMailbox),
+    replyTracking: message.reply_tracking,
     recipients: [...recipients.values()],
     recipientCount,
     subject: message.subject,

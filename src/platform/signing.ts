@@ -2,14 +2,14 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Queryable } from './db/database.ts';
 
 // Links and addresses Mailroom puts in messages (tracking pixel, tracked links, unsubscribe links, the
-// VERP return path) carry what they refer to, signed, so that a request can be trusted without a
-// lookup and cannot be forged or bent to point elsewhere. One secret per installation, made by the
+// VERP return path, reply addresses) carry what they refer to, signed, so that a request can be trusted
+// without a lookup and cannot be forged or bent to point elsewhere. One secret per installation, made by the
 // first process that needs it and kept in the database so every process signs alike; each purpose
 // signs with its own key derived from it, so a token of one kind is never valid as another.
 
 /** What a token is for; each purpose has its own key. */
 export type SigningPurpose =
-  'open' | 'click' | 'unsubscribe' | 'return-path' | 'attachment' | 'preview' | 'received-file';
+  'open' | 'click' | 'unsubscribe' | 'return-path' | 'attachment' | 'preview' | 'received-file' | 'reply';
 
 export interface Signer {
   /** `<base64url JSON>.<base64url 128-bit HMAC-SHA256 tag>`: URL-safe, no padding. */
