@@ -22,6 +22,7 @@ let api: SendingDashboard['api'];
 let emailId = '';
 let domainId = '';
 let templateId = '';
+let routeId = '';
 
 before(async () => {
   sending = await startSendingDashboard(DOMAIN, {
@@ -53,8 +54,8 @@ before(async () => {
     },
   });
   ({ dashboard, api } = sending);
-  // Something on every page: a message, a domain, a template, a topic, a contact, a suppression (and,
-  // written before the server started, destinations).
+  // Something on every page: a message, a domain, a template, a topic, a contact, a suppression, an
+  // inbound route (and, written before the server started, destinations).
   emailId = (
     await api('POST', '/emails', {
       from: `Acme <hi@${DOMAIN}>`,
@@ -69,6 +70,13 @@ before(async () => {
   await api('POST', '/topics', { name: 'News', default_subscription: 'opt_in' });
   await api('POST', '/contacts', { email: 'contact@example.com', first_name: 'Ada' });
   await api('POST', '/suppressions', { email: 'gone@example.com' });
+  routeId = (
+    await api('POST', '/inbound-routes', {
+      description: 'Everything else',
+      match: { recipient_kind: 'catch_all' },
+      actions: [{ type: 'forward', to: ['desk@example.com'] }, { type: 'store' }],
+    })
+  ).id as string;
 });
 after(() => sending?.close());
 
@@ -122,6 +130,9 @@ const PAGES: Array<[string, string | RegExp]> = [
   ['/', 'Overview'],
   ['/emails', 'Emails'],
   ['/emails/:email', 'Hello'],
+  ['/received', 'Received'],
+  ['/inbound-routes', 'Inbound routes'],
+  ['/inbound-routes/:route', 'Everything else'],
   ['/domains', 'Domains'],
   ['/domains/:domain', DOMAIN],
   ['/api-keys', 'API keys'],
@@ -152,7 +163,11 @@ test('every page: fields labelled, controls named, and Tab reaches every control
 
     const findings: string[] = [];
     for (const [template, heading] of PAGES) {
-      const address = template.replace(':email', emailId).replace(':domain', domainId).replace(':template', templateId);
+      const address = template
+        .replace(':email', emailId)
+        .replace(':domain', domainId)
+        .replace(':template', templateId)
+        .replace(':route', routeId);
       await openPage(page, address, heading);
       await waitUntilLoaded(page);
       const audit = (await page.evaluate(AUDIT)) as { problems: string[]; controls: number };
