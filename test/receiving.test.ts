@@ -16,6 +16,7 @@ import { startInboundServer, type InboundServer } from '../src/inbound/inbound-s
 import { createAuthenticator } from '../src/receiving/authentication.ts';
 import { receiveMessage, type ReceiveDeps } from '../src/receiving/receive-message.ts';
 import { loadTlsCertificate } from '../src/submission/tls-certificate.ts';
+import { pruneAll } from '../src/retention/prune.ts';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { startDnsServer, type DnsServer } from './helpers/dns-server.ts';
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
@@ -435,6 +436,57 @@ test('a transaction with recipients at two organizations is stored once for each
       [third.id, [recipients[1]]],
     ].sort(),
   );
+});
+
+test('after MAILROOM_RETENTION_DAYS a received message goes whole: row, raw message and attachments', async () => {
+  const to = `keep@${org.domain}`;
+  const attachments = [{ filename: 'a.txt', content: 'attached' }];
+  const [old, recent] = [
+    await plainMessage(to, { subject: `Old ${Date.now()}`, attachments }),
+    await plainMessage(to, { subject: `Recent ${Date.now()}`, attachments }),
+  ];
+  const recipients = [{ address: to, organizationId: org.id, domainId }];
+  const received = async (raw: Buffer) =>
+    (
+      await receiveMessage(deps, {
+        raw,
+        mailFrom: '',
+        recipients,
+        clientAddress: '192.0.2.1',
+        helo: 'mx.example.net',
+        tls: false,
+      })
+    ).ids[0]!;
+  const [oldId, recentId] = [await received(old), await received(recent)];
+  const left = async (id: string) =>
+    (
+      await t.db.query<{ rows: number; raw: number; attachments: number }>(
+        `SELECT (SELECT count(*)::int FROM received_emails WHERE id = $1) AS rows,
+                (SELECT count(*)::int FROM received_email_raw WHERE received_email_id = $1) AS raw,
+                (SELECT count(*)::int FROM received_attachments WHERE received_email_id = $1) AS attachments`,
+        [id],
+      )
+    ).rows[0];
+  const options = { retentionDays: 30, metadataRetentionDays: 90, dataDir };
+  // The clock moved: the first arrived 31 days ago, the other 29.
+  await t.db.query(`UPDATE received_emails SET created_at = created_at - make_interval(days => 31) WHERE id = $1`, [
+    oldId,
+  ]);
+  await t.db.query(`UPDATE received_emails SET created_at = created_at - make_interval(days => 29) WHERE id = $1`, [
+    recentId,
+  ]);
+  const counts = await pruneAll(t.db, options);
+  assert.ok(counts.receivedEmails >= 1);
+  assert.deepEqual(await left(oldId), { rows: 0, raw: 0, attachments: 0 });
+  assert.deepEqual(await left(recentId), { rows: 1, raw: 1, attachments: 1 });
+  // Two more days: the other goes too.
+  await t.db.query(`UPDATE received_emails SET created_at = created_at - make_interval(days => 2) WHERE id = $1`, [
+    recentId,
+  ]);
+  await pruneAll(t.db, options);
+  assert.deepEqual(await left(recentId), { rows: 0, raw: 0, attachments: 0 });
+  // The same message arriving again after it was pruned is new again.
+  assert.notEqual(await received(old), oldId);
 });
 
 async function openSmtp(port: number) {

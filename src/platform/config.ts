@@ -332,7 +332,7 @@ const SETTING_TABLE = {
   retentionDays: setting(
     'MAILROOM_RETENTION_DAYS',
     '30',
-    "Days a sent or canceled message keeps its content (html, text, headers, template variables, attachments, captured .eml), counted from when it was sent (or accepted, when never sent). Then the worker deletes it; the message's metadata and timeline stay. API request log entries (GET /logs) go as long after the request.",
+    "Days a sent or canceled message keeps its content (html, text, headers, template variables, attachments, captured .eml), counted from when it was sent (or accepted, when never sent). Then the worker deletes it; the message's metadata and timeline stay. API request log entries (GET /logs) go as long after the request, and received messages (raw, parsed and attachments, all of them content) as long after they arrived.",
     integer(1, 36_500),
   ),
   metadataRetentionDays: setting(

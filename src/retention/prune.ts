@@ -44,6 +44,8 @@ export interface PruneCounts {
   dmarcReports: number;
   /** API request log entries deleted. */
   requestLogs: number;
+  /** Received messages deleted whole (raw, parsed and attachments). */
+  receivedEmails: number;
 }
 
 /** Runs every kind once, content before metadata; on PGlite, then vacuums what changed. */
@@ -56,6 +58,7 @@ export async function pruneAll(db: Database, options: PruneOptions): Promise<Pru
     eventCounts: await pruneEventCounts(db, options),
     dmarcReports: await pruneDmarcReports(db, options),
     requestLogs: await pruneRequestLogs(db, options),
+    receivedEmails: await pruneReceivedEmails(db, options),
   };
   if (db.kind === 'pglite') await vacuumChanged(db, counts);
   return counts;
@@ -203,6 +206,23 @@ export async function pruneRequestLogs(db: Database, options: PruneOptions): Pro
   });
 }
 
+/**
+ * Received messages taken more than `retentionDays` ago, whole: a received message is all content (its
+ * addresses, subject and headers are what someone wrote, as much as its body), so nothing of it outlives
+ * the content period. Its raw bytes and attachments go with it (ON DELETE CASCADE).
+ */
+export async function pruneReceivedEmails(db: Database, options: PruneOptions): Promise<number> {
+  return inBatches(options, async (limit) => {
+    const { rowCount } = await db.query(
+      `DELETE FROM received_emails WHERE id IN (
+         SELECT id FROM received_emails WHERE created_at < now() - make_interval(days => $1)
+          ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+      [options.retentionDays, limit],
+    );
+    return rowCount;
+  });
+}
+
 /** Runs `batch` until it handles fewer rows than asked (or the process stops); the total handled. */
 async function inBatches(options: PruneOptions, batch: (limit: number) => Promise<number>): Promise<number> {
   const limit = options.batchSize ?? DEFAULT_BATCH_SIZE;
@@ -229,6 +249,7 @@ async function vacuumChanged(db: Database, counts: PruneCounts): Promise<void> {
     ...(counts.eventCounts > 0 ? ['email_event_counts'] : []),
     ...(counts.dmarcReports > 0 ? ['dmarc_reports', 'dmarc_report_rows'] : []),
     ...(counts.requestLogs > 0 ? ['request_logs'] : []),
+    ...(counts.receivedEmails > 0 ? ['received_emails', 'received_email_raw', 'received_attachments'] : []),
   ];
   if (tables.length > 0) await db.query(`VACUUM (SKIP_LOCKED) ${tables.join(', ')}`);
 }
