@@ -12,7 +12,8 @@ import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
 import { freePort } from './helpers/server-process.ts';
 import { startInboundServer, type InboundServer } from '../src/inbound/inbound-server.ts';
-import { addDomain, trustDomain } from '../src/domains/domains.ts';
+import { addDomain, trustDomain, verifyDomain } from '../src/domains/domains.ts';
+import { recordHosts } from '../src/domains/domain-records.ts';
 import { compileShapingPolicy } from '../src/shaping/shaping-file.ts';
 import { checkDomain, checkDueDomains, type DoctorContext, type Finding } from '../src/doctor/doctor.ts';
 import { evaluateSpf } from '../src/doctor/spf.ts';
@@ -239,6 +240,40 @@ test('a domain with its own return path is checked there: SPF and the MX of send
   // Even without the server's return-path domain: the domain's own is where its copies' MAIL FROM is.
   const alone = await checkDomain(context(mta1, false), org.id, added.id);
   assert.equal(one(alone.findings, 'return_path_mx').subject, `send.${name}`);
+});
+
+test('a receiving domain’s own MX must reach the inbound listener; a domain that does not receive is not asked', async () => {
+  const name = 'inbox.doctor.test';
+  const added = await addDomain(t.db, t.config, org.id, name, { capabilities: { receiving: 'enabled' } });
+  await trustDomain(t.db, t.config, org.id, added.id);
+  dns.zone.set(name, { mx: [{ priority: 10, exchange: 'in.doctor.test' }] });
+  const reached = one((await checkDomain(context(mta1), org.id, added.id)).findings, 'receiving_mx');
+  assert.deepEqual([reached.subject, reached.status], [name, 'pass']);
+
+  // A mailbox provider's MX first: the mail goes there, not here.
+  dns.zone.set(name, {
+    mx: [
+      { priority: 5, exchange: 'elsewhere.doctor.test' },
+      { priority: 10, exchange: 'in.doctor.test' },
+    ],
+  });
+  dns.zone.set('elsewhere.doctor.test', { a: [OTHER_SMTP] });
+  const missed = one((await checkDomain(context(mta1), org.id, added.id)).findings, 'receiving_mx');
+  assert.equal(missed.status, 'fail');
+  assert.match(missed.summary, /receiving is enabled, but the MX of inbox\.doctor\.test does not reach/);
+  assert.match(missed.fix!, /^Point the MX of inbox\.doctor\.test .* or disable receiving\.$/);
+
+  const good = await checkDomain(context(mta1), org.id, ids['good.doctor.test']!);
+  assert.deepEqual(byCheck(good.findings, 'receiving_mx'), []);
+
+  // Verification checks the Receiving record too: the listener's host among the name's exchanges.
+  const receivingStatus = async () =>
+    (await verifyDomain(t.db, t.config, org.id, added.id)).records.find((record) => record.record === 'Receiving')!
+      .status;
+  assert.equal(await receivingStatus(), 'failed', 'in.doctor.test is not the host the records name');
+  const inbound = recordHosts(t.config).inbound;
+  dns.zone.set(name, { mx: [{ priority: 10, exchange: inbound }] });
+  assert.equal(await receivingStatus(), 'verified');
 });
 
 test('complaint rate against 0.1% and 0.3%, and one-click unsubscribe for a bulk sender', async () => {

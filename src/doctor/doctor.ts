@@ -18,7 +18,7 @@ import { evaluateSpf, SPF_LOOKUP_LIMIT } from './spf.ts';
 export type FindingStatus = 'pass' | 'warn' | 'fail';
 
 export interface Finding {
-  /** dkim, dmarc, spf, ptr, blocklist, return_path_mx, complaint_rate, unsubscribe, authentication. */
+  /** dkim, dmarc, spf, ptr, blocklist, return_path_mx, receiving_mx, complaint_rate, unsubscribe, authentication. */
   check: string;
   /** What was checked: the domain, a source (`source mta1 (192.0.2.10)`), a blocklist … */
   subject: string;
@@ -56,6 +56,8 @@ interface DomainRow {
   dkim_public_key: string;
   /** The domain's own return-path label (send → send.example.com); null: MAILROOM_RETURN_PATH_DOMAIN. */
   custom_return_path: string | null;
+  /** Whether the domain receives mail: its own MX must then reach the inbound listener. */
+  receiving: boolean;
 }
 
 const RANK: Record<FindingStatus, number> = { pass: 0, warn: 1, fail: 2 };
@@ -280,6 +282,21 @@ export async function examineDomain(ctx: DoctorContext, domain: DomainRow): Prom
       );
   }
 
+  // A receiving domain's mail reaches Mailroom only when its best MX is the inbound listener.
+  if (domain.receiving) {
+    const reached = await reachesListener(ctx, domain.name);
+    if (reached === true) {
+      add('receiving_mx', domain.name, 'pass', `the MX of ${domain.name} answers as Mailroom's inbound listener`);
+    } else
+      add(
+        'receiving_mx',
+        domain.name,
+        'fail',
+        `receiving is enabled, but the MX of ${domain.name} does not reach Mailroom's inbound listener: ${reached}`,
+        `Point the MX of ${domain.name} (priority 10, and no other MX before it) at the host running the listener (port 25), or disable receiving.`,
+      );
+  }
+
   // The bulk-sender checklist: complaints, one-click unsubscribe, authentication.
   const now = ctx.now?.() ?? new Date();
   const rate = await complaintRate(ctx.db, domain.organization_id, now);
@@ -340,7 +357,7 @@ export async function examineDomain(ctx: DoctorContext, domain: DomainRow): Prom
 export async function checkDomain(ctx: DoctorContext, organizationId: string, domainId: string): Promise<DomainHealth> {
   if (!isUuid(domainId)) throw notFound('Domain');
   const { rows } = await ctx.db.query<DomainRow>(
-    'SELECT id, organization_id, name, dkim_selector, dkim_public_key, custom_return_path FROM domains WHERE id = $1 AND organization_id = $2',
+    'SELECT id, organization_id, name, dkim_selector, dkim_public_key, custom_return_path, receiving FROM domains WHERE id = $1 AND organization_id = $2',
     [domainId, organizationId],
   );
   if (!rows[0]) throw notFound('Domain');
@@ -427,7 +444,7 @@ export async function checkDueDomains(ctx: DoctorContext, intervalMs: number, li
   const now = ctx.now?.() ?? new Date();
   const due = await ctx.db.transaction(async (tx) => {
     const { rows } = await tx.query<DomainRow>(
-      `SELECT d.id, d.organization_id, d.name, d.dkim_selector, d.dkim_public_key, d.custom_return_path FROM domains d
+      `SELECT d.id, d.organization_id, d.name, d.dkim_selector, d.dkim_public_key, d.custom_return_path, d.receiving FROM domains d
          LEFT JOIN domain_health h ON h.domain_id = d.id
         WHERE d.status = 'verified' AND (h.claimed_at IS NULL OR h.claimed_at < $1)
         ORDER BY h.claimed_at NULLS FIRST LIMIT $2 FOR UPDATE OF d SKIP LOCKED`,
