@@ -11,6 +11,8 @@ import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
 import { waitFor } from './helpers/wait.ts';
 import { databaseForProcesses } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
+import { createTransport as nodemailerTransport } from 'nodemailer';
+import { startInboundServer, type InboundServer } from '../src/inbound/inbound-server.ts';
 import { decideRecipient, queueRouteActions, routeMessage } from '../src/receiving/routes.ts';
 import { compilePattern, testPattern } from '../src/receiving/route-patterns.ts';
 import type { InboundRouteView as RouteView } from '../src/receiving/inbound-routes.ts';
@@ -20,6 +22,7 @@ let sink: SmtpSink;
 let delivery: TestDelivery;
 let org: TestOrganization;
 let other: TestOrganization;
+const quiet = { error: () => {}, warn: () => {}, info: () => {} };
 
 /** An organization whose domain receives mail. */
 async function receivingOrg(label: string): Promise<TestOrganization> {
@@ -551,4 +554,77 @@ test('the CLI adds, lists and removes routes, refusing what the API refuses', as
   } finally {
     await cleanup();
   }
+});
+
+describe('through the inbound listener over SMTP', () => {
+  let inbound: InboundServer;
+  let o: TestOrganization;
+  before(async () => {
+    inbound = await startInboundServer({ db: t.db, signer: t.app.signer, host: '127.0.0.1', port: 0, log: quiet });
+    o = await receivingOrg('smtp');
+  });
+  after(() => inbound.close());
+
+  const client = () => nodemailerTransport({ host: '127.0.0.1', port: inbound.port, secure: false, ignoreTLS: true });
+
+  test('a reject route refuses the recipient at RCPT TO with 550 5.7.1 and its message', async () => {
+    await createRoute(o, {
+      match: { recipient: `closed@${o.domain}`, recipient_kind: 'exact' },
+      actions: [{ type: 'reject', message: 'This desk is closed' }],
+    });
+    const smtp = client();
+    try {
+      await assert.rejects(
+        smtp.sendMail({ from: 'jane@sender.example.net', to: `closed@${o.domain}`, subject: 'x', text: 'x' }),
+        (error: { responseCode?: number; response?: string }) => {
+          assert.equal(error.responseCode, 550);
+          assert.match(error.response ?? '', /5\.7\.1 This desk is closed/);
+          return true;
+        },
+      );
+    } finally {
+      smtp.close();
+    }
+    const { rows } = await t.db.query('SELECT 1 FROM received_emails WHERE organization_id = $1', [o.id]);
+    assert.equal(rows.length, 0, 'nothing stored');
+  });
+
+  test('a forward route delivers a copy to the sink, and a webhook route queues email.received', async () => {
+    const hook = await endpoint(o, ['email.sent']);
+    await createRoute(o, {
+      match: { recipient: `desk@${o.domain}`, recipient_kind: 'exact' },
+      actions: [
+        { type: 'forward', to: ['team@forward.example.net'] },
+        { type: 'webhook', endpoint_id: hook },
+      ],
+    });
+    const smtp = client();
+    try {
+      await smtp.sendMail({
+        from: 'Jane Doe <jane@sender.example.net>',
+        to: `desk@${o.domain}`,
+        subject: 'Through the listener',
+        text: 'Hello desk',
+      });
+    } finally {
+      smtp.close();
+    }
+    const received = await t.db.query<{ id: string }>('SELECT id FROM received_emails WHERE organization_id = $1', [
+      o.id,
+    ]);
+    assert.equal(received.rows.length, 1);
+    const { rows } = await t.db.query<{ payload: { data: { email_id: string } } }>(
+      "SELECT payload FROM webhook_deliveries WHERE endpoint_id = $1 AND event_type = 'email.received'",
+      [hook],
+    );
+    assert.equal(rows.length, 1);
+    assert.equal(rows[0]!.payload.data.email_id, received.rows[0]!.id);
+
+    const to = 'team@forward.example.net';
+    await waitFor(() => sink.transactions.some((tx) => tx.rcptTo.includes(to)), 15_000);
+    const parsed = await sink.transactions.find((tx) => tx.rcptTo.includes(to))!.parse();
+    assert.equal(parsed.subject, 'Through the listener');
+    assert.equal(parsed.replyTo?.value[0]?.address, 'jane@sender.example.net');
+    assert.equal(parsed.from?.value[0]?.address, `desk@${o.domain}`);
+  });
 });
