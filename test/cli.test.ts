@@ -45,6 +45,12 @@ test('every command, in order, with --json; the results work over HTTP', async (
   const trusted = await cli('domain', 'verify', '--org', orgId, 'acme.example', '--trust');
   assert.equal(trusted.status, 'verified');
 
+  const receiving = await cli('domain', 'receiving', '--org', orgId, 'acme.example', 'on');
+  assert.deepEqual(receiving.capabilities, { sending: 'enabled', receiving: 'enabled' });
+  assert.ok((receiving.records as { record: string }[]).some((record) => record.record === 'Receiving'));
+  const notReceiving = await cli('domain', 'receiving', '--org', orgId, 'acme.example', 'off');
+  assert.deepEqual(notReceiving.capabilities, { sending: 'enabled', receiving: 'disabled' });
+
   const key = await cli('key', 'create', '--org', orgId, '--name', 'deploy', '--permission', 'full_access');
   assert.match(key.token as string, /^mr_/);
   assert.equal(key.permission, 'full_access');
@@ -130,6 +136,7 @@ test('usage mistakes and unknown ids fail clearly, with a JSON error under --jso
       /--domain limits a sending_access key/,
     ],
     [['domain', 'add', '--org', 'x'], /usage: mailroom domain add/],
+    [['domain', 'receiving', '--org', 'x', 'a.example', 'maybe'], /say on or off, not "maybe"/],
     [['frobnicate'], /unknown command/],
     [['org', 'create', '--name', 'X', '--bogus'], /bogus/],
   ];

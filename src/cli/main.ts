@@ -20,7 +20,7 @@ import { createOrganization, findOrganization, listOrganizations } from '../tena
 import { createSession } from '../tenancy/sessions.ts';
 import { createUser, findUserByEmail, listUsers, setUserPassword } from '../tenancy/users.ts';
 import { generatePassword } from '../tenancy/passwords.ts';
-import { addDomain, findDomainByName, trustDomain, verifyDomain } from '../domains/domains.ts';
+import { addDomain, findDomainByName, trustDomain, updateDomain, verifyDomain } from '../domains/domains.ts';
 import {
   createRoute,
   deleteRoute,
@@ -200,6 +200,32 @@ const COMMANDS: Record<string, Command> = {
         (f) => `${f.status.padEnd(4)}  ${f.check} · ${f.subject}: ${f.summary}${f.fix ? `\n      fix: ${f.fix}` : ''}`,
       );
       return { json: health, text: [`domain ${health.domain}: ${health.status}`, ...lines].join('\n') };
+    },
+  },
+
+  'domain receiving': {
+    usage: 'domain receiving --org ID NAME on|off',
+    options: { org: { type: 'string' } },
+    positionals: 2,
+    async run({ config, values, positionals }) {
+      const [name, setting] = positionals as [string, string];
+      if (setting !== 'on' && setting !== 'off') throw new UsageError(`say on or off, not "${setting}"`);
+      const domain = await withDatabase(config, async (db) => {
+        await requireOrganization(db, text(values, 'org'));
+        const found = await findDomainByName(db, text(values, 'org'), name);
+        if (!found) throw new UsageError(`domain ${name} is not one of this organization's`);
+        // The API's change (capabilities.receiving), with its refusal when another organization receives for the name.
+        return updateDomain(db, config, text(values, 'org'), found.id, {
+          capabilities: { receiving: setting === 'on' ? 'enabled' : 'disabled' },
+        });
+      });
+      const mx = domain.records.find((record) => record.record === 'Receiving');
+      return {
+        json: domain,
+        text: mx
+          ? `domain ${domain.name} receives mail; publish:\n  MX ${mx.name}  ${mx.priority} ${mx.value}`
+          : `domain ${domain.name} does not receive mail`,
+      };
     },
   },
 
@@ -473,6 +499,7 @@ const REQUIRED: Record<string, string[]> = {
   'domain add': ['org'],
   'domain verify': ['org'],
   'domain check': ['org'],
+  'domain receiving': ['org'],
   'key create': ['org', 'name', 'permission'],
   'key list': ['org'],
   'user create': ['org', 'email'],
