@@ -5,7 +5,7 @@
 // messages and its search narrows it; a message's page shows the authentication results, the spam
 // verdict and a link to the sent message it answers; a route made in the editor is listed, and a bad
 // regular expression is refused under its field with the API's words.
-import { after, before, test } from 'node:test';
+import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -123,6 +123,25 @@ async function deliver(message: Record<string, unknown>, envelope: { from: strin
 let domainId = '';
 let sentId = '';
 
+/** Opens a page at phone width and checks that it is no wider than the screen. */
+async function fitsPhone(t: TestContext, address: string, heading: string, screenshot?: string) {
+  await withPage(
+    t,
+    dashboard,
+    async ({ page }) => {
+      await signIn(page, dashboard.user.email, dashboard.user.password);
+      await openPage(page, address, heading);
+      await waitUntilLoaded(page);
+      const [scrollWidth, innerWidth] = await page.evaluate<[number, number]>(
+        '[document.documentElement.scrollWidth, window.innerWidth]',
+      );
+      assert.ok(scrollWidth <= innerWidth, `${address} is ${scrollWidth}px wide in a ${innerWidth}px window`);
+      if (screenshot) await docScreenshot(page, screenshot);
+    },
+    { viewport: PHONE },
+  );
+}
+
 test('the domain page’s receiving switch turns receiving on and shows the MX record to publish', async (t) => {
   domainId = ((await api('GET', '/domains')).data as Array<{ id: string }>)[0]!.id;
   await withPage(t, dashboard, async ({ page, problems }) => {
@@ -224,21 +243,7 @@ test('Received lists the messages delivered to the listener, and the search narr
     assert.deepEqual(unexpected(problems), []);
   });
 
-  // At phone width the list fits the screen.
-  await withPage(
-    t,
-    dashboard,
-    async ({ page }) => {
-      await signIn(page, dashboard.user.email, dashboard.user.password);
-      await openPage(page, '/received', 'Received');
-      await page.getByRole('link', { name: 'Invoice 42' }).waitFor();
-      const [scrollWidth, innerWidth] = await page.evaluate<[number, number]>(
-        '[document.documentElement.scrollWidth, window.innerWidth]',
-      );
-      assert.ok(scrollWidth <= innerWidth, `the page is ${scrollWidth}px wide in a ${innerWidth}px window`);
-    },
-    { viewport: PHONE },
-  );
+  await fitsPhone(t, '/received', 'Received');
 });
 
 test('a received message’s page shows the sender’s authentication, the spam verdict and the sent message it answers', async (t) => {
@@ -300,6 +305,7 @@ test('a received message’s page shows the sender’s authentication, the spam 
       [],
     );
   });
+  await fitsPhone(t, `/received/${id}`, 'Re: Your order has shipped', 'received-email-phone');
 });
 
 test('inbound routes: a route made in the editor is listed, and a bad pattern is refused under its field', async (t) => {
@@ -333,6 +339,7 @@ test('inbound routes: a route made in the editor is listed, and a bad pattern is
     assert.equal(routes[0]!.stop, true);
     // The form is empty again for the next route.
     assert.equal(await page.getByLabel('Description', { exact: true }).inputValue(), '');
+    await page.evaluate('window.scrollTo(0, 0)');
     await docScreenshot(page, 'inbound-routes');
 
     // A regular expression that does not compile: the API's words, under the pattern's field.
@@ -353,8 +360,8 @@ test('inbound routes: a route made in the editor is listed, and a bad pattern is
     await page.getByLabel('Enabled', { exact: true }).uncheck();
     await page.getByRole('button', { name: 'Save route' }).click();
     await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
-    await docScreenshot(page, 'inbound-route');
     assert.equal(((await api('GET', '/inbound-routes')).data as Array<{ enabled: boolean }>)[0]!.enabled, false);
     assert.deepEqual(unexpected(problems), []);
   });
+  await fitsPhone(t, '/inbound-routes', 'Inbound routes');
 });
