@@ -438,6 +438,37 @@ test('a transaction with recipients at two organizations is stored once for each
   );
 });
 
+test("a route's webhook endpoint gets the same email.received event as the subscribers", async () => {
+  const endpoint = await t.app.inject({
+    method: 'POST',
+    url: '/webhooks',
+    headers: { authorization: `Bearer ${org.fullKey}` },
+    payload: { endpoint: 'http://127.0.0.1:9/route-hook', events: ['email.sent'] },
+  });
+  assert.equal(endpoint.statusCode, 201, endpoint.body);
+  const endpointId = endpoint.json().id as string;
+  const to = `routed@${org.domain}`;
+  await t.db.query(
+    `INSERT INTO inbound_routes (organization_id, recipient_kind, recipient_pattern, actions)
+     VALUES ($1, 'exact', $2, $3::jsonb)`,
+    [org.id, to, JSON.stringify([{ type: 'store' }, { type: 'webhook', endpoint_id: endpointId }])],
+  );
+  const subject = `Routed ${Date.now()}`;
+  assert.match(await deliver(await plainMessage(to, { subject }), { from: `ann@${SENDER}`, to: [to] }), /^250 /);
+  const [row] = await rowsWithSubject(subject);
+  assert.ok(row);
+  const { rows } = await t.db.query<{ endpoint_id: string; payload: { id: string; data: Record<string, unknown> } }>(
+    `SELECT endpoint_id, payload FROM webhook_deliveries
+      WHERE organization_id = $1 AND event_type = 'email.received' AND payload -> 'data' ->> 'email_id' = $2`,
+    [org.id, row.id],
+  );
+  assert.equal(rows.length, 2, 'the subscriber and the route endpoint');
+  assert.equal(rows[0]!.payload.id, rows[1]!.payload.id, 'one event');
+  assert.ok(rows.some((delivery) => delivery.endpoint_id === endpointId));
+  assert.deepEqual(rows[0]!.payload.data, rows[1]!.payload.data);
+  assert.match(rows[0]!.payload.data.created_at as string, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+});
+
 test('after MAILROOM_RETENTION_DAYS a received message goes whole: row, raw message and attachments', async () => {
   const to = `keep@${org.domain}`;
   const attachments = [{ filename: 'a.txt', content: 'attached' }];

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Database, Queryable } from '../platform/db/database.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { Signer } from '../platform/signing.ts';
-import { emitEvent } from '../webhooks/fan-out.ts';
+import { fanOutCtes } from '../webhooks/fan-out.ts';
 import type { AuthenticationResults, Authenticator } from './authentication.ts';
 import { parseReceived, type ParsedReceived } from './parse-received.ts';
 import { findRepliedEmail, stripQuotedText } from './replies.ts';
@@ -144,7 +144,7 @@ async function storeForOrganization(
   ]);
   const quarantined = spam?.quarantined ?? false;
   return db.transaction(async (tx) => {
-    const { rows } = await tx.query<{ id: string; created_at: Date }>(
+    const { rows } = await tx.query<{ id: string; created_at: string }>(
       `INSERT INTO received_emails (organization_id, raw_sha256, mail_from, received_for, from_address, to_addresses,
          cc_addresses, bcc_addresses, reply_to_addresses, subject, message_id, headers, html, text, stripped_text,
          size_bytes, client_address, helo, tls, authentication, spam_verdict, spam_score, quarantined,
@@ -152,7 +152,7 @@ async function storeForOrganization(
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
          $23, $24, $25)
        ON CONFLICT (organization_id, raw_sha256) DO NOTHING
-       RETURNING id, created_at`,
+       RETURNING id, ${TIMESTAMP('created_at')} AS created_at`,
       [
         organizationId,
         message.sha,
@@ -188,8 +188,10 @@ async function storeForOrganization(
     const attachmentIds = await storeAttachments(tx, row.id, parsed);
     // Quarantined: kept for a person to look at, but neither forwarded nor announced.
     if (!quarantined) {
-      await queueRouteActions(tx, organizationId, row.id, routing);
-      await emitEvent(tx, organizationId, 'email.received', receivedEvent(row, recipients, parsed, attachmentIds));
+      const data = receivedEvent(row, recipients, parsed, attachmentIds);
+      const event = await announce(tx, organizationId, data);
+      // A route's own webhook endpoint gets the same event (same id) as the subscribers.
+      await queueRouteActions(tx, organizationId, row.id, routing, { ...event, data });
     }
     return row.id;
   });
@@ -220,16 +222,37 @@ async function storeAttachments(tx: Queryable, emailId: string, parsed: ParsedRe
   return parsed.attachments.map((_, index) => byPosition.get(index)!);
 }
 
+/** Timestamps in events as the fan-out writes them: UTC, microseconds. */
+const TIMESTAMP = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+
+/** Fans `email.received` out to the subscribed endpoints; the event's id and time. */
+async function announce(
+  tx: Queryable,
+  organizationId: string,
+  data: Record<string, unknown>,
+): Promise<{ id: string; created_at: string }> {
+  const { rows } = await tx.query<{ id: string; created_at: string }>(
+    `WITH event AS (SELECT gen_random_uuid() AS id, clock_timestamp() AS created_at)${fanOutCtes({
+      org: '$1::uuid',
+      type: "'email.received'::text",
+      data: '$2::jsonb',
+    })}
+     SELECT id, ${TIMESTAMP('created_at')} AS created_at FROM event`,
+    [organizationId, JSON.stringify(data)],
+  );
+  return rows[0]!;
+}
+
 /** Resend's `email.received` data: the message's metadata, never its body. */
 export function receivedEvent(
-  row: { id: string; created_at: Date },
+  row: { id: string; created_at: string },
   recipients: string[],
   parsed: ParsedReceived,
   attachmentIds: string[],
 ): Record<string, unknown> {
   return {
     email_id: row.id,
-    created_at: row.created_at.toISOString(),
+    created_at: row.created_at,
     from: parsed.from,
     to: parsed.to,
     bcc: parsed.bcc,
