@@ -8,6 +8,8 @@ import { waitFor } from './helpers/wait.ts';
 import { readReplyAddress, replyAddress } from '../src/emails/reply-address.ts';
 import { returnPathAddress } from '../src/delivery/return-path.ts';
 import { findRepliedEmail, stripQuotedText } from '../src/receiving/replies.ts';
+import { startInboundServer } from '../src/inbound/inbound-server.ts';
+import { createTransport as smtpClient } from 'nodemailer';
 
 // Replies tied to what was sent: the sending side's signed reply address (per domain, per send), the
 // ways a received message is tied back to a sent one (reply address, In-Reply-To, References), and the
@@ -273,6 +275,60 @@ describe('replies tied to what was sent', () => {
       const earlierId = readReplyAddress(bed.t.app.signer, earlier)!;
       assert.equal(await find(org.id, { recipients: [earlier], inReplyTo: mine.messageId }), earlierId);
     });
+  });
+
+  test('end to end: a reply delivered over SMTP to the reply address is stored tied to its message', async () => {
+    // The organization's domain receives mail, at an inbound listener on loopback.
+    const enabled = await call('PATCH', `/domains/${await domainId(org)}`, { capabilities: { receiving: 'enabled' } });
+    assert.equal(enabled.status, 200, JSON.stringify(enabled.body));
+    const quiet = { error: () => {}, warn: () => {}, info: () => {} };
+    const inbound = await startInboundServer({
+      db: bed.t.db,
+      signer: bed.t.app.signer,
+      host: '127.0.0.1',
+      port: 0,
+      log: quiet,
+    });
+    try {
+      const original = await sendAndDeliver({ reply_tracking: true });
+      const to = replyToOf(original.copy)[0]!;
+      const subject = `Re: ${original.copy.subject}`;
+      const raw = [
+        'From: Customer <customer@example.com>',
+        `To: ${to}`,
+        `Subject: ${subject}`,
+        'Date: Tue, 3 Nov 2026 10:05:00 +0000',
+        `Message-ID: <reply-${process.pid}@example.com>`,
+        'MIME-Version: 1.0',
+        'Content-Type: text/plain; charset=utf-8',
+        '',
+        'Yes please, ship it on Tuesday.',
+        '',
+        'On Mon, 3 Nov 2026 at 10:02, Acme <hello@acme.example> wrote:',
+        '',
+        '> Hello',
+        '',
+      ].join('\r\n');
+      const client = smtpClient({ host: '127.0.0.1', port: inbound.port, secure: false, ignoreTLS: true });
+      try {
+        await client.sendMail({ envelope: { from: 'customer@example.com', to: [to] }, raw });
+      } finally {
+        client.close();
+      }
+      const { rows } = await bed.t.db.query<{ in_reply_to_email_id: string | null; stripped_text: string | null }>(
+        'SELECT in_reply_to_email_id, stripped_text FROM received_emails WHERE organization_id = $1 AND subject = $2',
+        [org.id, subject],
+      );
+      assert.deepEqual(rows, [{ in_reply_to_email_id: original.id, stripped_text: 'Yes please, ship it on Tuesday.' }]);
+      // And as the API shows it.
+      const listed = await call('GET', '/emails/receiving');
+      const id = listed.body.data.find((entry: { subject: string }) => entry.subject === subject)?.id;
+      const shown = await call('GET', `/emails/receiving/${id}`);
+      assert.equal(shown.body.in_reply_to_email_id, original.id);
+      assert.equal(shown.body.stripped_text, 'Yes please, ship it on Tuesday.');
+    } finally {
+      await inbound.close();
+    }
   });
 });
 

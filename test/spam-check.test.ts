@@ -5,6 +5,9 @@ import type { Logger } from '../src/platform/logger.ts';
 import { createSpamChecker, type SpamCheckConfig } from '../src/receiving/spam-check.ts';
 import { startRspamd, type Rspamd } from './helpers/rspamd.ts';
 import { freePort } from './helpers/server-process.ts';
+import { buildTestApp, createTestOrganization } from './helpers/app.ts';
+import { startInboundServer } from '../src/inbound/inbound-server.ts';
+import { createTransport as smtpClient } from 'nodemailer';
 
 // The spam check against a real rspamd, started once for the file (helpers/rspamd.ts).
 
@@ -131,4 +134,59 @@ test('rspamd that takes the message and never answers: no verdict once the timeo
   }
   // And it answers again once it is back.
   assert.equal((await check(HAM))?.verdict, 'ham');
+});
+
+test('through the inbound listener: each message is stored with its verdict; a silent filter costs none', async () => {
+  const t = await buildTestApp({ MAILROOM_RSPAMD_URL: rspamd.url, MAILROOM_SPAM_CHECK_TIMEOUT_MS: '500' });
+  const org = await createTestOrganization(t.db, t.config, 'spam');
+  await t.db.query('UPDATE domains SET receiving = true WHERE organization_id = $1', [org.id]);
+  const inbound = await startInboundServer({
+    db: t.db,
+    signer: t.app.signer,
+    host: '127.0.0.1',
+    port: 0,
+    log: recordingLogger(),
+    spamCheck: createSpamChecker(t.config, recordingLogger()),
+  });
+  const deliver = async (raw: Buffer, subject: string) => {
+    const client = smtpClient({ host: '127.0.0.1', port: inbound.port, secure: false, ignoreTLS: true });
+    try {
+      const to = `desk@${org.domain}`;
+      const message = Buffer.from(raw.toString('utf8').replace('Subject: Lunch tomorrow', `Subject: ${subject}`));
+      return (await client.sendMail({ envelope: { from: 'jane@example.com', to: [to] }, raw: message })).response;
+    } finally {
+      client.close();
+    }
+  };
+  const stored = async (subject: string) => {
+    const { rows } = await t.db.query<{ spam_verdict: string | null; spam_score: number | null; quarantined: boolean }>(
+      'SELECT spam_verdict, spam_score, quarantined FROM received_emails WHERE organization_id = $1 AND subject = $2',
+      [org.id, subject],
+    );
+    return rows;
+  };
+  try {
+    await deliver(HAM, 'ham');
+    const [ham] = await stored('ham');
+    assert.equal(ham?.spam_verdict, 'ham');
+    assert.equal(typeof ham?.spam_score, 'number');
+    assert.equal(ham?.quarantined, false);
+
+    assert.match(await deliver(SPAM, 'gtube'), /^250 /, 'spam is taken, not refused');
+    assert.deepEqual(
+      (await stored('gtube')).map((row) => ({ verdict: row.spam_verdict, quarantined: row.quarantined })),
+      [{ verdict: 'spam', quarantined: true }],
+    );
+
+    rspamd.pause();
+    try {
+      assert.match(await deliver(SPAM, 'unscanned'), /^250 /, 'a filter that does not answer refuses nothing');
+    } finally {
+      rspamd.resume();
+    }
+    assert.deepEqual(await stored('unscanned'), [{ spam_verdict: null, spam_score: null, quarantined: false }]);
+  } finally {
+    await inbound.close();
+    await t.close();
+  }
 });
