@@ -338,6 +338,21 @@ test('sender authentication: DKIM, SPF and DMARC pass for a signed message from 
   });
 });
 
+test('DNS answers are reused for 30 seconds, then looked up again', async () => {
+  let now = 1_000_000;
+  const check = createAuthenticator(t.config, { clock: () => now });
+  const domain = 'cached.example.net';
+  dns.zone.set(domain, { txt: [['v=spf1 ip4:127.0.0.1 -all']] });
+  const raw = await plainMessage(`x@${org.domain}`, { from: `ann@${domain}` });
+  const sender = { clientAddress: '127.0.0.1', helo: 'mx.example.net', mailFrom: `ann@${domain}` };
+  assert.equal((await check(raw, sender)).spf.result, 'pass');
+  dns.zone.set(domain, { txt: [['v=spf1 -all']] });
+  now += 29_000;
+  assert.equal((await check(raw, sender)).spf.result, 'pass', 'the answer of 29 s ago');
+  now += 2_000;
+  assert.equal((await check(raw, sender)).spf.result, 'fail', 'looked up again');
+});
+
 test('a DKIM signature over a body altered after signing is recorded as dkim fail; SPF fails for an address not allowed', async () => {
   const subject = `Altered ${Date.now()}`;
   const to = `billing@${org.domain}`;
