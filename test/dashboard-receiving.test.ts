@@ -2,9 +2,10 @@
 // loopback: mail is delivered over SMTP to the server's inbound listener, its sender's authentication
 // checked against records on a loopback DNS server (SPF, a DKIM key, DMARC) and scanned by a real
 // rspamd. The domain page's receiving switch shows the MX record to publish; the Received list shows the
-// messages and its search narrows it; a message's page shows the authentication results, the spam
-// verdict and a link to the sent message it answers; a route made in the editor is listed, and a bad
-// regular expression is refused under its field with the API's words.
+// messages and its search narrows it, the quarantine holds the spam alone; a message's page shows the
+// authentication results, the spam verdict and a link to the sent message it answers; a route made in
+// the editor is listed, a bad regular expression is refused under its field with the API's words, and
+// the route's page changes it (a webhook action with an endpoint of the organization's).
 import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
@@ -31,6 +32,7 @@ import { waitFor } from './helpers/wait.ts';
 const DOMAIN = 'receiving.example';
 const SENDER_DOMAIN = 'sender.example';
 const LISTENER_HOST = 'mx.mailroom.test';
+const GTUBE = 'XJS*C4JDBQADN1.NSBN3*2IDNEN*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL*C.34X';
 
 let dashboard: Dashboard;
 let dns: DnsServer;
@@ -52,6 +54,8 @@ before(async () => {
       [SENDER_DOMAIN, { txt: [['v=spf1 ip4:127.0.0.1 -all']] }],
       [`_dmarc.${SENDER_DOMAIN}`, { txt: [['v=DMARC1; p=reject']] }],
       [`mail._domainkey.${SENDER_DOMAIN}`, { txt: [chunks(dkimRecord)] }],
+      // A webhook endpoint's host must resolve (to a public address) for the endpoint to be added.
+      ['hooks.example.com', { a: ['93.184.215.14'] }],
     ]),
   );
   rspamd = await startRspamd();
@@ -206,6 +210,16 @@ test('Received lists the messages delivered to the listener, and the search narr
     { from: 'Bob <bob@billing.test>', to: `accounts@${DOMAIN}`, subject: 'Invoice 42', text: 'Please find it below.' },
     { from: 'bob@billing.test', to: [`accounts@${DOMAIN}`] },
   );
+  // GTUBE, the spam filters' test string: rspamd rejects it, so it is kept in quarantine.
+  await deliver(
+    {
+      from: 'Mallory <mallory@spam.test>',
+      to: `accounts@${DOMAIN}`,
+      subject: 'You have won',
+      text: `Claim it now.\n\n${GTUBE}\n`,
+    },
+    { from: 'mallory@spam.test', to: [`accounts@${DOMAIN}`] },
+  );
 
   await withPage(t, dashboard, async ({ page, problems }) => {
     await signIn(page, dashboard.user.email, dashboard.user.password);
@@ -215,6 +229,7 @@ test('Received lists the messages delivered to the listener, and the search narr
     await table.getByRole('link', { name: 'Re: Your order has shipped' }).waitFor();
     await table.getByRole('link', { name: 'Invoice 42' }).waitFor();
     await table.getByRole('row').filter({ hasText: 'Invoice 42' }).getByText('bob@billing.test').waitFor();
+    assert.equal(await table.getByRole('link', { name: 'You have won' }).count(), 0, 'quarantined: not listed');
     await docScreenshot(page, 'received');
 
     await page.getByLabel('Search', { exact: true }).fill('invoice');
@@ -235,11 +250,21 @@ test('Received lists the messages delivered to the listener, and the search narr
     await page.getByRole('button', { name: 'Apply filters' }).click();
     await page.getByText('No received emails match these filters').waitFor();
 
-    // Nothing was quarantined: rspamd scores both low.
+    // The quarantine holds the spam alone; its page says why.
     await page.getByRole('button', { name: 'Clear filters' }).first().click();
     await page.getByLabel('Show', { exact: true }).selectOption('true');
     await page.getByRole('button', { name: 'Apply filters' }).click();
-    await page.getByText('Nothing in quarantine').waitFor();
+    const quarantine = page.getByRole('region', { name: 'Quarantined emails, newest first' });
+    await quarantine.getByRole('link', { name: 'You have won' }).waitFor();
+    assert.equal(await quarantine.getByRole('row').count(), 2, 'a header row and the spam');
+    await quarantine.getByRole('link', { name: 'You have won' }).click();
+    await page.getByRole('heading', { level: 1, name: 'You have won' }).waitFor();
+    const verdict = page.locator('.detail-row').filter({ hasText: 'Spam verdict' });
+    assert.match((await verdict.textContent()) ?? '', /Spam verdict\s*Spam score \d+/);
+    assert.match(
+      (await page.locator('.detail-row').filter({ hasText: 'Quarantined' }).textContent()) ?? '',
+      /Yes: kept out of the received list/,
+    );
     assert.deepEqual(unexpected(problems), []);
   });
 
@@ -309,6 +334,10 @@ test('a received message’s page shows the sender’s authentication, the spam 
 });
 
 test('inbound routes: a route made in the editor is listed, and a bad pattern is refused under its field', async (t) => {
+  const endpoint = await api('POST', '/webhooks', {
+    endpoint: 'https://hooks.example.com/mailroom',
+    events: ['email.received'],
+  });
   await withPage(t, dashboard, async ({ page, problems }) => {
     await signIn(page, dashboard.user.email, dashboard.user.password);
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Inbound routes' }).click();
@@ -357,10 +386,20 @@ test('inbound routes: a route made in the editor is listed, and a bad pattern is
     // The route's own page changes it.
     await row.getByRole('link', { name: 'Support to the help desk' }).click();
     await page.getByRole('heading', { level: 1, name: 'Support to the help desk' }).waitFor();
+    // A webhook action, its endpoint chosen from the organization's.
+    await page.getByRole('button', { name: 'Add an action' }).click();
+    await page.getByLabel('Action 3', { exact: true }).selectOption('webhook');
+    await page.getByLabel('Action 3: webhook endpoint').selectOption({ label: endpoint.endpoint as string });
     await page.getByLabel('Enabled', { exact: true }).uncheck();
     await page.getByRole('button', { name: 'Save route' }).click();
     await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
-    assert.equal(((await api('GET', '/inbound-routes')).data as Array<{ enabled: boolean }>)[0]!.enabled, false);
+    const changed = ((await api('GET', '/inbound-routes')).data as Array<Record<string, unknown>>)[0]!;
+    assert.equal(changed.enabled, false);
+    assert.deepEqual(changed.actions, [
+      { type: 'forward', to: ['desk@example.com'] },
+      { type: 'store' },
+      { type: 'webhook', endpoint_id: endpoint.id },
+    ]);
     assert.deepEqual(unexpected(problems), []);
   });
   await fitsPhone(t, '/inbound-routes', 'Inbound routes');
