@@ -367,6 +367,33 @@ test('a DKIM signature over a body altered after signing is recorded as dkim fai
   assert.equal(auth.dmarc?.result, 'fail', 'neither aligned SPF nor DKIM passes');
 });
 
+test('whatever the bytes, a message is stored (250) and readable, never refused with a server error', async () => {
+  const to = `odd@${org.domain}`;
+  const tag = Date.now();
+  const odd = [
+    `Subject: nul ${tag} \u0000 in it\r\nX-Nul: a\u0000b\r\n\r\nbody \u0000 with NUL\r\n`,
+    `Subject: no body ${tag}\r\n`,
+    `Subject: =?utf-8?B?${Buffer.from(`encoded ${tag} ✓`).toString('base64')}?=\r\nFrom: =?bogus?Q?x?= <>\r\nTo: undisclosed-recipients:;\r\n\r\nhi\r\n`,
+    `Subject: broken multipart ${tag}\r\nContent-Type: multipart/mixed; boundary="b"\r\n\r\n--b\r\nContent-Type: image/png; name="x.png"\r\nContent-Transfer-Encoding: base64\r\n\r\n!!!not base64\r\n`,
+    Buffer.concat([
+      Buffer.from(`Subject: binary ${tag}\r\n\r\n`),
+      Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7919) % 256)),
+    ]),
+  ];
+  for (const raw of odd) {
+    assert.match(await deliver(raw, { from: '', to: [to] }, { ignoreTLS: true }), /^250 /);
+  }
+  const { rows } = await t.db.query<{ subject: string; headers: Record<string, string>; text: string | null }>(
+    `SELECT subject, headers, text FROM received_emails WHERE organization_id = $1 AND subject LIKE '%' || $2 || '%'`,
+    [org.id, String(tag)],
+  );
+  assert.equal(rows.length, odd.length);
+  const nul = rows.find((row) => row.subject.startsWith('nul'))!;
+  assert.equal(nul.subject, `nul ${tag}  in it`);
+  assert.equal(nul.headers['x-nul'], 'ab');
+  assert.ok(rows.some((row) => row.subject === `encoded ${tag} ✓`));
+});
+
 test('a connection dropped in the middle of DATA stores nothing, and the listener goes on', async () => {
   const subject = `Dropped ${Date.now()}`;
   const to = `drop@${org.domain}`;
