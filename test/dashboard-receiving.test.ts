@@ -5,7 +5,7 @@
 // messages and its search narrows it, the quarantine holds the spam alone; a message's page shows the
 // authentication results, the spam verdict and a link to the sent message it answers; a route made in
 // the editor is listed, a bad regular expression is refused under its field with the API's words, and
-// the route's page changes it (a webhook action with an endpoint of the organization's).
+// the route's page changes it (a webhook action with an endpoint of the organization's) and deletes it.
 import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
@@ -400,6 +400,13 @@ test('inbound routes: a route made in the editor is listed, and a bad pattern is
       { type: 'store' },
       { type: 'webhook', endpoint_id: endpoint.id },
     ]);
+
+    // Deleted there, asked twice; the list is empty again.
+    await page.getByRole('button', { name: 'Delete route' }).click();
+    await page.getByRole('group', { name: 'Confirm' }).getByRole('button', { name: 'Delete route' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Inbound routes' }).waitFor();
+    await page.getByText('No inbound routes yet').waitFor();
+    assert.deepEqual((await api('GET', '/inbound-routes')).data, []);
     assert.deepEqual(unexpected(problems), []);
   });
   await fitsPhone(t, '/inbound-routes', 'Inbound routes');

@@ -26,6 +26,8 @@ after(() => dashboard?.close());
 const NAV = [
   ['Overview', '/'],
   ['Emails', '/emails'],
+  ['Received', '/received'],
+  ['Inbound routes', '/inbound-routes'],
   ['Domains', '/domains'],
   ['API keys', '/api-keys'],
   ['Webhooks', '/webhooks'],
