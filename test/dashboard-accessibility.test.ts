@@ -14,6 +14,8 @@ import {
   type SendingDashboard,
 } from './helpers/browser.ts';
 import { seedDestinations } from './helpers/destinations.ts';
+import { freePort } from './helpers/server-process.ts';
+import { createTransport } from 'nodemailer';
 
 const DOMAIN = 'a11y.example';
 let dashboard: Dashboard;
@@ -23,9 +25,14 @@ let emailId = '';
 let domainId = '';
 let templateId = '';
 let routeId = '';
+let receivedId = '';
+let inboundPort = 0;
 
 before(async () => {
+  inboundPort = await freePort();
   sending = await startSendingDashboard(DOMAIN, {
+    // The inbound listener, for a received message.
+    env: { MAILROOM_INBOUND_PORT: String(inboundPort) },
     // Destinations with everything the page can show: a paused site with its reply and a hold of the
     // organization's domain (a link to its records), a throttled site with its last reply.
     prepare: (env, org) => {
@@ -55,7 +62,7 @@ before(async () => {
   });
   ({ dashboard, api } = sending);
   // Something on every page: a message, a domain, a template, a topic, a contact, a suppression, an
-  // inbound route (and, written before the server started, destinations).
+  // inbound route, a received message (and, written before the server started, destinations).
   emailId = (
     await api('POST', '/emails', {
       from: `Acme <hi@${DOMAIN}>`,
@@ -77,6 +84,19 @@ before(async () => {
       actions: [{ type: 'forward', to: ['desk@example.com'] }, { type: 'store' }],
     })
   ).id as string;
+  // A received message, with an attachment and the route above applied to it.
+  await api('PATCH', `/domains/${domainId}`, { capabilities: { receiving: 'enabled' } });
+  const smtp = createTransport({ host: '127.0.0.1', port: inboundPort, secure: false, ignoreTLS: true });
+  await smtp.sendMail({
+    from: 'Ann <ann@sender.example>',
+    to: `support@${DOMAIN}`,
+    subject: 'A question',
+    text: 'Hello, a question.',
+    html: '<p>Hello, a question.</p>',
+    attachments: [{ filename: 'notes.txt', content: 'notes' }],
+  });
+  smtp.close();
+  receivedId = ((await api('GET', '/emails/receiving')).data as Array<{ id: string }>)[0]!.id;
 });
 after(() => sending?.close());
 
@@ -131,6 +151,7 @@ const PAGES: Array<[string, string | RegExp]> = [
   ['/emails', 'Emails'],
   ['/emails/:email', 'Hello'],
   ['/received', 'Received'],
+  ['/received/:received', 'A question'],
   ['/inbound-routes', 'Inbound routes'],
   ['/inbound-routes/:route', 'Everything else'],
   ['/domains', 'Domains'],
@@ -167,7 +188,8 @@ test('every page: fields labelled, controls named, and Tab reaches every control
         .replace(':email', emailId)
         .replace(':domain', domainId)
         .replace(':template', templateId)
-        .replace(':route', routeId);
+        .replace(':route', routeId)
+        .replace(':received', receivedId);
       await openPage(page, address, heading);
       await waitUntilLoaded(page);
       const audit = (await page.evaluate(AUDIT)) as { problems: string[]; controls: number };

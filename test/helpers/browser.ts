@@ -220,10 +220,12 @@ export async function startSendingDashboard(
   options: {
     /** Writes to the database (`env` points at it) before the server starts. */
     prepare?: (env: Record<string, string>, organizationId: string) => Promise<void>;
+    /** More settings for the server (e.g. MAILROOM_INBOUND_PORT). */
+    env?: Record<string, string>;
   } = {},
 ): Promise<SendingDashboard> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'mailroom-dashboard-'));
-  const env: Record<string, string> = { MAILROOM_TRANSPORT: 'capture' };
+  const env: Record<string, string> = { MAILROOM_TRANSPORT: 'capture', ...options.env };
   if (process.env.DATABASE_URL) env.MAILROOM_DATA_DIR = dataDir;
   let key = '';
   const dashboard = await startDashboard({
