@@ -178,6 +178,7 @@ test('the domain page’s receiving switch turns receiving on and shows the MX r
     await docScreenshot(page, 'domain-receiving');
     assert.deepEqual(unexpected(problems), []);
   });
+  await fitsPhone(t, `/domains/${domainId}`, DOMAIN);
 });
 
 test('Received lists the messages delivered to the listener, and the search narrows the list', async (t) => {
@@ -210,6 +211,11 @@ test('Received lists the messages delivered to the listener, and the search narr
     { from: 'Bob <bob@billing.test>', to: `accounts@${DOMAIN}`, subject: 'Invoice 42', text: 'Please find it below.' },
     { from: 'bob@billing.test', to: [`accounts@${DOMAIN}`] },
   );
+  // Sent to a list: no recipient of ours in its headers, only in the envelope.
+  await deliver(
+    { from: 'Carol <carol@news.test>', to: 'subscribers@news.test', subject: 'Newsletter', text: 'News.' },
+    { from: 'carol@news.test', to: [`archive@${DOMAIN}`] },
+  );
   // GTUBE, the spam filters' test string: rspamd rejects it, so it is kept in quarantine.
   await deliver(
     {
@@ -229,6 +235,11 @@ test('Received lists the messages delivered to the listener, and the search narr
     await table.getByRole('link', { name: 'Re: Your order has shipped' }).waitFor();
     await table.getByRole('link', { name: 'Invoice 42' }).waitFor();
     await table.getByRole('row').filter({ hasText: 'Invoice 42' }).getByText('bob@billing.test').waitFor();
+    const newsletter = table.getByRole('row').filter({ hasText: 'Newsletter' });
+    await newsletter.getByText(`for archive@${DOMAIN}`).waitFor();
+    assert.match((await newsletter.textContent()) ?? '', /subscribers@news\.test/);
+    // A recipient the headers name is not repeated.
+    assert.equal(await table.getByText(`for support@${DOMAIN}`).count(), 0);
     assert.equal(await table.getByRole('link', { name: 'You have won' }).count(), 0, 'quarantined: not listed');
     await docScreenshot(page, 'received');
 
@@ -358,6 +369,7 @@ test('inbound routes: a route made in the editor is listed, and a bad pattern is
     const table = page.getByRole('region', { name: 'Inbound routes, in the order they are tried' });
     const row = table.getByRole('row').filter({ hasText: 'Support to the help desk' });
     await row.waitFor();
+    await page.getByRole('status').filter({ hasText: 'Added the route Support to the help desk.' }).waitFor();
     assert.match((await row.textContent()) ?? '', /forward to desk@example\.com; store/);
     assert.match((await row.textContent()) ?? '', /then stop/);
     const routes = (await api('GET', '/inbound-routes')).data as Array<Record<string, unknown>>;

@@ -462,8 +462,9 @@ export function InboundRoutesPage(_props: PageProps) {
   const routes = useApiGet<ListResponse<InboundRoute>>('/inbound-routes');
   const webhooks = useApiGet<ListResponse<Webhook>>('/webhooks');
   const endpoints = webhooks.data?.data ?? [];
-  // A new form after each route added, so it starts empty again.
+  // A new form after each route added, so it starts empty again; the page says what was added.
   const [formKey, setFormKey] = useState(0);
+  const [added, setAdded] = useState('');
   // The API lists them in the order they are tried (lowest priority first, then oldest).
   const list = routes.data?.data ?? [];
   return (
@@ -532,6 +533,9 @@ export function InboundRoutesPage(_props: PageProps) {
           />
         </div>
       ) : null}
+      <p role="status" className="form-result">
+        {added}
+      </p>
       <RouteForm
         key={formKey}
         initial={EMPTY_DRAFT}
@@ -541,6 +545,7 @@ export function InboundRoutesPage(_props: PageProps) {
         busyLabel="Adding…"
         onSubmit={async (body) => {
           const created = await api.post<InboundRoute>('/inbound-routes', body);
+          setAdded(`Added the route ${created.description || matchText(created)}.`);
           setFormKey((n) => n + 1);
           routes.reload();
           return created;

@@ -39,8 +39,11 @@ export interface ReceivedEmailListItem {
   cc: string[];
   bcc: string[];
   reply_to: string[];
+  /** The envelope's recipients at this organization (a Bcc recipient is only here). */
+  received_for: string[];
   subject: string;
   message_id: string;
+  quarantined: boolean;
   created_at: string;
   attachments: ReceivedAttachmentSummary[];
 }
@@ -54,10 +57,24 @@ function filtersOf(query: URLSearchParams): Filters {
   return { search: query.get('search') ?? '', quarantined: query.get('quarantined') === 'true' ? 'true' : '' };
 }
 
-const recipientsText = (email: ReceivedEmailListItem) => {
-  const all = [...email.to, ...email.cc];
-  return all.length <= 1 ? (all[0] ?? '') : `${all[0]} +${all.length - 1}`;
-};
+const firstAndCount = (addresses: string[]) =>
+  addresses.length <= 1 ? (addresses[0] ?? '') : `${addresses[0]} +${addresses.length - 1}`;
+
+/**
+ * The recipients as written (To and Cc), and the organization's addresses it was received for that they
+ * do not name: mail sent Bcc, or to a mailing list, names no recipient of ours in its headers.
+ */
+function Recipients({ email }: { email: ReceivedEmailListItem }) {
+  const written = [...email.to, ...email.cc];
+  const named = (address: string) => written.some((entry) => entry.toLowerCase().includes(address.toLowerCase()));
+  const unnamed = (email.received_for ?? []).filter((address) => !named(address));
+  return (
+    <span className="break-anywhere">
+      {firstAndCount(written) || <span className="muted">—</span>}
+      {unnamed.length > 0 ? <span className="cell-note">for {firstAndCount(unnamed)}</span> : null}
+    </span>
+  );
+}
 
 const attachmentsText = (count: number) => (count === 0 ? '' : count === 1 ? '1 attachment' : `${count} attachments`);
 
@@ -95,7 +112,7 @@ export function ReceivedEmailsPage({ query }: PageProps) {
         </Link>
       ),
     },
-    { header: 'To', cell: (email) => <span className="break-anywhere">{recipientsText(email)}</span> },
+    { header: 'To', cell: (email) => <Recipients email={email} /> },
     {
       header: 'Attachments',
       cell: (email) => attachmentsText(email.attachments?.length ?? 0) || <span className="muted">—</span>,
