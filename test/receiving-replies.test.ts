@@ -414,6 +414,19 @@ describe('the reply without its quoted history and signature', () => {
     );
   });
 
+  test('a long text is stripped quickly: the reply before a long history, a long message left whole', () => {
+    const history = '> an old line of the conversation, quoted again\n'.repeat(40_000);
+    const reply = `Agreed.\n\nOn Mon, 3 Nov 2026 at 10:02, Jane <jane@x.com> wrote:\n${history}`;
+    const long = 'A line of a long report that answers nothing.\n'.repeat(50_000);
+    const started = Date.now();
+    assert.equal(stripQuotedText(reply), 'Agreed.');
+    assert.equal(stripQuotedText(long), long);
+    assert.ok(
+      Date.now() - started < 1000,
+      `took ${Date.now() - started} ms for ${reply.length + long.length} characters`,
+    );
+  });
+
   test('a message that is not a reply is left as it is, its closing included', () => {
     const text = 'Hello team,\n\nThe release is out. Notes:\n- fixed the login bug\n- faster exports\n\nCheers,\nBob\n';
     assert.equal(stripQuotedText(text), text);
