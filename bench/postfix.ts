@@ -1,10 +1,10 @@
 // A throw-away Postfix for the benchmarks that race Mailroom against it (delivery-vs-postfix.ts,
-// scheduling.ts, shaping.ts): installed from Debian when missing, run from a temporary directory, relaying
-// everything to a loopback sink (or given domains to given servers), and gone when the benchmark ends.
-// Runs as root.
+// scheduling.ts, shaping.ts, receiving.ts): installed from Debian when missing, run from a temporary
+// directory, relaying everything to a loopback sink (or given domains to given servers, or taking one
+// address's mail into a Maildir), and gone when the benchmark ends. Runs as root.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -15,6 +15,8 @@ export const SBIN = '/usr/sbin';
 const POSTFIX = `${SBIN}/postfix`;
 const SMTP_SINK = `${SBIN}/smtp-sink`;
 const SMTP_SOURCE = `${SBIN}/smtp-source`;
+/** The uid and gid of nobody (Debian's), as whom the virtual delivery agent writes the mailbox. */
+const NOBODY = 65534;
 
 /** Whether something accepts TCP connections on 127.0.0.1:port. */
 export function listening(port: number): Promise<boolean> {
@@ -108,12 +110,15 @@ export function stopChild(child: ChildProcess) {
  * alternate_config_directories only when the caller is not root (mail_conf_checkdir), so as root
  * `postfix -c DIR/etc start` runs it without touching /etc/postfix. With `hold`, every message it
  * accepts is put on its hold queue (an access table that answers HOLD to every client) until
- * `release()` moves them all to the deferred queue and asks for the queue to be run at once.
+ * `release()` moves them all to the deferred queue and asks for the queue to be run at once. With
+ * `mailbox` (an address), Postfix is that address's final destination instead: the virtual(8) delivery
+ * agent writes its mail to a Maildir (`maildir`; `delivered()` counts its new messages); `sinkPort` may
+ * then be undefined (no relay host).
  */
 export async function startPostfix(
   teardown: Teardown,
-  sinkPort: number,
-  options: { hold?: boolean; routes?: Record<string, string> } = {},
+  sinkPort: number | undefined,
+  options: { hold?: boolean; routes?: Record<string, string>; mailbox?: string } = {},
 ) {
   const dir = await teardown.own(
     () => mkdtemp(path.join(tmpdir(), 'mailroom-bench-postfix-')),
@@ -123,6 +128,14 @@ export async function startPostfix(
   await mkdir(path.join(dir, 'etc'));
   await mkdir(path.join(dir, 'queue'), { mode: 0o755 });
   const port = await freePort();
+  // The mailbox's domain is a virtual mailbox domain: its one address is delivered by the virtual(8) agent to
+  // DIR/mail/<local part>/, a Maildir (made on the first delivery), as the unprivileged user nobody.
+  const mailbox = options.mailbox?.split('@') as [string, string] | undefined;
+  const maildir = mailbox && path.join(dir, 'mail', mailbox[0]);
+  if (mailbox) {
+    await mkdir(path.join(dir, 'mail'));
+    await chown(path.join(dir, 'mail'), NOBODY, NOBODY);
+  }
   const etc = path.join(dir, 'etc');
   await writeFile(
     path.join(etc, 'main.cf'),
@@ -144,13 +157,22 @@ export async function startPostfix(
       'inet_interfaces = 127.0.0.1',
       'inet_protocols = ipv4',
       'mynetworks = 127.0.0.0/8',
-      `relayhost = [127.0.0.1]:${sinkPort}`,
+      ...(sinkPort === undefined ? [] : [`relayhost = [127.0.0.1]:${sinkPort}`]),
       'smtp_tls_security_level = none',
       'smtpd_tls_security_level = none',
       'notify_classes =',
       'biff = no',
       ...(options.hold
         ? ['smtpd_recipient_restrictions = check_client_access static:HOLD, permit_mynetworks, reject']
+        : []),
+      ...(mailbox
+        ? [
+            `virtual_mailbox_domains = ${mailbox[1]}`,
+            `virtual_mailbox_base = ${dir}/mail`,
+            `virtual_mailbox_maps = inline:{ ${mailbox.join('@')}=${mailbox[0]}/ }`,
+            `virtual_uid_maps = static:${NOBODY}`,
+            `virtual_gid_maps = static:${NOBODY}`,
+          ]
         : []),
       ...(options.routes
         ? [
@@ -181,6 +203,7 @@ export async function startPostfix(
     'error unix - - n - - error',
     'retry unix - - n - - error',
     'discard unix - - n - - discard',
+    'virtual unix - n n - - virtual',
     'anvil unix - - n - 1 anvil',
     'scache unix - - n - 1 scache',
     'postlog unix-dgram n - n - 1 postlogd',
@@ -219,7 +242,9 @@ export async function startPostfix(
     execFileSync(`${SBIN}/postqueue`, ['-c', etc, '-j'], { encoding: 'utf8', maxBuffer: 1 << 30 })
       .split('\n')
       .filter(Boolean).length;
-  return { port, log, release, queued };
+  /** Messages delivered to the mailbox so far (files in its Maildir's new/). */
+  const delivered = async () => (maildir ? (await readdir(path.join(maildir, 'new')).catch(() => [])).length : 0);
+  return { port, log, release, queued, delivered, maildir };
 }
 
 /** The installed Postfix's version (mail_version). */
@@ -229,8 +254,10 @@ export function postfixVersion(): string {
 
 /**
  * smtp-source feeding `messages` messages of `size` bytes, one recipient each (`to`, by default
- * to@example.com), to smtpd on `port` over `sessions` connections (each sending its messages one after
- * another); resolves when all were accepted.
+ * to@example.com), to smtpd on `port` (or any SMTP listener there) over `sessions` connections (each
+ * sending its messages one after another); resolves when all were accepted. It writes From, To, Date,
+ * Message-Id (unique in a run: its pid and a message counter) and, given `subject`, Subject headers; the
+ * body is `size` bytes of numbered lines of X. The envelope sender is `from`.
  */
 export async function feedPostfix(
   teardown: Teardown,
@@ -240,7 +267,9 @@ export async function feedPostfix(
     messages,
     size,
     to = 'to@example.com',
-  }: { sessions: number; messages: number; size: number; to?: string },
+    from = 'shop@postfix-bench.example',
+    subject,
+  }: { sessions: number; messages: number; size: number; to?: string; from?: string; subject?: string },
 ): Promise<void> {
   const source = await teardown.own(
     () =>
@@ -248,7 +277,8 @@ export async function feedPostfix(
         SMTP_SOURCE,
         [
           ...['-d', '-s', String(sessions), '-m', String(messages), '-l', String(size)],
-          ...['-f', 'shop@postfix-bench.example', '-t', to, `127.0.0.1:${port}`],
+          ...(subject === undefined ? [] : ['-S', subject]),
+          ...['-f', from, '-t', to, `127.0.0.1:${port}`],
         ],
         { stdio: ['ignore', 'ignore', 'pipe'] },
       ),
