@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Database, Queryable } from '../platform/db/database.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { Signer } from '../platform/signing.ts';
@@ -143,105 +143,105 @@ async function storeForOrganization(
     routeMessage(db, organizationId, recipients, parsed.headers),
   ]);
   const quarantined = spam?.quarantined ?? false;
+  const strippedText = parsed.text === null ? null : stripQuotedText(parsed.text);
+  // Ids made here, so that the event's data (which names them) is written by the statement that stores.
+  const id = randomUUID();
+  const attachmentIds = parsed.attachments.map(() => randomUUID());
+  const data = receivedEvent({ id, created_at: '' }, recipients, parsed, attachmentIds);
+  const values = [
+    id,
+    organizationId,
+    message.sha,
+    input.mailFrom,
+    recipients,
+    parsed.from,
+    parsed.to,
+    parsed.cc,
+    parsed.bcc,
+    parsed.replyTo,
+    parsed.subject,
+    parsed.messageId,
+    JSON.stringify(parsed.headers),
+    parsed.html,
+    parsed.text,
+    strippedText,
+    input.raw.length,
+    input.clientAddress,
+    input.helo,
+    input.tls,
+    JSON.stringify(authentication),
+    spam?.verdict ?? null,
+    spam?.score ?? null,
+    quarantined,
+    inReplyTo,
+    JSON.stringify(routing.applied),
+    input.raw,
+    attachmentIds,
+    parsed.attachments.map((a) => a.filename),
+    parsed.attachments.map((a) => a.contentType),
+    parsed.attachments.map((a) => a.contentDisposition),
+    parsed.attachments.map((a) => a.contentId),
+    parsed.attachments.map((a) => a.content.length),
+    parsed.attachments.map((a) => a.content),
+    JSON.stringify(data),
+  ];
   return db.transaction(async (tx) => {
-    const { rows } = await tx.query<{ id: string; created_at: string }>(
-      `INSERT INTO received_emails (organization_id, raw_sha256, mail_from, received_for, from_address, to_addresses,
-         cc_addresses, bcc_addresses, reply_to_addresses, subject, message_id, headers, html, text, stripped_text,
-         size_bytes, client_address, helo, tls, authentication, spam_verdict, spam_score, quarantined,
-         in_reply_to_email_id, routes)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-         $23, $24, $25)
-       ON CONFLICT (organization_id, raw_sha256) DO NOTHING
-       RETURNING id, ${TIMESTAMP('created_at')} AS created_at`,
-      [
-        organizationId,
-        message.sha,
-        input.mailFrom,
-        recipients,
-        parsed.from,
-        parsed.to,
-        parsed.cc,
-        parsed.bcc,
-        parsed.replyTo,
-        parsed.subject,
-        parsed.messageId,
-        JSON.stringify(parsed.headers),
-        parsed.html,
-        parsed.text,
-        parsed.text === null ? null : stripQuotedText(parsed.text),
-        input.raw.length,
-        input.clientAddress,
-        input.helo,
-        input.tls,
-        JSON.stringify(authentication),
-        spam?.verdict ?? null,
-        spam?.score ?? null,
-        quarantined,
-        inReplyTo,
-        JSON.stringify(routing.applied),
-      ],
+    // One statement: the row, its raw bytes, its attachments and (unless quarantined: kept for a person
+    // to look at, neither announced nor forwarded) its email.received event, or nothing at all when the
+    // same bytes are already stored for this organization.
+    const { rows } = await tx.query<{
+      id: string;
+      created_at: string;
+      event_id: string | null;
+      event_at: string | null;
+    }>(
+      `WITH stored AS (
+         INSERT INTO received_emails (id, organization_id, raw_sha256, mail_from, received_for, from_address,
+           to_addresses, cc_addresses, bcc_addresses, reply_to_addresses, subject, message_id, headers, html, text,
+           stripped_text, size_bytes, client_address, helo, tls, authentication, spam_verdict, spam_score,
+           quarantined, in_reply_to_email_id, routes)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
+           $23, $24, $25, $26)
+         ON CONFLICT (organization_id, raw_sha256) DO NOTHING
+         RETURNING id, created_at
+       ),
+       raw AS (INSERT INTO received_email_raw (received_email_id, content) SELECT id, $27 FROM stored),
+       attachments AS (
+         INSERT INTO received_attachments
+           (id, received_email_id, position, filename, content_type, content_disposition, content_id, size_bytes,
+            content)
+         SELECT a.id, stored.id, a.position - 1, a.filename, a.content_type, a.content_disposition, a.content_id,
+                a.size_bytes, a.content
+           FROM stored,
+                unnest($28::uuid[], $29::text[], $30::text[], $31::text[], $32::text[], $33::int[], $34::bytea[])
+                  WITH ORDINALITY AS a(id, filename, content_type, content_disposition, content_id, size_bytes,
+                                       content, position)
+       ),
+       event AS (SELECT gen_random_uuid() AS id, clock_timestamp() AS created_at FROM stored WHERE NOT $24)${fanOutCtes(
+         {
+           org: '$2::uuid',
+           type: "'email.received'::text",
+           data: `($35::jsonb || jsonb_build_object('created_at', (SELECT ${TIMESTAMP('created_at')} FROM stored)))`,
+         },
+       )}
+       SELECT stored.id, ${TIMESTAMP('stored.created_at')} AS created_at, event.id AS event_id, ${TIMESTAMP('event.created_at')} AS event_at
+         FROM stored LEFT JOIN event ON true`,
+      values,
     );
     const row = rows[0];
     // Stored meanwhile by another session handing over the same bytes: that one announced it.
     if (!row) return (await storedIds(tx, [organizationId], message.sha)).get(organizationId)!;
-    await tx.query('INSERT INTO received_email_raw (received_email_id, content) VALUES ($1, $2)', [row.id, input.raw]);
-    const attachmentIds = await storeAttachments(tx, row.id, parsed);
-    // Quarantined: kept for a person to look at, but neither forwarded nor announced.
-    if (!quarantined) {
-      const data = receivedEvent(row, recipients, parsed, attachmentIds);
-      const event = await announce(tx, organizationId, data);
+    if (row.event_id !== null && row.event_at !== null) {
       // A route's own webhook endpoint gets the same event (same id) as the subscribers.
-      await queueRouteActions(tx, organizationId, row.id, routing, { ...event, data });
+      const event = { id: row.event_id, created_at: row.event_at, data: { ...data, created_at: row.created_at } };
+      await queueRouteActions(tx, organizationId, row.id, routing, event);
     }
     return row.id;
   });
 }
 
-async function storeAttachments(tx: Queryable, emailId: string, parsed: ParsedReceived): Promise<string[]> {
-  if (parsed.attachments.length === 0) return [];
-  const { rows } = await tx.query<{ id: string }>(
-    `INSERT INTO received_attachments
-       (received_email_id, position, filename, content_type, content_disposition, content_id, size_bytes, content)
-     SELECT $1, position, filename, content_type, content_disposition, content_id, size_bytes, content
-       FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::bytea[])
-            AS a(position, filename, content_type, content_disposition, content_id, size_bytes, content)
-     ORDER BY position
-     RETURNING id, position`,
-    [
-      emailId,
-      parsed.attachments.map((_, index) => index),
-      parsed.attachments.map((a) => a.filename),
-      parsed.attachments.map((a) => a.contentType),
-      parsed.attachments.map((a) => a.contentDisposition),
-      parsed.attachments.map((a) => a.contentId),
-      parsed.attachments.map((a) => a.content.length),
-      parsed.attachments.map((a) => a.content),
-    ],
-  );
-  const byPosition = new Map((rows as Array<{ id: string; position: number }>).map((r) => [r.position, r.id]));
-  return parsed.attachments.map((_, index) => byPosition.get(index)!);
-}
-
 /** Timestamps in events as the fan-out writes them: UTC, microseconds. */
 const TIMESTAMP = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
-
-/** Fans `email.received` out to the subscribed endpoints; the event's id and time. */
-async function announce(
-  tx: Queryable,
-  organizationId: string,
-  data: Record<string, unknown>,
-): Promise<{ id: string; created_at: string }> {
-  const { rows } = await tx.query<{ id: string; created_at: string }>(
-    `WITH event AS (SELECT gen_random_uuid() AS id, clock_timestamp() AS created_at)${fanOutCtes({
-      org: '$1::uuid',
-      type: "'email.received'::text",
-      data: '$2::jsonb',
-    })}
-     SELECT id, ${TIMESTAMP('created_at')} AS created_at FROM event`,
-    [organizationId, JSON.stringify(data)],
-  );
-  return rows[0]!;
-}
 
 /** Resend's `email.received` data: the message's metadata, never its body. */
 export function receivedEvent(
