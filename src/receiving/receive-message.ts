@@ -16,7 +16,7 @@ import type { SpamChecker, SpamVerdict } from './spam-check.ts';
 // match the stored copy by (organization, SHA-256 of the raw message): nothing new is stored or fired.
 //
 // Parsing, the sender's authentication and the spam check are done once per message, before any
-// transaction, and only when some organization has not stored it yet.
+// transaction.
 
 export interface ReceiveDeps {
   db: Database;
@@ -66,22 +66,21 @@ export async function receiveMessage(deps: ReceiveDeps, input: ReceiveInput): Pr
   const organizations = [...byOrganization.keys()];
   if (organizations.length === 0) return { ids: [] };
 
-  const stored = await storedIds(deps.db, organizations, sha);
-  const missing = organizations.filter((org) => !stored.has(org));
-  if (missing.length > 0) {
-    const parsed = await parseReceived(input.raw);
-    const sender = { clientAddress: input.clientAddress, helo: input.helo, mailFrom: input.mailFrom };
-    const [authentication, spam] = await Promise.all([
-      deps.authenticate ? checkAuthentication(deps, input.raw, sender) : UNCHECKED,
-      deps.spamCheck ? checkSpam(deps, input, [...byOrganization.values()].flat()) : null,
-    ]);
-    const message: ReadMessage = { input, sha, parsed, authentication, spam };
-    for (const organizationId of missing) {
-      stored.set(
-        organizationId,
-        await storeForOrganization(deps, message, organizationId, byOrganization.get(organizationId)!),
-      );
-    }
+  // No look-up first for a copy already stored: a message handed over again is rare, and the insert
+  // finds it anyway (ON CONFLICT), so the usual message saves a round trip.
+  const parsed = await parseReceived(input.raw);
+  const sender = { clientAddress: input.clientAddress, helo: input.helo, mailFrom: input.mailFrom };
+  const [authentication, spam] = await Promise.all([
+    deps.authenticate ? checkAuthentication(deps, input.raw, sender) : UNCHECKED,
+    deps.spamCheck ? checkSpam(deps, input, [...byOrganization.values()].flat()) : null,
+  ]);
+  const message: ReadMessage = { input, sha, parsed, authentication, spam };
+  const stored = new Map<string, string>();
+  for (const organizationId of organizations) {
+    stored.set(
+      organizationId,
+      await storeForOrganization(deps, message, organizationId, byOrganization.get(organizationId)!),
+    );
   }
   return { ids: organizations.map((org) => stored.get(org)!) };
 }
