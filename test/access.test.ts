@@ -313,6 +313,13 @@ export const ROUTES: Row[] = [
     fixture: receivedFixture,
   },
   { method: 'GET', url: '/emails/receiving/files/:token', access: 'public', ok: 200, token: receivedFileToken },
+  {
+    method: 'GET',
+    url: '/emails/receiving/:own/preview',
+    access: 'full',
+    ok: 200,
+    fixture: receivedEmailFixture,
+  },
   { method: 'GET', url: '/emails/:own/preview', access: 'full', ok: 200, fixture: htmlEmailFixture },
   { method: 'GET', url: '/previews/:token', access: 'public', ok: 200, token: previewToken },
   { method: 'GET', url: '/overview', access: 'full', ok: 200 },

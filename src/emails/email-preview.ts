@@ -42,6 +42,51 @@ export async function findOwnContent(db: Queryable, organizationId: string, emai
   return rows[0];
 }
 
+/**
+ * Where a preview's HTML and inline images are read from: a sent message (emails) or a received one
+ * (received_emails). Both are keyed by the message id and its organization.
+ */
+export type PreviewSource = 'sent' | 'received';
+
+const PREVIEW_READS: Record<PreviewSource, { html: string; inline: string }> = {
+  sent: {
+    html: 'SELECT html FROM emails WHERE id = $1 AND organization_id = $2',
+    inline: `SELECT content_id, content_type, content FROM email_attachments
+              WHERE email_id = $1 AND content_id IS NOT NULL AND content_type LIKE 'image/%'
+                AND octet_length(content) <= $2
+              ORDER BY position`,
+  },
+  received: {
+    html: 'SELECT html FROM received_emails WHERE id = $1 AND organization_id = $2',
+    inline: `SELECT content_id, content_type, content FROM received_attachments
+              WHERE received_email_id = $1 AND content_id IS NOT NULL AND content_type LIKE 'image/%'
+                AND octet_length(content) <= $2
+              ORDER BY position`,
+  },
+};
+
+/**
+ * A signed link (for an hour) to the HTML of the organization's message `emailId`, found by the caller:
+ * null when the message has no HTML (or it was pruned). The token names the source, so a sent message's
+ * link never reads a received one of the same id, or the reverse.
+ */
+export function signedPreviewLink(
+  source: PreviewSource,
+  organizationId: string,
+  emailId: string,
+  hasHtml: boolean,
+  links: { signer: Signer; baseUrl: string; now: Date },
+) {
+  const expires = Math.floor(links.now.getTime() / 1000) + PREVIEW_LINK_SECONDS;
+  const claims = { e: emailId, o: organizationId, x: expires, ...(source === 'received' ? { r: 1 } : {}) };
+  const token = links.signer.sign('preview', claims);
+  return {
+    object: 'email_preview' as const,
+    html_url: hasHtml ? `${links.baseUrl}/previews/${token}` : null,
+    expires_at: new Date(expires * 1000).toISOString(),
+  };
+}
+
 /** GET /emails/:id/preview: a signed link to the message's HTML, or null when it has none (or it was pruned). */
 export async function previewLink(
   db: Queryable,
@@ -50,36 +95,32 @@ export async function previewLink(
   links: { signer: Signer; baseUrl: string; now: Date },
 ) {
   const email = await findOwnContent(db, organizationId, emailId);
-  const expires = Math.floor(links.now.getTime() / 1000) + PREVIEW_LINK_SECONDS;
-  const token = links.signer.sign('preview', { e: emailId, o: organizationId, x: expires });
-  return {
-    object: 'email_preview' as const,
-    html_url: email.html === null ? null : `${links.baseUrl}/previews/${token}`,
-    expires_at: new Date(expires * 1000).toISOString(),
-  };
+  return signedPreviewLink('sent', organizationId, emailId, email.html !== null, links);
 }
 
 /** The HTML behind a preview link; null when the link is not one of ours, has expired, or names nothing. */
 export async function readPreview(db: Queryable, signer: Signer, token: string, now: Date): Promise<string | null> {
   const payload = signer.verify('preview', token);
   if (!payload) return null;
-  const { e, o, x } = payload;
+  const { e, o, x, r } = payload;
   if (typeof e !== 'string' || typeof o !== 'string' || typeof x !== 'number' || !isUuid(e) || !isUuid(o)) return null;
   if (x * 1000 <= now.getTime()) return null;
-  const { rows } = await db.query<{ html: string | null }>(
-    'SELECT html FROM emails WHERE id = $1 AND organization_id = $2',
-    [e, o],
-  );
+  const reads = PREVIEW_READS[r === 1 ? 'received' : 'sent'];
+  const { rows } = await db.query<{ html: string | null }>(reads.html, [e, o]);
   const html = rows[0]?.html ?? null;
-  if (html === null || !/cid:/i.test(html)) return html;
-  const { rows: inline } = await db.query<InlineImage>(
-    `SELECT content_id, content_type, content FROM email_attachments
-      WHERE email_id = $1 AND content_id IS NOT NULL AND content_type LIKE 'image/%'
-        AND octet_length(content) <= $2
-      ORDER BY position`,
-    [e, INLINE_IMAGE_MAX_BYTES],
-  );
-  return embedInlineImages(html, inline);
+  return html === null ? null : withInlineImages(db, r === 1 ? 'received' : 'sent', e, html);
+}
+
+/** The message's HTML with its cid: references to its own inline images made data: URLs (embedInlineImages). */
+export async function withInlineImages(
+  db: Queryable,
+  source: PreviewSource,
+  emailId: string,
+  html: string,
+): Promise<string> {
+  if (!/cid:/i.test(html)) return html;
+  const { rows } = await db.query<InlineImage>(PREVIEW_READS[source].inline, [emailId, INLINE_IMAGE_MAX_BYTES]);
+  return embedInlineImages(html, rows);
 }
 
 /** An attachment the HTML can show by its Content-ID. */

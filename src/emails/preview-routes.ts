@@ -6,10 +6,10 @@ import { previewLink, previewPolicy, readPreview } from './email-preview.ts';
 
 const IdParams = Type.Object({ id: Type.String() });
 
-const PreviewSchema = Type.Object({
+export const PreviewSchema = Type.Object({
   object: Type.Literal('email_preview'),
   html_url: Type.Union([Type.String(), Type.Null()], {
-    description: 'Signed link to GET /previews/:token; null when the message has no HTML or it was pruned',
+    description: 'Signed link to GET /previews/:token; null when the message has no HTML (or it was pruned)',
   }),
   expires_at: Type.String({ format: 'date-time' }),
 });

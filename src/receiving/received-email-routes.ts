@@ -3,6 +3,7 @@ import type { App } from '../platform/http/app-types.ts';
 import { publicBaseUrl } from '../platform/config.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { contentDisposition } from '../emails/attachments.ts';
+import { PreviewSchema } from '../emails/preview-routes.ts';
 import {
   RECEIVED_FILE_PATH,
   RECEIVED_LIMIT_DEFAULT,
@@ -12,6 +13,7 @@ import {
   getReceivedEmail,
   listReceivedAttachments,
   listReceivedEmails,
+  receivedPreviewLink,
 } from './received-emails.ts';
 
 const Limit = Type.Optional(
@@ -101,6 +103,19 @@ export async function receivedEmailRoutes(app: App) {
         { htmlFormat: request.query.html_format ?? 'data_uri' },
         links(),
       ),
+  );
+
+  app.get(
+    '/emails/receiving/:id/preview',
+    {
+      config: { access: 'full' },
+      schema: {
+        summary: "Mailroom: a signed link (valid for an hour) to a sandboxed view of a received email's HTML",
+        params: IdParams,
+        response: { 200: PreviewSchema },
+      },
+    },
+    (request) => receivedPreviewLink(app.db, request.principal.organizationId, request.params.id, links()),
   );
 
   app.get(

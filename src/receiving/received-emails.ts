@@ -3,6 +3,7 @@ import { escapeLike } from '../platform/db/like-pattern.ts';
 import { notFound, ServiceError } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
 import { attachmentPage, signedDownload, verifiedDownload, type AttachmentLinks } from '../emails/attachments.ts';
+import { signedPreviewLink, withInlineImages } from '../emails/email-preview.ts';
 
 // Received messages as Resend's emails.receiving shows them (GET /emails/receiving and below): the list,
 // one message with its bodies, headers and a signed link to its raw source, and its attachments with
@@ -140,7 +141,9 @@ export async function getReceivedEmail(
   const row = await requireReceived(db, organizationId, id);
   const attachments = (await attachmentsOf(db, [row.id])).get(row.id) ?? [];
   const html =
-    row.html !== null && options.htmlFormat === 'data_uri' ? await inlineImages(db, row.id, row.html) : row.html;
+    row.html !== null && options.htmlFormat === 'data_uri'
+      ? await withInlineImages(db, 'received', row.id, row.html)
+      : row.html;
   return {
     object: 'email' as const,
     ...summary(row),
@@ -161,6 +164,12 @@ export async function getReceivedEmail(
     stripped_text: row.stripped_text,
     routes: row.routes,
   };
+}
+
+/** GET /emails/receiving/:id/preview: a signed link to a sandboxed view of the message's HTML (the dashboard's). */
+export async function receivedPreviewLink(db: Queryable, organizationId: string, id: string, links: AttachmentLinks) {
+  const row = await requireReceived(db, organizationId, id);
+  return signedPreviewLink('received', organizationId, id, row.html !== null, links);
 }
 
 /** GET /emails/receiving/:id/attachments */
@@ -315,41 +324,4 @@ function attachmentData(row: AttachmentRow, organizationId: string, links: Attac
       o: organizationId,
     }),
   };
-}
-
-const CID_REFERENCE = /\bcid:([^"'\s)>]+)/gi;
-
-/**
- * The HTML with each cid: reference to one of the message's attachments replaced by a data: URI of its
- * content (Resend's default html_format), so that the HTML shows its images on its own; a reference to
- * no attachment is left as written.
- */
-async function inlineImages(db: Queryable, emailId: string, html: string): Promise<string> {
-  const referenced = new Set<string>();
-  for (const match of html.matchAll(CID_REFERENCE)) referenced.add(cidKey(match[1]!));
-  if (referenced.size === 0) return html;
-  const { rows } = await db.query<{ content_id: string; content_type: string; content: Uint8Array }>(
-    `SELECT content_id, content_type, content FROM received_attachments
-      WHERE received_email_id = $1 AND content_id IS NOT NULL ORDER BY position`,
-    [emailId],
-  );
-  const uris = new Map<string, string>();
-  for (const row of rows) {
-    const key = cidKey(row.content_id);
-    if (!referenced.has(key) || uris.has(key)) continue;
-    uris.set(key, `data:${row.content_type};base64,${Buffer.from(row.content).toString('base64')}`);
-  }
-  return html.replace(CID_REFERENCE, (reference, id: string) => uris.get(cidKey(id)) ?? reference);
-}
-
-/** A cid: URL is the Content-ID without brackets, %-encoded (RFC 2392); compared without case. */
-function cidKey(contentId: string): string {
-  const bare = contentId.replace(/^<|>$/g, '');
-  let decoded = bare;
-  try {
-    decoded = decodeURIComponent(bare);
-  } catch {
-    // Not %-encoded after all: compared as written.
-  }
-  return decoded.toLowerCase();
 }

@@ -5,6 +5,7 @@ export { ConfirmButton } from './ConfirmButton.tsx';
 export { CopyButton, copyText } from './CopyButton.tsx';
 export { DataTable, type Column } from './DataTable.tsx';
 export { EmptyState } from './EmptyState.tsx';
+export { HtmlPreview, webUrl } from './HtmlPreview.tsx';
 export { ErrorBanner } from './ErrorBanner.tsx';
 export { Loading } from './Loading.tsx';
 export { PageHeader } from './PageHeader.tsx';

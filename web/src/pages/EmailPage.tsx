@@ -7,10 +7,12 @@ import {
   EmptyState,
   ErrorBanner,
   Field,
+  HtmlPreview,
   Loading,
   PageHeader,
   RelativeTime,
   Timestamp,
+  webUrl,
   type Column,
 } from '../components/index.ts';
 import { useAction, useApiGet } from '../hooks.ts';
@@ -58,36 +60,12 @@ interface Attachment {
   download_url: string;
 }
 
-interface Preview {
-  html_url: string | null;
-  expires_at: string;
-}
-
 const sizeFormat = new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 });
 
 export function formatSize(bytes: number): string {
   if (bytes < 1024) return `${bytes} B`;
   if (bytes < 1024 * 1024) return `${sizeFormat.format(bytes / 1024)} KB`;
   return `${sizeFormat.format(bytes / (1024 * 1024))} MB`;
-}
-
-/** Only web links become an href or a frame's src (never `javascript:` or `data:`). */
-function webUrl(value: string | null | undefined): string | undefined {
-  if (!value) return undefined;
-  try {
-    const url = new URL(value, window.location.href);
-    return url.protocol === 'http:' || url.protocol === 'https:' ? url.href : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The path and query of a link, to load from this origin; undefined for anything but http(s). */
-function sameOriginPath(value: string | null | undefined): string | undefined {
-  const url = webUrl(value);
-  if (url === undefined) return undefined;
-  const { pathname, search } = new URL(url);
-  return `${pathname}${search}`;
 }
 
 /** Tags as sent: `{ name: value }`, or `[{ name, value }]`, or `["name"]`. */
@@ -350,12 +328,6 @@ function Timeline({
 }
 
 function Content({ email, base }: { email: Email; base: string }) {
-  const preview = useApiGet<Preview>(email.html !== null ? `${base}/preview` : null);
-  const [remote, setRemote] = useState(false);
-  // Framed from the dashboard's own origin whatever host the link names (frame-src 'self'): the preview
-  // route is served by this same process.
-  const htmlUrl = sameOriginPath(preview.data?.html_url);
-  const frameUrl = htmlUrl && remote ? `${htmlUrl}${htmlUrl.includes('?') ? '&' : '?'}remote_content=1` : htmlUrl;
   return (
     <section className="card" aria-labelledby="email-content">
       <h2 id="email-content">Content</h2>
@@ -366,32 +338,10 @@ function Content({ email, base }: { email: Email; base: string }) {
       ) : null}
       <h3>HTML</h3>
       {email.html === null ? <p className="muted">This message has no HTML part.</p> : null}
-      <ErrorBanner error={preview.error} title="The HTML preview could not be loaded" onRetry={preview.reload} />
-      {email.html !== null && !preview.data && preview.loading ? <Loading label="Loading the preview…" /> : null}
-      {frameUrl ? (
-        <>
-          <div className="button-row preview-actions">
-            {remote ? (
-              <span className="muted">Remote images and styles are loaded.</span>
-            ) : (
-              <>
-                <span className="muted">Remote images are blocked: loading them tells the sender you looked.</span>
-                <Button variant="secondary" onClick={() => setRemote(true)}>
-                  Load remote content
-                </Button>
-              </>
-            )}
-          </div>
-          <iframe
-            key={frameUrl}
-            className="preview-frame"
-            sandbox=""
-            referrerPolicy="no-referrer"
-            src={frameUrl}
-            title="The message's HTML (sandboxed: no scripts run)"
-          />
-        </>
-      ) : null}
+      <HtmlPreview
+        previewPath={email.html !== null ? `${base}/preview` : null}
+        title="The message's HTML (sandboxed: no scripts run)"
+      />
       <h3>Text</h3>
       {email.text ? (
         <pre className="code-block message-text" tabIndex={0} aria-label="The message's text">

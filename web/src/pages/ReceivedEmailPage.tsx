@@ -4,11 +4,13 @@ import {
   DataTable,
   EmptyState,
   ErrorBanner,
+  HtmlPreview,
   Loading,
   PageHeader,
   RelativeTime,
   StatusBadge,
   Timestamp,
+  webUrl,
   type Column,
 } from '../components/index.ts';
 import { useApiGet } from '../hooks.ts';
@@ -76,17 +78,6 @@ interface ReceivedAttachment {
   content_type: string;
   size: number;
   download_url: string;
-}
-
-/** Only web links become an href (never `javascript:` or `data:`). */
-function webUrl(value: string | null | undefined): string | undefined {
-  if (!value) return undefined;
-  try {
-    const url = new URL(value, window.location.href);
-    return url.protocol === 'http:' || url.protocol === 'https:' ? url.href : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /** An authentication result's colour: a pass reads green, a failure red, anything else plain. */
@@ -158,7 +149,7 @@ export function ReceivedEmailPage({ params }: PageProps) {
           <Details email={data} />
           <Checks email={data} />
           <Handling email={data} />
-          <Content email={data} />
+          <Content email={data} base={base} />
           <Attachments base={base} count={data.attachments?.length ?? 0} />
           <Source email={data} />
         </>
@@ -344,27 +335,16 @@ function Handling({ email }: { email: ReceivedEmail }) {
   );
 }
 
-function Content({ email }: { email: ReceivedEmail }) {
+function Content({ email, base }: { email: ReceivedEmail; base: string }) {
   return (
     <section className="card" aria-labelledby="received-content">
       <h2 id="received-content">Content</h2>
       <h3>HTML</h3>
-      {email.html ? (
-        <>
-          <p className="muted">
-            Shown without scripts and without remote images or styles: loading them would tell the sender you looked.
-          </p>
-          <iframe
-            className="preview-frame"
-            sandbox=""
-            referrerPolicy="no-referrer"
-            srcDoc={email.html}
-            title="The received message's HTML (sandboxed: no scripts run)"
-          />
-        </>
-      ) : (
-        <p className="muted">This message has no HTML part.</p>
-      )}
+      {email.html === null ? <p className="muted">This message has no HTML part.</p> : null}
+      <HtmlPreview
+        previewPath={email.html !== null ? `${base}/preview` : null}
+        title="The received message's HTML (sandboxed: no scripts run)"
+      />
       <h3>Reply</h3>
       {email.stripped_text ? (
         <pre className="code-block message-text" tabIndex={0} aria-label="The reply without its quoted history">
