@@ -6,6 +6,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -272,6 +274,31 @@ test('a message with an attachment and an inline image is stored with both, unde
       content_id: null,
     },
   ]);
+});
+
+test('swaks, as an MTA would: STARTTLS, an attachment, the envelope kept apart from the headers', async () => {
+  const subject = `Swaks ${Date.now()}`;
+  const to = `desk@${org.domain}`;
+  const { stdout } = await promisify(execFile)('swaks', [
+    ...['--server', `127.0.0.1:${inbound.port}`, '--helo', 'relay.sender.example.net', '--tls'],
+    ...['--from', `bounces@${SENDER}`, '--to', to, '--header', `Subject: ${subject}`],
+    ...['--header', `To: Desk <someone-else@${org.domain}>`, '--body', 'Hello from swaks'],
+    ...['--attach-type', 'text/csv', '--attach-name', 'rows.csv', '--attach', '@/dev/null'],
+  ]);
+  assert.match(stdout, /^<~ +250 /m);
+  const [row] = await rowsWithSubject(subject);
+  assert.ok(row);
+  assert.equal(row.tls, true);
+  assert.equal(row.helo, 'relay.sender.example.net');
+  assert.equal(row.mail_from, `bounces@${SENDER}`);
+  assert.deepEqual(row.received_for, [to], 'the envelope recipient');
+  assert.deepEqual(row.to_addresses, [`someone-else@${org.domain}`], 'the To header, as written');
+  assert.match(row.text as string, /Hello from swaks/);
+  const { rows } = await t.db.query<{ filename: string; content_type: string }>(
+    'SELECT filename, content_type FROM received_attachments WHERE received_email_id = $1',
+    [row.id],
+  );
+  assert.deepEqual(rows, [{ filename: 'rows.csv', content_type: 'text/csv' }]);
 });
 
 test('an address at a domain that does not receive mail is refused at RCPT TO with 550; nothing is stored', async () => {
