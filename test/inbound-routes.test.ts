@@ -307,6 +307,16 @@ describe('the matcher', () => {
       code: 550,
       message: '5.1.1 No such recipient here',
     });
+    // A receiving domain not verified (its owner never proved the name) takes nothing either.
+    const unproven = await receivingOrg('rcpt-unverified');
+    await t.db.query(`UPDATE domains SET status = 'pending' WHERE organization_id = $1`, [unproven.id]);
+    assert.deepEqual(await decideRecipient(t.db, `a@${unproven.domain}`), {
+      accept: false,
+      code: 550,
+      message: '5.1.1 No such recipient here',
+    });
+    await t.db.query(`UPDATE domains SET status = 'verified' WHERE organization_id = $1`, [unproven.id]);
+    assert.equal((await decideRecipient(t.db, `a@${unproven.domain}`)).accept, true);
     await createRoute(o, {
       priority: 1,
       match: { recipient: `vip@${d}`, recipient_kind: 'exact' },

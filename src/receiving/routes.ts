@@ -51,7 +51,8 @@ type RouteRow = Pick<
 >;
 
 /**
- * The answer at RCPT TO: accepted for the organization whose receiving domain the address is at, unless
+ * The answer at RCPT TO: accepted for the organization whose receiving domain the address is at (a
+ * verified one: an organization that added a name without proving it owns it receives nothing there), unless
  * a route refuses it (550 5.7.1 with the route's message); an address at no receiving domain is refused
  * (550 5.1.1). Only routes without a header condition are tried (headers come later, with DATA): the
  * first that matches and rejects refuses, one that matches with `stop` ends the walk. One query reads
@@ -62,8 +63,8 @@ export async function decideRecipient(db: Queryable, address: string): Promise<R
   const domain = key.slice(key.lastIndexOf('@') + 1);
   const { rows } = await db.query<{ organization_id: string; domain_id: string } & Partial<RouteRow>>(
     `SELECT d.organization_id, d.id AS domain_id, ${ROUTE_COLUMNS}
-       FROM (SELECT organization_id, id FROM domains WHERE name = $1 AND receiving
-              ORDER BY status = 'verified' DESC, created_at LIMIT 1) d
+       FROM (SELECT organization_id, id FROM domains WHERE name = $1 AND receiving AND status = 'verified'
+              ORDER BY created_at LIMIT 1) d
        LEFT JOIN inbound_routes r ON r.organization_id = d.organization_id AND r.enabled AND r.header_name IS NULL
       ORDER BY ${ROUTE_ORDER}`,
     [domain],
