@@ -18,6 +18,9 @@ import { startInboundServer, type InboundServer } from '../src/inbound/inbound-s
 import { createAuthenticator } from '../src/receiving/authentication.ts';
 import { receiveMessage, type ReceiveDeps } from '../src/receiving/receive-message.ts';
 import { loadTlsCertificate } from '../src/submission/tls-certificate.ts';
+import { createSpamChecker } from '../src/receiving/spam-check.ts';
+import { loadConfig } from '../src/platform/config.ts';
+import { startRspamd } from './helpers/rspamd.ts';
 import { pruneAll } from '../src/retention/prune.ts';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { startDnsServer, type DnsServer } from './helpers/dns-server.ts';
@@ -536,6 +539,60 @@ test("a route's webhook endpoint gets the same email.received event as the subsc
   assert.ok(rows.some((delivery) => delivery.endpoint_id === endpointId));
   assert.deepEqual(rows[0]!.payload.data, rows[1]!.payload.data);
   assert.match(rows[0]!.payload.data.created_at as string, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+});
+
+test('a message the spam filter quarantines is stored, but neither announced nor forwarded', async () => {
+  const rspamd = await startRspamd();
+  const spamCheck = createSpamChecker(loadConfig({ MAILROOM_RSPAMD_URL: rspamd.url }), quiet);
+  const server = await startInboundServer({
+    db: t.db,
+    signer: t.app.signer,
+    host: '127.0.0.1',
+    port: 0,
+    log: quiet,
+    spamCheck,
+  });
+  try {
+    const to = `sales@${org.domain}`;
+    await t.db.query(
+      `INSERT INTO inbound_routes (organization_id, recipient_kind, recipient_pattern, actions)
+       VALUES ($1, 'exact', $2, $3::jsonb)`,
+      [org.id, to, JSON.stringify([{ type: 'forward', to: ['desk@elsewhere.example.net'] }])],
+    );
+    /** The message's email.received deliveries and forwarded copies. */
+    const consequences = async (id: string, subject: string) =>
+      (
+        await t.db.query<{ events: number; copies: number }>(
+          `SELECT (SELECT count(*)::int FROM webhook_deliveries
+                    WHERE event_type = 'email.received' AND payload -> 'data' ->> 'email_id' = $1) AS events,
+                  (SELECT count(*)::int FROM emails WHERE organization_id = $2 AND subject = $3) AS copies`,
+          [id, org.id, subject],
+        )
+      ).rows[0];
+    const send = async (subject: string, text: string) => {
+      const raw = await plainMessage(to, { subject, text });
+      const options = { ignoreTLS: true, port: server.port };
+      assert.match(await deliver(raw, { from: `ann@${SENDER}`, to: [to] }, options), /^250 /);
+      const [row] = await rowsWithSubject(subject);
+      assert.ok(row);
+      return row;
+    };
+    // The route at work on an ordinary message: announced and forwarded.
+    const hamSubject = `Ordinary ${Date.now()}`;
+    const ham = await send(hamSubject, 'Could you send me a quote for 40 chairs?');
+    assert.equal(ham.quarantined, false);
+    assert.deepEqual(await consequences(ham.id as string, hamSubject), { events: 1, copies: 1 });
+
+    const gtube = 'XJS*C4JDBQADN1.NSBN3*2IDNEN*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL*C.34X';
+    const spamSubject = `Quarantined ${Date.now()}`;
+    const spam = await send(spamSubject, `Buy now\n\n${gtube}\n`);
+    assert.equal(spam.spam_verdict, 'spam');
+    assert.equal(spam.quarantined, true);
+    assert.deepEqual(await consequences(spam.id as string, spamSubject), { events: 0, copies: 0 });
+  } finally {
+    await server.close();
+    await rspamd.stop();
+  }
 });
 
 test('after MAILROOM_RETENTION_DAYS a received message goes whole: row, raw message and attachments', async () => {
