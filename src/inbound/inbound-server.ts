@@ -139,7 +139,8 @@ export async function startInboundServer(options: InboundServerOptions): Promise
         raw,
         mailFrom,
         recipients,
-        clientAddress: session.remoteAddress,
+        // An IPv4 client of a listener on '::' appears as ::ffff:a.b.c.d; stored as the IPv4 address it is.
+        clientAddress: session.remoteAddress.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, ''),
         helo: session.hostNameAppearsAs,
         tls: session.secure,
       });
