@@ -347,6 +347,10 @@ describe('the reply without its quoted history and signature', () => {
       '',
     ].join('\n');
     assert.equal(stripQuotedText(text), 'Thanks, Tuesday works for me.');
+    // A message that answers nothing (no In-Reply-To, References or reply address) is not searched for
+    // quoted history: what looks like one is its own words; only a signature would go.
+    assert.equal(stripQuotedText(text, false), text);
+    assert.equal(stripQuotedText(`${text}\n-- \nBob\n`, false), text.trimEnd());
   });
 
   test('Gmail, with the attribution line wrapped', () => {

@@ -142,7 +142,8 @@ async function storeForOrganization(
     routeMessage(db, organizationId, recipients, parsed.headers),
   ]);
   const quarantined = spam?.quarantined ?? false;
-  const strippedText = parsed.text === null ? null : stripQuotedText(parsed.text);
+  const answersSomething = parsed.inReplyTo !== undefined || parsed.references.length > 0 || inReplyTo !== null;
+  const strippedText = parsed.text === null ? null : stripQuotedText(parsed.text, answersSomething);
   // Ids made here, so that the event's data (which names them) is written by the statement that stores.
   const id = randomUUID();
   const attachmentIds = parsed.attachments.map(() => randomUUID());

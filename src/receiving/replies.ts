@@ -58,12 +58,17 @@ function messageIds(value: string): string[] {
  * signature, which is right under a reply but would cut a message that answers nothing: so a text
  * without quoted history keeps all of itself but what follows the "-- " signature separator line.
  * The parser reads only the first PARSED_CHARACTERS: it takes about a millisecond per kilobyte on the
- * listener's event loop, and a reply's own words come before the history it quotes.
+ * listener's event loop, and a reply's own words come before the history it quotes. A message that
+ * answers nothing (no In-Reply-To or References, not sent to a reply address: `answersSomething`
+ * false) quotes no history to find, so only its signature is cut, without the parser: most of what a
+ * support address receives is new mail, and the parser was the listener's largest cost per message.
  */
-export function stripQuotedText(text: string): string {
+export function stripQuotedText(text: string, answersSomething = true): string {
   const normalized = text.replace(/\r\n?/g, '\n');
-  const email = new EmailReplyParser().read(normalized.slice(0, PARSED_CHARACTERS));
-  if (email.getQuotedText().trim() !== '') return email.getVisibleText().trimEnd();
+  if (answersSomething) {
+    const email = new EmailReplyParser().read(normalized.slice(0, PARSED_CHARACTERS));
+    if (email.getQuotedText().trim() !== '') return email.getVisibleText().trimEnd();
+  }
   const separator = /^-- ?$/m.exec(normalized);
   return separator ? normalized.slice(0, separator.index).trimEnd() : text;
 }
