@@ -105,6 +105,15 @@ test('domains.update and domains.create take capabilities.receiving; the Receivi
   assert.equal(refusedHere.error?.name, 'conflict', JSON.stringify(refusedHere));
   assert.equal((await resend.domains.get(created.data!.id)).data!.capabilities.receiving, 'disabled');
 
+  // Two organizations adding one name with receiving at the same moment: one receives, the other is told
+  // why (each may pass the check before either writes; the unique index on receiving names settles it).
+  const raced = `raced-${process.pid}.example.test`;
+  const both = await Promise.all(
+    [resend, theirs].map((client) => client.domains.create({ name: raced, capabilities: { receiving: 'enabled' } })),
+  );
+  assert.deepEqual(both.map((answer) => answer.error?.name ?? 'created').sort(), ['conflict', 'created']);
+  assert.equal((await bed.t.db.query('SELECT 1 FROM domains WHERE name = $1 AND receiving', [raced])).rowCount, 1);
+
   // Sending cannot be switched off: Mailroom sends from every domain.
   const refused = await resend.domains.update({ id: created.data!.id, capabilities: { sending: 'disabled' } });
   assert.equal(refused.error?.name, 'validation_error');

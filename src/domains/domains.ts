@@ -179,31 +179,37 @@ export async function addDomain(
   if (receiving) await refuseReceivingElsewhere(db, organizationId, domainName);
   const keys = await generateDkimKeyPair();
   // ON CONFLICT rather than catching the violation: a failed INSERT would abort a caller's transaction.
-  const { rows } = await db.query<Domain>(
-    withEvent(
-      `INSERT INTO domains (organization_id, name, dkim_selector, dkim_private_key, dkim_public_key,
+  // The one violation left possible is another organization turning receiving on for the name meanwhile.
+  const { rows } = await guardReceivingName(
+    receiving,
+    () => domainName,
+    () =>
+      db.query<Domain>(
+        withEvent(
+          `INSERT INTO domains (organization_id, name, dkim_selector, dkim_private_key, dkim_public_key,
                             open_tracking, click_tracking, tls, region, custom_return_path, tracking_subdomain,
                             receiving, reply_tracking)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
        ON CONFLICT (organization_id, name) DO NOTHING
        RETURNING ${COLUMNS}`,
-      domainEvent('$1::uuid', 'domain.created'),
-    ),
-    [
-      organizationId,
-      domainName,
-      config.dkimSelector,
-      keys.privateKey,
-      keys.publicKey,
-      options.open_tracking ?? null,
-      options.click_tracking ?? null,
-      options.tls ?? 'opportunistic',
-      options.region ?? DEFAULT_REGION,
-      options.custom_return_path ?? null,
-      options.tracking_subdomain ?? null,
-      receiving,
-      options.reply_tracking ?? false,
-    ],
+          domainEvent('$1::uuid', 'domain.created'),
+        ),
+        [
+          organizationId,
+          domainName,
+          config.dkimSelector,
+          keys.privateKey,
+          keys.publicKey,
+          options.open_tracking ?? null,
+          options.click_tracking ?? null,
+          options.tls ?? 'opportunistic',
+          options.region ?? DEFAULT_REGION,
+          options.custom_return_path ?? null,
+          options.tracking_subdomain ?? null,
+          receiving,
+          options.reply_tracking ?? false,
+        ],
+      ),
   );
   if (rows.length === 0) throw new ServiceError('conflict', `Domain ${domainName} has already been added`, 'name');
   return toView(rows[0]!, recordHosts(config));
@@ -289,9 +295,13 @@ export async function updateDomain(
     const { custom_return_path } = await requireDomain(db, organizationId, id);
     refuseUnsupportedOptions({ custom_return_path: custom_return_path ?? undefined, ...changes });
   }
-  const { rows } = await db.query<Domain>(
-    withEvent(
-      `UPDATE domains SET
+  const { rows } = await guardReceivingName(
+    receiving,
+    async () => (await requireDomain(db, organizationId, id)).name,
+    () =>
+      db.query<Domain>(
+        withEvent(
+          `UPDATE domains SET
           open_tracking = CASE WHEN $3::boolean THEN $4::boolean ELSE open_tracking END,
           click_tracking = CASE WHEN $5::boolean THEN $6::boolean ELSE click_tracking END,
           tls = coalesce($7::text, tls),
@@ -308,21 +318,22 @@ export async function updateDomain(
           -- Settles a race with another organization turning receiving on for the name since the check.
           AND NOT (coalesce($10::boolean, false) AND NOT receiving AND ${RECEIVING_ELSEWHERE})
         RETURNING ${COLUMNS}`,
-      domainEvent('$2::uuid', 'domain.updated'),
-    ),
-    [
-      id,
-      organizationId,
-      setOpen,
-      changes.open_tracking ?? null,
-      setClick,
-      changes.click_tracking ?? null,
-      changes.tls ?? null,
-      setTracking,
-      changes.tracking_subdomain ?? null,
-      receiving ?? null,
-      changes.reply_tracking ?? null,
-    ],
+          domainEvent('$2::uuid', 'domain.updated'),
+        ),
+        [
+          id,
+          organizationId,
+          setOpen,
+          changes.open_tracking ?? null,
+          setClick,
+          changes.click_tracking ?? null,
+          changes.tls ?? null,
+          setTracking,
+          changes.tracking_subdomain ?? null,
+          receiving ?? null,
+          changes.reply_tracking ?? null,
+        ],
+      ),
   );
   forgetLookups(db);
   if (!rows[0]) {
@@ -468,12 +479,30 @@ async function refuseReceivingElsewhere(db: Queryable, organizationId: string, n
     name,
     organizationId,
   ]);
-  if (rowCount > 0) {
-    throw new ServiceError(
-      'conflict',
-      `Domain ${name} receives mail for another organization: one domain name receives for one organization only`,
-      'capabilities.receiving',
-    );
+  if (rowCount > 0) throw receivingElsewhere(name);
+}
+
+const receivingElsewhere = (name: string) =>
+  new ServiceError(
+    'conflict',
+    `Domain ${name} receives mail for another organization: one domain name receives for one organization only`,
+    'capabilities.receiving',
+  );
+
+/**
+ * Runs a statement that may turn receiving on for a name, turning the race lost to another organization
+ * doing the same meanwhile (the unique index on receiving names) into the conflict the check gives.
+ */
+async function guardReceivingName<T>(
+  receiving: boolean | undefined,
+  name: () => string | Promise<string>,
+  statement: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await statement();
+  } catch (error) {
+    if (receiving === true && isUniqueViolation(error)) throw receivingElsewhere(await name());
+    throw error;
   }
 }
 
