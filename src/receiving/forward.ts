@@ -7,7 +7,7 @@ import { writeAcceptances } from '../emails/group-commit.ts';
 import type { PreparedMessage } from '../emails/prepare-message.ts';
 import { validateMessage } from '../emails/validate-message.ts';
 import type { EmailMessage } from '../emails/message-schema.ts';
-import type { RoutingResult } from './routes.ts';
+import type { ForwardOutcome, RoutingResult } from './route-types.ts';
 
 // A forward action sends a copy of a received message as a new message of the organization: its own id,
 // timeline and webhooks, through the normal sending pipeline (suppressions, quota, delivery job), stored
@@ -20,8 +20,6 @@ import type { RoutingResult } from './routes.ts';
 // again, so two routes (or two Mailrooms) forwarding to each other cannot loop.
 
 export const FORWARDED_HEADER = 'X-Mailroom-Forwarded';
-
-export type ForwardOutcome = { action: 'forward'; to: string; email_id?: string; skipped?: string };
 
 interface ReceivedRow {
   from_address: string;

@@ -5,7 +5,7 @@ import { addressKey } from '../platform/address-key.ts';
 import { parseMailbox } from '../platform/addresses.ts';
 import { hasControlCharacter } from '../platform/text.ts';
 import type { Page, PageRequest } from '../platform/db/keyset-page.ts';
-import type { RouteAction } from './routes.ts';
+import type { RouteAction } from './route-types.ts';
 import { compilePattern, testPattern } from './route-patterns.ts';
 
 // Inbound routes (Mailroom's own API, like Mailgun's routes): an organization's rules for the mail its

@@ -1,5 +1,6 @@
 import type { Queryable } from '../platform/db/database.ts';
 import { queueDeliveriesFrom } from '../webhooks/delivery-jobs.ts';
+import type { WebhookOutcome } from './route-types.ts';
 
 // A webhook action tells one endpoint of the organization of the message (email.received) even when the
 // endpoint is not subscribed to that event. An endpoint that is subscribed already gets the event from
@@ -11,8 +12,6 @@ export interface ReceivedEvent {
   created_at: string;
   data: Record<string, unknown>;
 }
-
-export type WebhookOutcome = { action: 'webhook'; endpoint_id: string; delivery_id?: string; skipped?: string };
 
 /** Queues a delivery (and its job) to each endpoint that is not a subscriber; says what became of each. */
 export async function notifyRouteEndpoints(

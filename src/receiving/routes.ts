@@ -1,8 +1,11 @@
 import type { Queryable } from '../platform/db/database.ts';
 import { addressKey } from '../platform/address-key.ts';
 import { compileRoute, type InboundRouteRow } from './inbound-routes.ts';
-import { forwardCopies, type ForwardOutcome } from './forward.ts';
-import { notifyRouteEndpoints, type ReceivedEvent, type WebhookOutcome } from './route-webhooks.ts';
+import { forwardCopies } from './forward.ts';
+import { notifyRouteEndpoints, type ReceivedEvent } from './route-webhooks.ts';
+import type { RouteAction, RouteOutcome, RoutingResult } from './route-types.ts';
+
+export type { AppliedRoute, RouteAction, RouteOutcome, RoutingResult } from './route-types.ts';
 
 // Inbound routes at work: which recipients the listener takes (decideRecipient, at RCPT TO), which
 // routes apply to a message once taken (routeMessage), and what they queue in the transaction that
@@ -12,35 +15,6 @@ import { notifyRouteEndpoints, type ReceivedEvent, type WebhookOutcome } from '.
 /** What the listener answers at RCPT TO for one recipient. */
 export type RecipientDecision =
   { accept: true; organizationId: string; domainId: string } | { accept: false; code: number; message: string };
-
-export type RouteAction =
-  | { type: 'store' }
-  | { type: 'forward'; to: string[] }
-  | { type: 'webhook'; endpoint_id: string }
-  | { type: 'reject'; message?: string };
-
-/** A route that matched a message, and the actions it contributed. */
-export interface AppliedRoute {
-  route_id: string;
-  actions: RouteAction[];
-  /** What its forward and webhook actions did, once queued (queueRouteActions fills it in). */
-  outcomes?: RouteOutcome[];
-}
-
-export type RouteOutcome = ForwardOutcome | WebhookOutcome;
-
-export interface RoutingResult {
-  applied: AppliedRoute[];
-  /** Addresses the message is forwarded to (each once). */
-  forwardTo: string[];
-  /** Webhook endpoints told of the message (email.received) besides those subscribed to it. */
-  webhookEndpointIds: string[];
-  /**
-   * For each address of forwardTo, the recipient of the message it is forwarded for (the first that
-   * matched a route forwarding to it): the forwarded copy is sent from that address.
-   */
-  forwardFrom?: Record<string, string>;
-}
 
 const ROUTE_COLUMNS = `r.id, r.recipient_kind, r.recipient_pattern, r.header_name, r.header_pattern, r.actions, r.stop`;
 const ROUTE_ORDER = 'r.priority, r.created_at, r.id';
