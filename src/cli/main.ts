@@ -214,7 +214,7 @@ const COMMANDS: Record<string, Command> = {
         await requireOrganization(db, text(values, 'org'));
         const found = await findDomainByName(db, text(values, 'org'), name);
         if (!found) throw new UsageError(`domain ${name} is not one of this organization's`);
-        // The API's change (capabilities.receiving), with its refusal when another organization receives for the name.
+        // The API's change (capabilities.receiving): mail is taken once the domain is verified.
         return updateDomain(db, config, text(values, 'org'), found.id, {
           capabilities: { receiving: setting === 'on' ? 'enabled' : 'disabled' },
         });

@@ -46,9 +46,10 @@ import {
 // makes delivery require TLS on every transport (delivery/transports/). Its `region` is only kept and
 // answered back (domain-options.ts).
 //
-// Its receiving capability makes the inbound listener take mail for its addresses (receiving/). The
-// listener finds the organization by the recipient's domain, so one name receives for one organization:
-// turning receiving on where another organization's domain of that name receives already is a conflict.
+// Its receiving capability makes the inbound listener take mail for its addresses (receiving/), once the
+// domain is verified. Only one organization's domain of a name can be verified (domains_verified_name_key),
+// so one name receives for one organization, and a name added by someone who cannot verify it blocks
+// nobody: it receives nothing.
 //
 // Its `custom_return_path` (fixed once added) and `tracking_subdomain` put its copies' return path and its
 // tracking links under its own name; its records then include what those names need (domain-records.ts),
@@ -176,40 +177,33 @@ export async function addDomain(
     throw new ServiceError('conflict', `Domain ${domainName} is verified by another organization`, 'name');
   }
   const receiving = receivingAskedFor(options) ?? false;
-  if (receiving) await refuseReceivingElsewhere(db, organizationId, domainName);
   const keys = await generateDkimKeyPair();
   // ON CONFLICT rather than catching the violation: a failed INSERT would abort a caller's transaction.
-  // The one violation left possible is another organization turning receiving on for the name meanwhile.
-  const { rows } = await guardReceivingName(
-    receiving,
-    () => domainName,
-    () =>
-      db.query<Domain>(
-        withEvent(
-          `INSERT INTO domains (organization_id, name, dkim_selector, dkim_private_key, dkim_public_key,
+  const { rows } = await db.query<Domain>(
+    withEvent(
+      `INSERT INTO domains (organization_id, name, dkim_selector, dkim_private_key, dkim_public_key,
                             open_tracking, click_tracking, tls, region, custom_return_path, tracking_subdomain,
                             receiving, reply_tracking)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
        ON CONFLICT (organization_id, name) DO NOTHING
        RETURNING ${COLUMNS}`,
-          domainEvent('$1::uuid', 'domain.created'),
-        ),
-        [
-          organizationId,
-          domainName,
-          config.dkimSelector,
-          keys.privateKey,
-          keys.publicKey,
-          options.open_tracking ?? null,
-          options.click_tracking ?? null,
-          options.tls ?? 'opportunistic',
-          options.region ?? DEFAULT_REGION,
-          options.custom_return_path ?? null,
-          options.tracking_subdomain ?? null,
-          receiving,
-          options.reply_tracking ?? false,
-        ],
-      ),
+      domainEvent('$1::uuid', 'domain.created'),
+    ),
+    [
+      organizationId,
+      domainName,
+      config.dkimSelector,
+      keys.privateKey,
+      keys.publicKey,
+      options.open_tracking ?? null,
+      options.click_tracking ?? null,
+      options.tls ?? 'opportunistic',
+      options.region ?? DEFAULT_REGION,
+      options.custom_return_path ?? null,
+      options.tracking_subdomain ?? null,
+      receiving,
+      options.reply_tracking ?? false,
+    ],
   );
   if (rows.length === 0) throw new ServiceError('conflict', `Domain ${domainName} has already been added`, 'name');
   return toView(rows[0]!, recordHosts(config));
@@ -288,20 +282,15 @@ export async function updateDomain(
     ) {
       return toView(current, recordHosts(config));
     }
-    if (receiving && !current.receiving) await refuseReceivingElsewhere(db, organizationId, current.name);
   }
   if (typeof changes.tracking_subdomain === 'string') {
     // The return path never changes once the domain is added, so this check cannot go stale.
     const { custom_return_path } = await requireDomain(db, organizationId, id);
     refuseUnsupportedOptions({ custom_return_path: custom_return_path ?? undefined, ...changes });
   }
-  const { rows } = await guardReceivingName(
-    receiving,
-    async () => (await requireDomain(db, organizationId, id)).name,
-    () =>
-      db.query<Domain>(
-        withEvent(
-          `UPDATE domains SET
+  const { rows } = await db.query<Domain>(
+    withEvent(
+      `UPDATE domains SET
           open_tracking = CASE WHEN $3::boolean THEN $4::boolean ELSE open_tracking END,
           click_tracking = CASE WHEN $5::boolean THEN $6::boolean ELSE click_tracking END,
           tls = coalesce($7::text, tls),
@@ -315,34 +304,25 @@ export async function updateDomain(
           receiving = coalesce($10::boolean, receiving),
           reply_tracking = coalesce($11::boolean, reply_tracking)
         WHERE id = $1 AND organization_id = $2
-          -- Settles a race with another organization turning receiving on for the name since the check.
-          AND NOT (coalesce($10::boolean, false) AND NOT receiving AND ${RECEIVING_ELSEWHERE})
         RETURNING ${COLUMNS}`,
-          domainEvent('$2::uuid', 'domain.updated'),
-        ),
-        [
-          id,
-          organizationId,
-          setOpen,
-          changes.open_tracking ?? null,
-          setClick,
-          changes.click_tracking ?? null,
-          changes.tls ?? null,
-          setTracking,
-          changes.tracking_subdomain ?? null,
-          receiving ?? null,
-          changes.reply_tracking ?? null,
-        ],
-      ),
+      domainEvent('$2::uuid', 'domain.updated'),
+    ),
+    [
+      id,
+      organizationId,
+      setOpen,
+      changes.open_tracking ?? null,
+      setClick,
+      changes.click_tracking ?? null,
+      changes.tls ?? null,
+      setTracking,
+      changes.tracking_subdomain ?? null,
+      receiving ?? null,
+      changes.reply_tracking ?? null,
+    ],
   );
   forgetLookups(db);
-  if (!rows[0]) {
-    if (receiving === true) {
-      const { name } = await requireDomain(db, organizationId, id);
-      await refuseReceivingElsewhere(db, organizationId, name);
-    }
-    throw notFound('Domain');
-  }
+  if (!rows[0]) throw notFound('Domain');
   return toView(rows[0], recordHosts(config));
 }
 
@@ -465,43 +445,6 @@ async function guardVerifiedName<T>(name: string, statement: () => Promise<T>): 
     return await statement();
   } catch (error) {
     if (isUniqueViolation(error)) throw verifiedElsewhere(name);
-    throw error;
-  }
-}
-
-/** Another organization's domain of the same name that receives mail (valid inside a statement on domains). */
-const RECEIVING_ELSEWHERE = `EXISTS (SELECT 1 FROM domains other
-  WHERE other.name = domains.name AND other.receiving AND other.organization_id <> domains.organization_id)`;
-
-/** 409 when another organization's domain of this name receives mail: the listener could not tell whose. */
-async function refuseReceivingElsewhere(db: Queryable, organizationId: string, name: string): Promise<void> {
-  const { rowCount } = await db.query('SELECT 1 FROM domains WHERE name = $1 AND receiving AND organization_id <> $2', [
-    name,
-    organizationId,
-  ]);
-  if (rowCount > 0) throw receivingElsewhere(name);
-}
-
-const receivingElsewhere = (name: string) =>
-  new ServiceError(
-    'conflict',
-    `Domain ${name} receives mail for another organization: one domain name receives for one organization only`,
-    'capabilities.receiving',
-  );
-
-/**
- * Runs a statement that may turn receiving on for a name, turning the race lost to another organization
- * doing the same meanwhile (the unique index on receiving names) into the conflict the check gives.
- */
-async function guardReceivingName<T>(
-  receiving: boolean | undefined,
-  name: () => string | Promise<string>,
-  statement: () => Promise<T>,
-): Promise<T> {
-  try {
-    return await statement();
-  } catch (error) {
-    if (receiving === true && isUniqueViolation(error)) throw receivingElsewhere(await name());
     throw error;
   }
 }
