@@ -355,6 +355,20 @@ describe('the matcher', () => {
     assert.equal(testPattern(evil, `${'a'.repeat(40)}!`), false);
     assert.ok(Date.now() - t0 < 1000, 'stopped by the time limit');
     assert.throws(() => compilePattern('^(a+)+$', 'f', true), /repeated group/);
+    // Not a pattern on its own, though wrapped in ^(?:…)$ it would compile and match anything.
+    assert.throws(() => compilePattern('a)|(.*', 'f', true), /not a valid regular expression/);
+  });
+
+  test('a header condition on a name Object has (constructor, __proto__) matches only a header of that name', async () => {
+    const o = await receivingOrg('proto-header');
+    const route = await createRoute(o, {
+      match: { recipient_kind: 'catch_all', header: { name: 'constructor', pattern: '.*' } },
+    });
+    const applied = async (headers: Record<string, string>) =>
+      (await routeMessage(t.db, o.id, [`a@${o.domain}`], headers)).applied.map((a) => a.route_id);
+    assert.deepEqual(await applied({}), []);
+    assert.deepEqual(await applied({ subject: 'x' }), []);
+    assert.deepEqual(await applied({ constructor: 'yes' }), [route.id]);
   });
 });
 
@@ -362,7 +376,7 @@ describe('actions queued with a received message', () => {
   /** A received message stored as the listener stores one, with one attachment. */
   async function receive(o: TestOrganization, to: string, extra: { headers?: Record<string, string> } = {}) {
     const { rows } = await t.db.query<{ id: string }>(
-      `INSERT INTO received_emails (organization_id, raw_sha256, mail_from, received_for, from_address, to_addresses,
+      `INSERT INTO received_emails (organization_id, store_key, mail_from, received_for, from_address, to_addresses,
          reply_to_addresses, subject, message_id, headers, html, text, size_bytes)
        VALUES ($1, $2, 'jane@sender.example.net', $3, '"Jane Doe" <jane@sender.example.net>', $3, '{}',
                'Order 1234 arrived', '<m1@sender.example.net>', $4, '<p>Hello</p>', 'Hello', 100)
@@ -482,7 +496,7 @@ describe('actions queued with a received message', () => {
     await assert.rejects(
       t.db.transaction(async (tx) => {
         const { rows } = await tx.query<{ id: string }>(
-          `INSERT INTO received_emails (organization_id, raw_sha256, mail_from, received_for, from_address, subject, size_bytes)
+          `INSERT INTO received_emails (organization_id, store_key, mail_from, received_for, from_address, subject, size_bytes)
            VALUES ($1, $2, 'jane@sender.example.net', $3, 'jane@sender.example.net', 'Hi', 1) RETURNING id`,
           [o.id, createHash('sha256').update(randomUUID()).digest(), [to]],
         );

@@ -5,7 +5,6 @@
 // never accepted and bounced later, and nothing half stored.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { generateKeyPairSync } from 'node:crypto';
@@ -25,6 +24,7 @@ import { pruneAll } from '../src/retention/prune.ts';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { startDnsServer, type DnsServer } from './helpers/dns-server.ts';
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
+import { openSmtp } from './helpers/raw-smtp.ts';
 
 const SENDER = 'sender.example.net';
 const SELECTOR = 'mail';
@@ -646,49 +646,104 @@ test('after MAILROOM_RETENTION_DAYS a received message goes whole: row, raw mess
   assert.notEqual(await received(old), oldId);
 });
 
-async function openSmtp(port: number) {
-  const socket = connect(port, '127.0.0.1');
-  await new Promise<void>((resolve, reject) => {
-    socket.once('connect', resolve);
-    socket.once('error', reject);
+test('the same bytes taken for other recipients in another transaction are stored for those; the same transaction again is not', async () => {
+  const [first, second] = [`split-a@${org.domain}`, `split-b@${org.domain}`];
+  const raw = await plainMessage(`${first}, ${second}`);
+  const taken = (address: string) => ({
+    raw,
+    mailFrom: 'ann@sender.example.net',
+    recipients: [{ address, organizationId: org.id, domainId }],
+    clientAddress: '192.0.2.1',
+    helo: 'mx.sender.example.net',
+    tls: false,
   });
-  socket.on('error', () => {});
-  socket.setEncoding('utf8');
-  const replies: string[] = [];
-  let lines: string[] = [];
-  let partial = '';
-  let closed = false;
-  let wake: (() => void) | undefined;
-  socket.on('data', (chunk: string) => {
-    partial += chunk;
-    for (let end = partial.indexOf(CRLF); end >= 0; end = partial.indexOf(CRLF)) {
-      lines.push(partial.slice(0, end));
-      partial = partial.slice(end + 2);
-      if (/^\d{3}(?!-)/.test(lines.at(-1)!)) {
-        replies.push(lines.join('\n'));
-        lines = [];
-      }
-    }
-    wake?.();
+  // A sender splitting its recipients into two transactions (or retrying later the one refused a while).
+  const a = await receiveMessage(deps, taken(first));
+  const b = await receiveMessage(deps, taken(second));
+  assert.notDeepEqual(a.ids, b.ids);
+  assert.deepEqual((await stored(a.ids[0]!)).received_for, [first]);
+  assert.deepEqual((await stored(b.ids[0]!)).received_for, [second]);
+  // The first transaction handed over again (our 250 lost on the way): the same row, nothing new.
+  assert.deepEqual((await receiveMessage(deps, taken(first))).ids, a.ids);
+  for (const id of [...a.ids, ...b.ids]) {
+    assert.equal((await queuedEvents(t.db, org.id, 'email.received', { email_id: id })).length, 1);
+  }
+});
+
+test('what no database text can hold (a lone surrogate from an encoded word, NUL in the envelope) and a bad Content-Type are stored, not retried for ever', async () => {
+  const to = `odd@${org.domain}`;
+  const raw = Buffer.from(
+    [
+      'From: =?UTF-16BE?B?2AA=?= <ann@sender.example.net>',
+      `To: ${to}`,
+      'Subject: =?UTF-7?Q?+2AA-?= lone',
+      'Message-ID: <lone-surrogate@sender.example.net>',
+      'MIME-Version: 1.0',
+      'Content-Type: multipart/mixed; boundary="b"',
+      '',
+      '--b',
+      'Content-Type: text/plain',
+      '',
+      'See attached.',
+      '--b',
+      'Content-Type: application/x\u0001y',
+      'Content-Disposition: attachment; filename="odd.bin"',
+      '',
+      'data',
+      '--b--',
+      '',
+    ].join(CRLF),
+    'latin1',
+  );
+  const { ids } = await receiveMessage(deps, {
+    raw,
+    mailFrom: 'ann\0@sender.example.net',
+    recipients: [{ address: to, organizationId: org.id, domainId }],
+    clientAddress: '192.0.2.1',
+    helo: 'mx\0.sender.example.net',
+    tls: false,
   });
-  socket.on('close', () => {
-    closed = true;
-    wake?.();
-  });
-  const reply = async (): Promise<string> => {
-    while (replies.length === 0) {
-      if (closed) throw new Error('connection closed without a reply');
-      await new Promise<void>((resolve) => (wake = resolve));
-    }
-    return replies.shift()!;
-  };
-  return {
-    reply,
-    command: (line: string) => {
-      socket.write(`${line}${CRLF}`);
-      return reply();
-    },
-    write: (data: string) => void socket.write(data),
-    end: () => void socket.destroy(),
-  };
-}
+  const row = await stored(ids[0]!);
+  assert.match(row.subject as string, /lone$/);
+  assert.equal(row.subject, (row.subject as string).toWellFormed());
+  assert.equal(row.helo, 'mx.sender.example.net');
+  assert.equal(row.mail_from, 'ann@sender.example.net');
+  const { rows } = await t.db.query<{ content_type: string }>(
+    'SELECT content_type FROM received_attachments WHERE received_email_id = $1',
+    [ids[0]],
+  );
+  assert.deepEqual(
+    rows.map((attachment) => attachment.content_type),
+    ['application/octet-stream'],
+  );
+});
+
+test('a recipient address longer than any mailbox has is refused at RCPT TO; a message the parser cannot read is refused for good (554), not retried', async () => {
+  const session = await openSmtp(inbound.port);
+  await session.reply();
+  await session.command('EHLO client.example.net');
+  await session.command('MAIL FROM:<ann@sender.example.net>');
+  // Refused by the SMTP layer before any route's pattern would see it.
+  const longDomain = `${`${'x'.repeat(60)}.`.repeat(4)}${org.domain}`;
+  assert.match(await session.command(`RCPT TO:<a@${longDomain}>`), /^5\d\d /);
+  assert.match(await session.command(`RCPT TO:<parts@${org.domain}>`), /^250 /);
+  assert.match(await session.command('DATA'), /^354 /);
+  // Over 1,000 MIME parts: no mail client sends that, and mailparser gives up on it.
+  const parts = Array.from({ length: 1100 }, (_, n) => `--b${CRLF}Content-Type: text/plain${CRLF}${CRLF}part ${n}`);
+  const subject = `Parts ${Date.now()}`;
+  session.write(
+    [
+      `Subject: ${subject}`,
+      'MIME-Version: 1.0',
+      'Content-Type: multipart/mixed; boundary="b"',
+      '',
+      ...parts,
+      '--b--',
+      '.',
+      '',
+    ].join(CRLF),
+  );
+  assert.match(await session.reply(), /^554 5\.6\.0 /);
+  session.end();
+  assert.deepEqual(await rowsWithSubject(subject), []);
+});

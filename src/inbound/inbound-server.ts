@@ -11,7 +11,12 @@ import { DmarcReportError, isReportFile, readDmarcReport } from './dmarc-reports
 import { storeDmarcReport } from '../domains/dmarc.ts';
 import { dmarcAddress } from '../domains/dmarc-address.ts';
 import { decideRecipient } from '../receiving/routes.ts';
-import { receiveMessage, type ReceiveDeps, type ReceivedRecipient } from '../receiving/receive-message.ts';
+import {
+  receiveMessage,
+  UnreadableMessage,
+  type ReceiveDeps,
+  type ReceivedRecipient,
+} from '../receiving/receive-message.ts';
 import type { Authenticator } from '../receiving/authentication.ts';
 import type { SpamChecker } from '../receiving/spam-check.ts';
 
@@ -146,6 +151,10 @@ export async function startInboundServer(options: InboundServerOptions): Promise
       });
       log.info({ ids, from: mailFrom, recipients: recipients.length, size: raw.length }, 'message received');
     } catch (error) {
+      if (error instanceof UnreadableMessage) {
+        log.info({ from: mailFrom, err: error }, 'received message refused: it cannot be read');
+        throw new SmtpReply(554, '5.6.0 Message cannot be read (malformed or too many MIME parts)');
+      }
       log.error({ from: mailFrom, err: error }, 'could not store a received message; the sender was told to retry');
       throw error;
     }

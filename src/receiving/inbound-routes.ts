@@ -155,7 +155,8 @@ function headerMatcher(name: string | null, pattern: string | null): (headers: R
 
 /** A header's value from a flat map whose names may be in any case. */
 function headerValue(headers: Record<string, string>, name: string): string | undefined {
-  if (name in headers) return headers[name];
+  // Own properties only: a route on a header named `constructor` or `__proto__` must not find Object's.
+  if (Object.hasOwn(headers, name)) return headers[name];
   const lower = name.toLowerCase();
   for (const [key, value] of Object.entries(headers)) if (key.toLowerCase() === lower) return value;
   return undefined;
@@ -163,17 +164,8 @@ function headerValue(headers: Record<string, string>, name: string): string | un
 
 // ---- checking what the API is given ----
 
-interface CheckedRoute {
-  description: string;
-  priority: number;
-  recipient_kind: RecipientKind;
-  recipient_pattern: string;
-  header_name: string | null;
-  header_pattern: string | null;
-  actions: RouteAction[];
-  stop: boolean;
-  enabled: boolean;
-}
+/** A route as the API's body makes it, checked: a row without what the database fills in. */
+type CheckedRoute = Omit<InboundRouteRow, 'id' | 'created_at' | 'updated_at'>;
 
 const HEADER_NAME = /^[!-9;-~]{1,100}$/; // printable ASCII without ":" (RFC 5322 ftext)
 

@@ -60,7 +60,7 @@ export async function parseReceived(raw: Buffer): Promise<ParsedReceived> {
     text: mail.text ?? null,
     attachments: mail.attachments.map((attachment) => ({
       filename: attachment.filename ?? null,
-      contentType: attachment.contentType,
+      contentType: mimeType(attachment.contentType),
       // A part without a disposition is inline when it belongs to the html (multipart/related).
       contentDisposition:
         attachment.contentDisposition === 'inline' ||
@@ -73,12 +73,28 @@ export async function parseReceived(raw: Buffer): Promise<ParsedReceived> {
   });
 }
 
-/** PostgreSQL text (and jsonb) cannot hold NUL, which a message may carry anywhere: every string loses it. */
+/**
+ * PostgreSQL text (and jsonb) cannot hold NUL, which a message may carry anywhere, nor a lone UTF-16
+ * surrogate, which a header's encoded word in UTF-16 or UTF-7 can decode to: every string loses the one
+ * and has the other replaced (U+FFFD), or the message could never be stored.
+ */
+export function storableText(value: string): string {
+  return value.replaceAll('\0', '').toWellFormed();
+}
+
 function withoutNul<T>(value: T): T {
-  if (typeof value === 'string') return value.replaceAll('\0', '') as T;
+  if (typeof value === 'string') return storableText(value) as T;
   if (Buffer.isBuffer(value) || value === null || typeof value !== 'object') return value;
   if (Array.isArray(value)) return value.map((item: unknown) => withoutNul(item)) as T;
   return Object.fromEntries(Object.entries(value).map(([key, item]) => [withoutNul(key), withoutNul(item)])) as T;
+}
+
+// type/subtype of RFC 2045 tokens: anything else a sender wrote is served as application/octet-stream,
+// since it would be refused as a response header of the attachment's download (and as a forward's part).
+const MIME_TYPE = /^[!#$%&'*+.^_`|~0-9a-z-]+\/[!#$%&'*+.^_`|~0-9a-z-]+$/i;
+
+function mimeType(value: string | undefined): string {
+  return value !== undefined && MIME_TYPE.test(value) ? value.toLowerCase() : 'application/octet-stream';
 }
 
 function addressObjects(value: AddressObject | AddressObject[] | undefined): AddressObject[] {

@@ -4,7 +4,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { Signer } from '../platform/signing.ts';
 import { fanOutCtes } from '../webhooks/fan-out.ts';
 import type { AuthenticationResults, Authenticator } from './authentication.ts';
-import { parseReceived, type ParsedReceived } from './parse-received.ts';
+import { parseReceived, storableText, type ParsedReceived } from './parse-received.ts';
 import { findRepliedEmail, stripQuotedText } from './replies.ts';
 import { queueRouteActions, routeMessage } from './routes.ts';
 import type { SpamChecker, SpamVerdict } from './spam-check.ts';
@@ -52,9 +52,21 @@ export const UNCHECKED: AuthenticationResults = {
   arc: { result: 'none' },
 };
 
+/** A message the MIME parser cannot read at all: refused for good (554) rather than retried for days. */
+export class UnreadableMessage extends Error {
+  override name = 'UnreadableMessage';
+}
+
 /** The received message's id at each organization (the stored one when it was already there). */
-export async function receiveMessage(deps: ReceiveDeps, input: ReceiveInput): Promise<{ ids: string[] }> {
-  const sha = createHash('sha256').update(input.raw).digest();
+export async function receiveMessage(deps: ReceiveDeps, given: ReceiveInput): Promise<{ ids: string[] }> {
+  // What the client said in the envelope may hold what PostgreSQL text cannot (NUL): kept storable.
+  const input: ReceiveInput = {
+    ...given,
+    mailFrom: storableText(given.mailFrom),
+    helo: storableText(given.helo),
+    recipients: given.recipients.map((recipient) => ({ ...recipient, address: storableText(recipient.address) })),
+  };
+  const rawDigest = createHash('sha256').update(input.raw).digest();
   const byOrganization = new Map<string, string[]>();
   for (const recipient of input.recipients) {
     const list = byOrganization.get(recipient.organizationId) ?? [];
@@ -68,13 +80,20 @@ export async function receiveMessage(deps: ReceiveDeps, input: ReceiveInput): Pr
 
   // No look-up first for a copy already stored: a message handed over again is rare, and the insert
   // finds it anyway (ON CONFLICT), so the usual message saves a round trip.
-  const parsed = await parseReceived(input.raw);
+  let parsed: ParsedReceived;
+  try {
+    parsed = await parseReceived(input.raw);
+  } catch (error) {
+    // mailparser gives up on what no mail client sends (over 1,000 MIME parts, a 1 MiB header block):
+    // said so for good, since it would fail the same way on every retry.
+    throw new UnreadableMessage(error instanceof Error ? error.message : String(error));
+  }
   const sender = { clientAddress: input.clientAddress, helo: input.helo, mailFrom: input.mailFrom };
   const [authentication, spam] = await Promise.all([
     deps.authenticate ? checkAuthentication(deps, input.raw, sender) : UNCHECKED,
     deps.spamCheck ? checkSpam(deps, input, [...byOrganization.values()].flat()) : null,
   ]);
-  const message: ReadMessage = { input, sha, parsed, authentication, spam };
+  const message: ReadMessage = { input, rawDigest, parsed, authentication, spam };
   const stored = new Map<string, string>();
   for (const organizationId of organizations) {
     stored.set(
@@ -85,9 +104,22 @@ export async function receiveMessage(deps: ReceiveDeps, input: ReceiveInput): Pr
   return { ids: organizations.map((org) => stored.get(org)!) };
 }
 
+/**
+ * What makes a stored copy the same one (received_emails.store_key): the raw bytes and the recipients
+ * they were taken for. The same transaction handed over again (a sender retrying after our 250 was lost)
+ * is the same copy; the same bytes for other recipients (a sender splitting a long recipient list into
+ * several transactions, or retrying one recipient refused for a while) are stored and routed for those.
+ */
+function storeKey(rawDigest: Buffer, recipients: string[]): Buffer {
+  const hash = createHash('sha256').update(rawDigest);
+  for (const address of recipients.map((recipient) => recipient.toLowerCase()).sort()) hash.update(`\n${address}`);
+  return hash.digest();
+}
+
 interface ReadMessage {
   input: ReceiveInput;
-  sha: Buffer;
+  /** SHA-256 of the raw bytes. */
+  rawDigest: Buffer;
   parsed: ParsedReceived;
   authentication: AuthenticationResults;
   spam: SpamVerdict | null;
@@ -95,7 +127,7 @@ interface ReadMessage {
 
 async function storedIds(db: Queryable, organizations: string[], sha: Buffer): Promise<Map<string, string>> {
   const { rows } = await db.query<{ organization_id: string; id: string }>(
-    'SELECT organization_id, id FROM received_emails WHERE organization_id = ANY($1::uuid[]) AND raw_sha256 = $2',
+    'SELECT organization_id, id FROM received_emails WHERE organization_id = ANY($1::uuid[]) AND store_key = $2',
     [organizations, sha],
   );
   return new Map(rows.map((row) => [row.organization_id, row.id]));
@@ -133,6 +165,7 @@ async function storeForOrganization(
 ): Promise<string> {
   const { db, signer } = deps;
   const { input, parsed, authentication, spam } = message;
+  const key = storeKey(message.rawDigest, recipients);
   const [inReplyTo, routing] = await Promise.all([
     findRepliedEmail(db, signer, organizationId, {
       recipients,
@@ -151,7 +184,7 @@ async function storeForOrganization(
   const values = [
     id,
     organizationId,
-    message.sha,
+    key,
     input.mailFrom,
     recipients,
     parsed.from,
@@ -196,13 +229,13 @@ async function storeForOrganization(
       event_at: string | null;
     }>(
       `WITH stored AS (
-         INSERT INTO received_emails (id, organization_id, raw_sha256, mail_from, received_for, from_address,
+         INSERT INTO received_emails (id, organization_id, store_key, mail_from, received_for, from_address,
            to_addresses, cc_addresses, bcc_addresses, reply_to_addresses, subject, message_id, headers, html, text,
            stripped_text, size_bytes, client_address, helo, tls, authentication, spam_verdict, spam_score,
            quarantined, in_reply_to_email_id, routes)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
            $23, $24, $25, $26)
-         ON CONFLICT (organization_id, raw_sha256) DO NOTHING
+         ON CONFLICT (organization_id, store_key) DO NOTHING
          RETURNING id, created_at
        ),
        raw AS (INSERT INTO received_email_raw (received_email_id, content) SELECT id, $27 FROM stored),
@@ -230,7 +263,7 @@ async function storeForOrganization(
     );
     const row = rows[0];
     // Stored meanwhile by another session handing over the same bytes: that one announced it.
-    if (!row) return (await storedIds(tx, [organizationId], message.sha)).get(organizationId)!;
+    if (!row) return (await storedIds(tx, [organizationId], key)).get(organizationId)!;
     if (row.event_id !== null && row.event_at !== null) {
       // A route's own webhook endpoint gets the same event (same id) as the subscribers.
       const event = { id: row.event_id, created_at: row.event_at, data: { ...data, created_at: row.created_at } };

@@ -23,7 +23,9 @@ export function compilePattern(source: string, field: string, whole: boolean): R
   if (source.length > MAX_PATTERN_LENGTH) throw refuse(`a pattern is at most ${MAX_PATTERN_LENGTH} characters`);
   let compiled: RegExp;
   try {
-    compiled = new RegExp(whole ? `^(?:${source})$` : source, 'i');
+    // The pattern alone first: `a)|(.*` is not one, but wrapped it would compile and match anything.
+    compiled = new RegExp(source, 'i');
+    if (whole) compiled = new RegExp(`^(?:${source})$`, 'i');
   } catch (error) {
     throw refuse(`not a valid regular expression (${(error as Error).message})`);
   }
@@ -95,6 +97,7 @@ const evaluate = new Script('pattern.test(subject)');
 
 /** Whether `pattern` matches `subject` (its first MAX_SUBJECT_LENGTH characters) within the time limit. */
 export function testPattern(pattern: RegExp, subject: string): boolean {
+  if (typeof subject !== 'string') return false;
   context.pattern = pattern;
   context.subject = subject.slice(0, MAX_SUBJECT_LENGTH);
   try {

@@ -13,12 +13,13 @@ ALTER TABLE emails ADD COLUMN reply_address text;
 
 -- One row per organization a received message was accepted for: a transaction with recipients at two
 -- organizations' domains is stored once for each, with only that organization's recipients in
--- received_for. raw_sha256 makes storing idempotent: the same message handed over again (a sender
--- retrying after a reply it never got) is the same row, and its email.received event fires once.
+-- received_for. store_key (SHA-256 over the raw bytes and those recipients) makes storing idempotent: the
+-- same transaction handed over again (a sender retrying after a reply it never got) is the same row, and
+-- its email.received event fires once; the same bytes for other recipients are another row.
 CREATE TABLE received_emails (
   id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
   organization_id uuid NOT NULL REFERENCES organizations (id) ON DELETE CASCADE,
-  raw_sha256 bytea NOT NULL,
+  store_key bytea NOT NULL,
   -- The envelope: the SMTP MAIL FROM ('' for a null sender) and the RCPT TO addresses of this organization.
   mail_from text NOT NULL,
   received_for text[] NOT NULL,
@@ -53,7 +54,7 @@ CREATE TABLE received_emails (
   routes jsonb NOT NULL DEFAULT '[]'::jsonb,
   created_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE UNIQUE INDEX received_emails_raw_idx ON received_emails (organization_id, raw_sha256);
+CREATE UNIQUE INDEX received_emails_store_key_idx ON received_emails (organization_id, store_key);
 CREATE INDEX received_emails_organization_idx ON received_emails (organization_id, created_at DESC, id DESC);
 CREATE INDEX received_emails_created_idx ON received_emails (created_at);
 CREATE INDEX received_emails_reply_idx ON received_emails (in_reply_to_email_id) WHERE in_reply_to_email_id IS NOT NULL;
