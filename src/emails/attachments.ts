@@ -97,9 +97,6 @@ export async function listAttachments(
   page: { limit: number; after?: string; before?: string },
   links: AttachmentLinks,
 ) {
-  if (page.after !== undefined && page.before !== undefined) {
-    throw new ServiceError('validation_error', 'Use either after or before, not both', 'before');
-  }
   await requireEmail(db, organizationId, emailId);
   const { rows } = await db.query<AttachmentRow>(
     `SELECT ${COLUMNS} FROM email_attachments a WHERE a.email_id = $1 ORDER BY a.position`,

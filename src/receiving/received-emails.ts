@@ -180,9 +180,6 @@ export async function listReceivedAttachments(
   page: { limit: number; after?: string; before?: string },
   links: AttachmentLinks,
 ) {
-  if (page.after !== undefined && page.before !== undefined) {
-    throw new ServiceError('validation_error', 'Use either after or before, not both', 'before');
-  }
   await requireReceived(db, organizationId, emailId);
   const rows = (await attachmentsOf(db, [emailId])).get(emailId) ?? [];
   const { rows: slice, hasMore } = attachmentPage(rows, page);
