@@ -326,6 +326,36 @@ describe('replies tied to what was sent', () => {
       const shown = await call('GET', `/emails/receiving/${id}`);
       assert.equal(shown.body.in_reply_to_email_id, original.id);
       assert.equal(shown.body.stripped_text, 'Yes please, ship it on Tuesday.');
+
+      // A reply to an ordinary address of the domain (the send had no reply address) is tied by its
+      // In-Reply-To: the Message-ID the sent message carried.
+      const plain = await sendAndDeliver({});
+      const byHeader = `Re: ${plain.copy.subject} (${process.pid})`;
+      const headerReply = [
+        'From: Customer <customer@example.com>',
+        `To: support@${org.domain}`,
+        `Subject: ${byHeader}`,
+        `Message-ID: <reply-header-${process.pid}@example.com>`,
+        `In-Reply-To: <${plain.id}@${org.domain}>`,
+        'Content-Type: text/plain; charset=utf-8',
+        '',
+        'Thanks, received.',
+        '',
+      ].join('\r\n');
+      const second = smtpClient({ host: '127.0.0.1', port: inbound.port, secure: false, ignoreTLS: true });
+      try {
+        await second.sendMail({
+          envelope: { from: 'customer@example.com', to: [`support@${org.domain}`] },
+          raw: headerReply,
+        });
+      } finally {
+        second.close();
+      }
+      const tied = await bed.t.db.query<{ in_reply_to_email_id: string | null }>(
+        'SELECT in_reply_to_email_id FROM received_emails WHERE organization_id = $1 AND subject = $2',
+        [org.id, byHeader],
+      );
+      assert.deepEqual(tied.rows, [{ in_reply_to_email_id: plain.id }]);
     } finally {
       await inbound.close();
     }
