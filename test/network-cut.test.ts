@@ -154,11 +154,17 @@ test('a worker cut off from PostgreSQL holds nothing through the cut, another ta
   // and its locks before PostgreSQL ends it. The statement timeout does not bear on that (the server's
   // session is idle, not running a statement); a short one gets worker A going soon after the link is back.
   const IDLE_TRANSACTION_MS = 8000;
+  // Its pool is larger, and waits for a connection 3 s rather than the 1 s the other processes have: once
+  // the link is back, the backlog of the cut (its 50 deliveries and 64 webhook calls at once) queues for
+  // the pool, and on a loaded 2-core machine a 1 s wait for a connection failed claim after claim for
+  // longer than the test allows (seen in CI: 93 messages still due 15 s after sending stopped).
   const workerA = await start(
     {
       DATABASE_URL: viaProxy.toString(),
       MAILROOM_DB_STATEMENT_TIMEOUT_MS: '3000',
       MAILROOM_DB_IDLE_TRANSACTION_TIMEOUT_MS: String(IDLE_TRANSACTION_MS),
+      MAILROOM_DB_CONNECT_TIMEOUT_MS: '3000',
+      MAILROOM_DB_POOL_SIZE: '20',
     },
     'worker',
   );
