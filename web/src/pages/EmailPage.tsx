@@ -1,4 +1,4 @@
-import { useState, type FormEvent, type ReactNode } from 'react';
+import { useState, type FormEvent } from 'react';
 import { api, ApiError, fieldError, segment, type ListResponse } from '../api.ts';
 import {
   Button,
@@ -14,6 +14,7 @@ import {
   Timestamp,
   webUrl,
   type Column,
+  DetailRow,
 } from '../components/index.ts';
 import { useAction, useApiGet } from '../hooks.ts';
 import { Link } from '../router.tsx';
@@ -164,15 +165,6 @@ export function EmailPage({ params }: PageProps) {
   );
 }
 
-function Row({ label, children }: { label: string; children: ReactNode }) {
-  return (
-    <div className="detail-row">
-      <dt>{label}</dt>
-      <dd>{children}</dd>
-    </div>
-  );
-}
-
 const list = (addresses: string[]) =>
   addresses.length ? <span className="break-anywhere">{addresses.join(', ')}</span> : <span className="muted">—</span>;
 
@@ -182,18 +174,18 @@ function Details({ email }: { email: Email }) {
     <section className="card" aria-labelledby="email-details">
       <h2 id="email-details">Details</h2>
       <dl className="details">
-        <Row label="Status">
+        <DetailRow label="Status">
           <EventStatus event={email.last_event} />
-        </Row>
-        <Row label="From">{list([email.from])}</Row>
-        <Row label="To">{list(email.to)}</Row>
-        <Row label="Cc">{list(email.cc)}</Row>
-        <Row label="Bcc">{list(email.bcc)}</Row>
-        <Row label="Reply to">{list(email.reply_to)}</Row>
-        <Row label="Subject">
+        </DetailRow>
+        <DetailRow label="From">{list([email.from])}</DetailRow>
+        <DetailRow label="To">{list(email.to)}</DetailRow>
+        <DetailRow label="Cc">{list(email.cc)}</DetailRow>
+        <DetailRow label="Bcc">{list(email.bcc)}</DetailRow>
+        <DetailRow label="Reply to">{list(email.reply_to)}</DetailRow>
+        <DetailRow label="Subject">
           <span className="break-anywhere">{email.subject || '(no subject)'}</span>
-        </Row>
-        <Row label="Tags">
+        </DetailRow>
+        <DetailRow label="Tags">
           {tags.length ? (
             <ul className="tag-list">
               {tags.map((tag, index) => (
@@ -205,19 +197,19 @@ function Details({ email }: { email: Email }) {
           ) : (
             <span className="muted">—</span>
           )}
-        </Row>
-        <Row label="Created">
+        </DetailRow>
+        <DetailRow label="Created">
           <Timestamp value={email.created_at} /> (<RelativeTime value={email.created_at} />)
-        </Row>
-        <Row label="Scheduled for">
+        </DetailRow>
+        <DetailRow label="Scheduled for">
           <Timestamp value={email.scheduled_at} />
-        </Row>
-        <Row label="Message-ID">
+        </DetailRow>
+        <DetailRow label="Message-ID">
           <code className="break-anywhere">{email.message_id}</code>
-        </Row>
-        <Row label="Id">
+        </DetailRow>
+        <DetailRow label="Id">
           <code className="break-anywhere">{email.id}</code>
-        </Row>
+        </DetailRow>
       </dl>
     </section>
   );

@@ -13,6 +13,7 @@ import {
   SelectField,
   type Column,
   StatusBadge,
+  FilterActions,
 } from '../components/index.ts';
 import { useKeysetList } from '../hooks.ts';
 import { Link, navigate } from '../router.tsx';
@@ -210,16 +211,7 @@ export function EmailsPage({ query }: PageProps) {
           onChange={set('created_until')}
           error={fieldError(error, 'created_before')}
         />
-        <div className="button-row filters-actions">
-          <Button type="submit" variant="primary">
-            Apply filters
-          </Button>
-          {filtered ? (
-            <Button variant="quiet" onClick={clear}>
-              Clear filters
-            </Button>
-          ) : null}
-        </div>
+        <FilterActions filtered={filtered} onClear={clear} />
       </form>
 
       <ErrorBanner

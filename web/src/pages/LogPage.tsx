@@ -1,6 +1,13 @@
-import type { ReactNode } from 'react';
 import { ApiError, segment } from '../api.ts';
-import { EmptyState, ErrorBanner, Loading, PageHeader, RelativeTime, Timestamp } from '../components/index.ts';
+import {
+  EmptyState,
+  ErrorBanner,
+  Loading,
+  PageHeader,
+  RelativeTime,
+  Timestamp,
+  DetailRow,
+} from '../components/index.ts';
 import { useApiGet } from '../hooks.ts';
 import { Link, type PageProps } from '../router.tsx';
 import { keyName, ResponseStatus, type LogListItem } from './LogsPage.tsx';
@@ -11,15 +18,6 @@ import { keyName, ResponseStatus, type LogListItem } from './LogsPage.tsx';
 interface Log extends LogListItem {
   request_body: unknown;
   response_body: unknown;
-}
-
-function Row({ label, children }: { label: string; children: ReactNode }) {
-  return (
-    <div className="detail-row">
-      <dt>{label}</dt>
-      <dd>{children}</dd>
-    </div>
-  );
 }
 
 function Body({ title, value }: { title: string; value: unknown }) {
@@ -61,26 +59,26 @@ export function LogPage({ params }: PageProps) {
           <section className="card" aria-labelledby="log-details">
             <h2 id="log-details">Details</h2>
             <dl className="details">
-              <Row label="Status">
+              <DetailRow label="Status">
                 <ResponseStatus status={data.response_status} />
-              </Row>
-              <Row label="Method">
+              </DetailRow>
+              <DetailRow label="Method">
                 <code>{data.method}</code>
-              </Row>
-              <Row label="Path">
+              </DetailRow>
+              <DetailRow label="Path">
                 <code className="break-anywhere">{data.endpoint}</code>
-              </Row>
-              <Row label="API key">{keyName(data.api_key)}</Row>
-              <Row label="Duration">{data.duration_ms} ms</Row>
-              <Row label="User agent">
+              </DetailRow>
+              <DetailRow label="API key">{keyName(data.api_key)}</DetailRow>
+              <DetailRow label="Duration">{data.duration_ms} ms</DetailRow>
+              <DetailRow label="User agent">
                 <span className="break-anywhere">{data.user_agent ?? '—'}</span>
-              </Row>
-              <Row label="Time">
+              </DetailRow>
+              <DetailRow label="Time">
                 <Timestamp value={data.created_at} /> (<RelativeTime value={data.created_at} />)
-              </Row>
-              <Row label="Id">
+              </DetailRow>
+              <DetailRow label="Id">
                 <code className="break-anywhere">{data.id}</code>
-              </Row>
+              </DetailRow>
             </dl>
           </section>
           <Body title="Request body" value={data.request_body} />

@@ -13,6 +13,7 @@ import {
   SelectField,
   StatusBadge,
   type Column,
+  FilterActions,
 } from '../components/index.ts';
 import { useKeysetList } from '../hooks.ts';
 import { Link, navigate, type PageProps } from '../router.tsx';
@@ -117,16 +118,7 @@ export function LogsPage({ query }: PageProps) {
           hint="The start of the path"
           error={fieldError(error, 'endpoint')}
         />
-        <div className="button-row filters-actions">
-          <Button type="submit" variant="primary">
-            Apply filters
-          </Button>
-          {filtered ? (
-            <Button variant="quiet" onClick={clear}>
-              Clear filters
-            </Button>
-          ) : null}
-        </div>
+        <FilterActions filtered={filtered} onClear={clear} />
       </form>
 
       <ErrorBanner

@@ -1,4 +1,3 @@
-import type { ReactNode } from 'react';
 import { ApiError, segment, type ListResponse } from '../api.ts';
 import {
   DataTable,
@@ -12,6 +11,7 @@ import {
   Timestamp,
   webUrl,
   type Column,
+  DetailRow,
 } from '../components/index.ts';
 import { useApiGet } from '../hooks.ts';
 import { Link } from '../router.tsx';
@@ -158,15 +158,6 @@ export function ReceivedEmailPage({ params }: PageProps) {
   );
 }
 
-function Row({ label, children }: { label: string; children: ReactNode }) {
-  return (
-    <div className="detail-row">
-      <dt>{label}</dt>
-      <dd>{children}</dd>
-    </div>
-  );
-}
-
 const addresses = (list: string[] | undefined) =>
   list && list.length ? <span className="break-anywhere">{list.join(', ')}</span> : <span className="muted">—</span>;
 
@@ -175,41 +166,41 @@ function Details({ email }: { email: ReceivedEmail }) {
     <section className="card" aria-labelledby="received-details">
       <h2 id="received-details">Details</h2>
       <dl className="details">
-        <Row label="From">{addresses([email.from])}</Row>
-        <Row label="To">{addresses(email.to)}</Row>
-        <Row label="Cc">{addresses(email.cc)}</Row>
-        <Row label="Reply to">{addresses(email.reply_to)}</Row>
-        <Row label="Received for">{addresses(email.received_for)}</Row>
+        <DetailRow label="From">{addresses([email.from])}</DetailRow>
+        <DetailRow label="To">{addresses(email.to)}</DetailRow>
+        <DetailRow label="Cc">{addresses(email.cc)}</DetailRow>
+        <DetailRow label="Reply to">{addresses(email.reply_to)}</DetailRow>
+        <DetailRow label="Received for">{addresses(email.received_for)}</DetailRow>
         {email.envelope ? (
-          <Row label="Handed over by">
+          <DetailRow label="Handed over by">
             <span className="break-anywhere">
               {email.envelope.client_address || 'an unknown client'}
               {email.envelope.helo ? ` (HELO ${email.envelope.helo})` : ''},{' '}
               {email.envelope.tls ? 'under TLS' : 'not encrypted'}; MAIL FROM{' '}
               {email.envelope.mail_from ? email.envelope.mail_from : '<> (a bounce)'}
             </span>
-          </Row>
+          </DetailRow>
         ) : null}
-        <Row label="Subject">
+        <DetailRow label="Subject">
           <span className="break-anywhere">{email.subject || '(no subject)'}</span>
-        </Row>
-        <Row label="Received">
+        </DetailRow>
+        <DetailRow label="Received">
           <Timestamp value={email.created_at} /> (<RelativeTime value={email.created_at} />)
-        </Row>
-        <Row label="In reply to">
+        </DetailRow>
+        <DetailRow label="In reply to">
           {email.in_reply_to_email_id ? (
             <Link to={`/emails/${encodeURIComponent(email.in_reply_to_email_id)}`}>The sent message it answers</Link>
           ) : (
             <span className="muted">Not a reply to a message sent from here</span>
           )}
-        </Row>
-        <Row label="Message-ID">
+        </DetailRow>
+        <DetailRow label="Message-ID">
           <code className="break-anywhere">{email.message_id || '—'}</code>
-        </Row>
-        {email.size !== undefined ? <Row label="Size">{formatSize(email.size)}</Row> : null}
-        <Row label="Id">
+        </DetailRow>
+        {email.size !== undefined ? <DetailRow label="Size">{formatSize(email.size)}</DetailRow> : null}
+        <DetailRow label="Id">
           <code className="break-anywhere">{email.id}</code>
-        </Row>
+        </DetailRow>
       </dl>
     </section>
   );
@@ -244,7 +235,7 @@ function Checks({ email }: { email: ReceivedEmail }) {
         />
       </div>
       <dl className="details">
-        <Row label="Spam verdict">
+        <DetailRow label="Spam verdict">
           {verdict === null || verdict === undefined ? (
             <span className="muted">Not scanned (no spam filter configured, or it could not be reached)</span>
           ) : (
@@ -255,10 +246,10 @@ function Checks({ email }: { email: ReceivedEmail }) {
               {score !== null && score !== undefined ? ` score ${score}` : null}
             </>
           )}
-        </Row>
-        <Row label="Quarantined">
+        </DetailRow>
+        <DetailRow label="Quarantined">
           {email.quarantined ? 'Yes: kept out of the received list and not announced to webhooks' : 'No'}
-        </Row>
+        </DetailRow>
       </dl>
     </section>
   );
@@ -431,9 +422,9 @@ function Source({ email }: { email: ReceivedEmail }) {
           <summary>Headers ({headers.length})</summary>
           <dl className="details">
             {headers.map(([name, value]) => (
-              <Row key={name} label={name}>
+              <DetailRow key={name} label={name}>
                 <span className="break-anywhere">{value}</span>
-              </Row>
+              </DetailRow>
             ))}
           </dl>
         </details>

@@ -12,6 +12,7 @@ import {
   RelativeTime,
   SelectField,
   type Column,
+  FilterActions,
 } from '../components/index.ts';
 import { useKeysetList } from '../hooks.ts';
 import { Link, navigate } from '../router.tsx';
@@ -154,16 +155,7 @@ export function ReceivedEmailsPage({ query }: PageProps) {
           ]}
           error={fieldError(error, 'quarantined')}
         />
-        <div className="button-row filters-actions">
-          <Button type="submit" variant="primary">
-            Apply filters
-          </Button>
-          {filtered ? (
-            <Button variant="quiet" onClick={clear}>
-              Clear filters
-            </Button>
-          ) : null}
-        </div>
+        <FilterActions filtered={filtered} onClear={clear} />
       </form>
 
       <ErrorBanner
