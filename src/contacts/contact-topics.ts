@@ -48,7 +48,7 @@ export async function topicsOfContact(
  * a contact, or a topic since deleted, changes nothing: neither can be sent to under that topic.
  */
 export async function unsubscribeFromTopic(db: Queryable, target: UnsubscribeTarget): Promise<{ changed: boolean }> {
-  if (!isUuid(target.organizationId) || !isUuid(target.topicId)) return { changed: false };
+  if (!isUuid(target.organizationId) || target.topicId === null || !isUuid(target.topicId)) return { changed: false };
   try {
     const { rows } = await db.query(
       withEvent(
@@ -107,7 +107,7 @@ export async function preferencePage(
       WHERE t.organization_id = $1
         AND (t.id = $3 OR t.visibility = 'public' OR coalesce(ct.subscription, t.default_subscription) = 'opt_in')
       ORDER BY t.id = $3 DESC, t.created_at, t.id`,
-    [target.organizationId, contact.id, isUuid(target.topicId) ? target.topicId : null],
+    [target.organizationId, contact.id, target.topicId !== null && isUuid(target.topicId) ? target.topicId : null],
   );
   return { unsubscribedFromAll: contact.unsubscribed, topics };
 }

@@ -7,7 +7,8 @@ import type { Signer } from '../platform/signing.ts';
 export interface UnsubscribeTarget {
   organizationId: string;
   address: string;
-  topicId: string;
+  /** The topic to leave; null for a broadcast without a topic: the contact leaves every broadcast. */
+  topicId: string | null;
   emailId: string;
 }
 
@@ -27,6 +28,6 @@ export function readUnsubscribeToken(signer: Signer, token: string): Unsubscribe
   const payload = signer.verify('unsubscribe', token);
   if (!payload) return null;
   const { o, a, t, e } = payload;
-  if (typeof o !== 'string' || typeof a !== 'string' || typeof t !== 'string' || typeof e !== 'string') return null;
+  if (typeof o !== 'string' || typeof a !== 'string' || (typeof t !== 'string' && t !== null) || typeof e !== 'string') return null;
   return { organizationId: o, address: a, topicId: t, emailId: e };
 }

@@ -48,7 +48,7 @@ export async function unsubscribeRoutes(app: App) {
     return target;
   };
   const topicName = async (target: UnsubscribeTarget) =>
-    (await findTopic(app.db, target.organizationId, target.topicId))?.name;
+    target.topicId === null ? undefined : (await findTopic(app.db, target.organizationId, target.topicId))?.name;
 
   /**
    * The preference list, or nothing for an address that is not a contact. Its forms post to paths
