@@ -32,6 +32,8 @@ export interface RequestOptions {
   headers?: Record<string, string>;
   /** 'text': resolve with the body as text (a route answering text/plain, such as a raw source). */
   as?: 'json' | 'text';
+  /** A multipart/form-data body (a file upload), sent instead of `body`; the browser sets its content type. */
+  form?: FormData;
 }
 
 /** A path with its query string: `withQuery('/emails', { limit: 20, after: undefined })` → `/emails?limit=20`. */
@@ -50,14 +52,14 @@ export async function request<T>(method: string, path: string, options: RequestO
   const session = getSession();
   const headers: Record<string, string> = { accept: 'application/json', ...options.headers };
   if (session) headers.authorization = `Bearer ${session.token}`;
-  if (options.body !== undefined) headers['content-type'] = 'application/json';
+  if (options.body !== undefined && options.form === undefined) headers['content-type'] = 'application/json';
 
   let response: Response;
   try {
     response = await fetch(withQuery(path, options.query), {
       method,
       headers,
-      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      body: options.form ?? (options.body === undefined ? undefined : JSON.stringify(options.body)),
       signal: options.signal,
       credentials: 'omit',
       cache: 'no-store',
@@ -108,6 +110,8 @@ export const api = {
     request<T>('POST', path, { ...options, body }),
   patch: <T>(path: string, body?: unknown) => request<T>('PATCH', path, { body }),
   put: <T>(path: string, body?: unknown) => request<T>('PUT', path, { body }),
+  /** POSTs a multipart/form-data body (files and fields). */
+  upload: <T>(path: string, form: FormData) => request<T>('POST', path, { form }),
   delete: <T>(path: string) => request<T>('DELETE', path),
 };
 

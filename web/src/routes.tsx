@@ -25,6 +25,10 @@ import { LogsPage } from './pages/LogsPage.tsx';
 import { LogPage } from './pages/LogPage.tsx';
 import { DestinationsPage } from './pages/DestinationsPage.tsx';
 import { SettingsPage } from './pages/SettingsPage.tsx';
+import { BroadcastsPage } from './pages/BroadcastsPage.tsx';
+import { BroadcastPage } from './pages/BroadcastPage.tsx';
+import { ContactImportsPage } from './pages/ContactImportsPage.tsx';
+import { ContactImportPage } from './pages/ContactImportPage.tsx';
 
 export interface Route {
   path: string;
@@ -50,10 +54,14 @@ export const ROUTES: Route[] = [
   { path: '/webhooks/:id', page: WebhookPage, section: '/webhooks' },
   { path: '/templates', page: TemplatesPage, nav: 'Templates' },
   { path: '/templates/:id', page: TemplatePage, section: '/templates' },
+  { path: '/broadcasts', page: BroadcastsPage, nav: 'Broadcasts' },
+  { path: '/broadcasts/:id', page: BroadcastPage, section: '/broadcasts' },
   { path: '/topics', page: TopicsPage, nav: 'Topics & contacts' },
   { path: '/contacts/:id', page: ContactPage, section: '/topics' },
   { path: '/segments', page: SegmentsPage, nav: 'Segments' },
   { path: '/contact-properties', page: ContactPropertiesPage, nav: 'Contact properties' },
+  { path: '/imports', page: ContactImportsPage, nav: 'Contact imports' },
+  { path: '/imports/:id', page: ContactImportPage, section: '/imports' },
   { path: '/suppressions', page: SuppressionsPage, nav: 'Suppressions' },
   { path: '/destinations', page: DestinationsPage, nav: 'Destinations' },
   { path: '/logs', page: LogsPage, nav: 'Logs' },

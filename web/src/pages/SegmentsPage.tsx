@@ -8,6 +8,7 @@ import {
   ErrorBanner,
   Field,
   Loading,
+  TextAreaField,
   PageHeader,
   RelativeTime,
 } from '../components/index.ts';
@@ -20,17 +21,107 @@ export interface Segment {
   created_at: string;
   /** How many contacts are in it. */
   contacts_count: number;
+  /** Which contacts it also holds besides those added to it: a rule tree, or null for members only. */
+  filter?: SegmentFilter | null;
+}
+
+/** A segment's filter: rules on contact fields and properties, combined with and / or, nested. */
+export interface SegmentFilter {
+  type: 'and' | 'or';
+  rules: Array<SegmentFilter | SegmentRule>;
+}
+
+export interface SegmentRule {
+  type: 'rule';
+  field: string;
+  operator: string;
+  value?: unknown;
+}
+
+/** A filter in words: `plan eq "pro" and (seats gt 3 or …)`. */
+export function filterWords(filter: SegmentFilter | SegmentRule): string {
+  if (filter.type === 'rule') {
+    const rule = filter as SegmentRule;
+    return `${rule.field} ${rule.operator}${rule.value === undefined ? '' : ` ${JSON.stringify(rule.value)}`}`;
+  }
+  const group = filter as SegmentFilter;
+  const parts = (group.rules ?? []).map((rule) =>
+    rule.type === 'rule' ? filterWords(rule) : `(${filterWords(rule)})`,
+  );
+  return parts.join(` ${group.type} `) || '(no rules)';
+}
+
+const FILTER_EXAMPLE =
+  '{"type": "and", "rules": [{"type": "rule", "field": "plan", "operator": "eq", "value": "pro"}]}';
+
+/** The filter field's text as the API takes it: undefined when empty, or the reason it is not JSON. */
+function parseFilter(text: string): { filter: unknown } | { error: string } {
+  if (text.trim() === '') return { filter: undefined };
+  try {
+    return { filter: JSON.parse(text) as unknown };
+  } catch (error) {
+    return { error: `Not valid JSON: ${error instanceof Error ? error.message : 'cannot be read'}` };
+  }
+}
+
+/** Changes one segment's filter (PATCH /segments/:id); an empty field removes it. */
+function FilterEditor({ item, onDone }: { item: Segment; onDone: () => void }) {
+  const [text, setText] = useState(item.filter ? JSON.stringify(item.filter, null, 2) : '');
+  const [jsonError, setJsonError] = useState<string | undefined>(undefined);
+  const change = useAction((filter: unknown) =>
+    api.patch(`/segments/${segment(item.id)}`, { name: item.name, filter: filter ?? null }),
+  );
+
+  async function submit(event: FormEvent) {
+    event.preventDefault();
+    const parsed = parseFilter(text);
+    if ('error' in parsed) {
+      setJsonError(parsed.error);
+      return;
+    }
+    setJsonError(undefined);
+    if ((await change.run(parsed.filter)) !== undefined) onDone();
+  }
+
+  return (
+    <form onSubmit={submit} aria-label={`Filter of ${item.name}`} noValidate>
+      <TextAreaField
+        label={`Filter of ${item.name} (JSON)`}
+        hint="Empty: only the contacts added to it."
+        value={text}
+        rows={5}
+        onChange={(value) => (setText(value), setJsonError(undefined), change.clearError())}
+        error={jsonError ?? fieldError(change.error, 'filter')}
+        spellCheck={false}
+      />
+      <ErrorBanner error={change.error} title="The filter could not be saved" exceptFields={['filter']} />
+      <Button type="submit" busy={change.busy} busyLabel="Saving…">
+        Save filter<span className="visually-hidden"> of {item.name}</span>
+      </Button>
+    </form>
+  );
 }
 
 function SegmentForm({ onDone }: { onDone: () => void }) {
   const [name, setName] = useState('');
-  const create = useAction((body: { name: string }) => api.post('/segments', body));
+  const [filterText, setFilterText] = useState('');
+  const [jsonError, setJsonError] = useState<string | undefined>(undefined);
+  const create = useAction((body: { name: string; filter?: unknown }) => api.post('/segments', body));
 
   async function submit(event: FormEvent) {
     event.preventDefault();
-    const result = await create.run({ name: name.trim() });
+    const parsed = parseFilter(filterText);
+    if ('error' in parsed) {
+      setJsonError(parsed.error);
+      return;
+    }
+    setJsonError(undefined);
+    const body: { name: string; filter?: unknown } = { name: name.trim() };
+    if (parsed.filter !== undefined) body.filter = parsed.filter;
+    const result = await create.run(body);
     if (result !== undefined) {
       setName('');
+      setFilterText('');
       onDone();
     }
   }
@@ -46,7 +137,20 @@ function SegmentForm({ onDone }: { onDone: () => void }) {
         error={fieldError(create.error, 'name')}
         autoComplete="off"
       />
-      <ErrorBanner error={create.error} exceptFields={['name']} />
+      <TextAreaField
+        label="Filter (JSON)"
+        hint={
+          <>
+            Optional: the segment also holds every contact the rules match, e.g. <code>{FILTER_EXAMPLE}</code>
+          </>
+        }
+        value={filterText}
+        rows={4}
+        onChange={(value) => (setFilterText(value), setJsonError(undefined), create.clearError())}
+        error={jsonError ?? fieldError(create.error, 'filter')}
+        spellCheck={false}
+      />
+      <ErrorBanner error={create.error} exceptFields={['name', 'filter']} />
       <Button type="submit" variant="primary" busy={create.busy} busyLabel="Adding…">
         Add segment
       </Button>
@@ -63,7 +167,7 @@ export function SegmentsPage(_props: PageProps) {
     <>
       <PageHeader
         title="Segments"
-        description="Named groups of contacts (Resend's audiences). A contact is in a segment because it was added, on its page or through the API."
+        description="Named groups of contacts (Resend's audiences). A contact is in a segment because it was added (on its page, by an import or through the API) or because it matches the segment's filter."
       />
       <ErrorBanner error={segments.error} title="The segments could not be loaded" onRetry={segments.reload} />
       {segments.loading && !segments.data ? <Loading label="Loading segments…" /> : null}
@@ -82,6 +186,18 @@ export function SegmentsPage(_props: PageProps) {
           columns={[
             { header: 'Segment', cell: (item) => <strong>{item.name}</strong> },
             { header: 'Members', className: 'nowrap', cell: (item) => members(item.contacts_count) },
+            {
+              header: 'Filter',
+              cell: (item) => (
+                <details>
+                  <summary>
+                    {item.filter ? <code className="break-anywhere">{filterWords(item.filter)}</code> : 'Members only'}
+                    <span className="visually-hidden"> (change the filter of {item.name})</span>
+                  </summary>
+                  <FilterEditor item={item} onDone={segments.reload} />
+                </details>
+              ),
+            },
             {
               header: 'ID',
               className: 'hide-narrow',
