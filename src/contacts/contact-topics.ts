@@ -1,10 +1,10 @@
-import type { Queryable } from '../platform/db/database.ts';
+import type { Database, Queryable } from '../platform/db/database.ts';
 import { isForeignKeyViolation } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
 import { addressKey } from '../platform/address-key.ts';
-import { withEvent } from '../webhooks/fan-out.ts';
-import { isoMillisSql } from '../webhooks/event-payloads.ts';
+import { emitEvent, withEvent } from '../webhooks/fan-out.ts';
+import { contactEventDataSql, isoMillisSql } from '../webhooks/event-payloads.ts';
 import type { UnsubscribeTarget } from './unsubscribe-link.ts';
 import type { Subscription } from './topics.ts';
 
@@ -75,6 +75,39 @@ export async function unsubscribeFromTopic(db: Queryable, target: UnsubscribeTar
     if (isForeignKeyViolation(error)) return { changed: false };
     throw error;
   }
+}
+
+/**
+ * The one-click unsubscribe of a broadcast without a topic: the contact with the link's address leaves
+ * every broadcast (contacts.unsubscribed = true, which also keeps every topic send from reaching them:
+ * subscriptions.ts). In one transaction: the change with its contact.updated event (the contact as
+ * PATCH /contacts shows it, now unsubscribed), and contact.unsubscribed as a topic's link emits it, with
+ * topic_id null. Only a real change emits (a second click writes and emits nothing); an address that is
+ * no longer a contact changes nothing.
+ */
+export async function unsubscribeFromAll(db: Database, target: UnsubscribeTarget): Promise<{ changed: boolean }> {
+  if (!isUuid(target.organizationId)) return { changed: false };
+  return db.transaction(async (tx) => {
+    const { rows } = await tx.query<{ id: string; email: string; created_at: Date }>(
+      withEvent(
+        `UPDATE contacts SET unsubscribed = true, updated_at = now()
+          WHERE organization_id = $1 AND lower(email) = $2 AND NOT unsubscribed
+         RETURNING id, email, first_name, last_name, unsubscribed, created_at, updated_at`,
+        { org: '$1::uuid', type: `'contact.updated'::text`, data: contactEventDataSql('changed') },
+      ),
+      [target.organizationId, addressKey(target.address)],
+    );
+    const contact = rows[0];
+    if (!contact) return { changed: false };
+    await emitEvent(tx, target.organizationId, 'contact.unsubscribed', {
+      id: contact.id,
+      email: contact.email,
+      topic_id: null,
+      email_id: target.emailId,
+      created_at: new Date(contact.created_at).toISOString(),
+    });
+    return { changed: true };
+  });
 }
 
 /** What the preference page of an unsubscribe link shows: the contact's topics, and whether they left everything. */

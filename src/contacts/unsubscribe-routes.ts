@@ -2,14 +2,17 @@ import { Type } from 'typebox';
 import type { FastifyReply } from 'fastify';
 import type { App } from '../platform/http/app-types.ts';
 import { notFound } from '../platform/errors.ts';
-import { chooseOnPreferencePage, preferencePage, unsubscribeFromTopic } from './contact-topics.ts';
+import { chooseOnPreferencePage, preferencePage, unsubscribeFromAll, unsubscribeFromTopic } from './contact-topics.ts';
 import { findTopic } from './topics.ts';
 import { readUnsubscribeToken, type UnsubscribeTarget } from './unsubscribe-link.ts';
 
-// The target of the List-Unsubscribe header of a topic send (RFC 8058). A mail client's one-click
-// button POSTs to it; a person who opens the link in a browser GETs it and is shown a confirmation
-// button, because link scanners and previews fetch GETs and must not unsubscribe anyone. The token
-// (unsubscribe-link.ts) is the whole credential: it names one address and one topic, signed.
+// The target of the List-Unsubscribe header of a topic send or a broadcast copy (RFC 8058), and of a
+// broadcast's {{{RESEND_UNSUBSCRIBE_URL}}}. A mail client's one-click button POSTs to it; a person who
+// opens the link in a browser GETs it and is shown a confirmation button, because link scanners and
+// previews fetch GETs and must not unsubscribe anyone. The token (unsubscribe-link.ts) is the whole
+// credential: it names one address and one topic, signed. A link that names no topic (a broadcast sent
+// without one) unsubscribes the address from every broadcast of the organization (contacts.unsubscribed),
+// and its pages say so.
 //
 // Below the one-click form, the page lists the contact's preferences (contact-topics.ts preferencePage:
 // the message's topic, the public topics, the private ones they are subscribed to), each with a button
@@ -86,10 +89,15 @@ ${rows.join('\n')}
       const target = targetOf(request.params.token);
       const topic = await topicName(target);
       // No action attribute: the form posts back to this very URL, whatever prefix a proxy put before it.
+      const question =
+        target.topicId === null
+          ? `<p>Stop receiving every broadcast of this sender at <strong>${escapeHtml(target.address)}</strong>?</p>
+<p>This unsubscribes the address from all of their broadcasts, not only the one this link came in.</p>`
+          : `<p>Stop receiving ${topicLabel(topic)} at <strong>${escapeHtml(target.address)}</strong>?</p>`;
       return sendPage(
         reply,
         'Unsubscribe',
-        `<p>Stop receiving ${topicLabel(topic)} at <strong>${escapeHtml(target.address)}</strong>?</p>
+        `${question}
 <form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>
 ${await preferences(target, request.params.token, '')}`,
       );
@@ -100,10 +108,24 @@ ${await preferences(target, request.params.token, '')}`,
     '/unsubscribe/:token',
     {
       config: { access: 'public' },
-      schema: { summary: 'One-click unsubscribe (RFC 8058): opt the address out of the topic', params: TokenParams },
+      schema: {
+        summary:
+          'One-click unsubscribe (RFC 8058): opt the address out of the topic (a link without one: out of every broadcast)',
+        params: TokenParams,
+      },
     },
     async (request, reply) => {
       const target = targetOf(request.params.token);
+      if (target.topicId === null) {
+        await unsubscribeFromAll(app.db, target);
+        return sendPage(
+          reply,
+          'Unsubscribed',
+          `<p>You are unsubscribed from all broadcasts of this sender.</p>
+<p><strong>${escapeHtml(target.address)}</strong> will no longer receive any of their broadcasts.</p>
+${await preferences(target, request.params.token, '')}`,
+        );
+      }
       const topic = await topicName(target);
       await unsubscribeFromTopic(app.db, target);
       return sendPage(

@@ -11,8 +11,12 @@ import type { EmailToSend, PendingRecipient } from './take-message.ts';
 // Step 2, gate the recipients: those who must not receive the message fail without being sent to.
 // - On the organization's suppression list: failed, reason `suppressed` (webhook email.suppressed).
 // - For a topic send, not subscribed to the topic: failed, reason `unsubscribed` (webhook email.failed).
-// Both are decided now, when the message is sent, rather than when it was accepted, so an unsubscribe
-// before a scheduled send is honoured.
+// - For a broadcast copy, a contact who has unsubscribed from everything (contacts.unsubscribed, which a
+//   one-click link of a broadcast without a topic sets) since the audience was taken: failed, reason
+//   `unsubscribed`. (A copy of a broadcast with a topic is a topic send: the topic gate also sees that.)
+// All are decided now, when the message is sent, rather than when it was accepted, so an unsubscribe
+// before a scheduled send, or while a broadcast's copies wait their turn, is honoured. The take
+// (take-message.ts) read both flags with the recipients, so neither costs a query of its own.
 
 type GateReason = Extract<RecipientFailureReason, 'suppressed' | 'unsubscribed'>;
 
@@ -25,6 +29,11 @@ export async function gateRecipients(
   const suppressed = pending.filter((r) => r.suppressed);
   if (suppressed.length > 0) await failWithoutSending(db, email, suppressed, 'suppressed');
   let recipients = pending.filter((r) => !r.suppressed);
+  const unsubscribedContacts = recipients.filter((r) => r.unsubscribed);
+  if (unsubscribedContacts.length > 0) {
+    await failWithoutSending(db, email, unsubscribedContacts, 'unsubscribed');
+    recipients = recipients.filter((r) => !r.unsubscribed);
+  }
   if (email.topic_id !== null && recipients.length > 0) {
     const subscribed = await subscribedAddresses(
       db,

@@ -30,6 +30,8 @@ export interface EmailToSend {
   text: string | null;
   headers: Record<string, string> | null;
   topic_id: string | null;
+  /** The broadcast it is a copy of (one recipient, a contact), or null for any other message. */
+  broadcast_id: string | null;
   message_id: string;
   /** The signed reply address it goes out with as Reply-To (emails/reply-address.ts); null: its reply_to. */
   reply_address: string | null;
@@ -55,6 +57,8 @@ export interface PendingRecipient {
   attempts: number;
   /** On the organization's suppression list. */
   suppressed: boolean;
+  /** A broadcast copy's contact who has unsubscribed (contacts.unsubscribed) since the audience was taken. */
+  unsubscribed: boolean;
   /** The traffic-shaping hold it waits in (its delivery_delayed entry is written), if any. */
   hold_reason: string | null;
 }
@@ -69,7 +73,7 @@ const SENT_MOMENT = `moved AS (
        UPDATE emails e SET status = 'sending', sent_at = coalesce(e.sent_at, now())
          FROM locked WHERE e.id = locked.id AND locked.take = 'take' AND locked.status <> 'sending'
        RETURNING e.id, e.organization_id, e.created_at, e.sent_at, e."from", e."to", e.subject, e.message_id,
-                 e.tags, e.headers, e.template
+                 e.tags, e.headers, e.template, e.broadcast_id
      ),
      event AS (
        SELECT gen_random_uuid() AS id, moved.sent_at AS created_at, moved.organization_id,
@@ -110,7 +114,7 @@ export async function takeMessages(db: Queryable, emailIds: string[]): Promise<T
   >(
     `WITH locked AS (
        SELECT e.id, e.organization_id, e.status, e.scheduled_at, e.created_at, e."from", e."to", e.cc, e.reply_to,
-              e.subject, e.html, e.text, e.headers, e.topic_id, e.message_id, e.reply_address,
+              e.subject, e.html, e.text, e.headers, e.topic_id, e.broadcast_id, e.message_id, e.reply_address,
               coalesce(d.open_tracking, o.open_tracking) AS open_tracking,
               coalesce(d.click_tracking, o.click_tracking) AS click_tracking,
               d.name AS domain_name, d.dkim_selector, d.dkim_private_key, d.tls AS domain_tls,
@@ -134,7 +138,11 @@ export async function takeMessages(db: Queryable, emailIds: string[]): Promise<T
             CASE WHEN take = 'take' THEN coalesce((
               SELECT json_agg(json_build_object('address', r.address, 'attempts', r.attempts, 'hold_reason', r.hold_reason, 'suppressed',
                        EXISTS (SELECT 1 FROM suppressions s
-                                WHERE s.organization_id = locked.organization_id AND s.address = lower(r.address)))
+                                WHERE s.organization_id = locked.organization_id AND s.address = lower(r.address)),
+                       'unsubscribed', locked.broadcast_id IS NOT NULL AND EXISTS (
+                         SELECT 1 FROM contacts c
+                          WHERE c.organization_id = locked.organization_id AND lower(c.email) = lower(r.address)
+                            AND c.unsubscribed))
                        ORDER BY r.address)
                 FROM email_recipients r WHERE r.email_id = locked.id AND r.status = 'pending'), '[]') END AS pending
        FROM locked`,

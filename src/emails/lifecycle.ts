@@ -34,7 +34,7 @@ export async function rescheduleEmail(db: Database, organizationId: string, id: 
     const { rowCount } = await tx.query(
       withEvent(
         `UPDATE emails SET scheduled_at = $3, status = 'scheduled' WHERE id = $1 AND organization_id = $2 AND ${NOT_YET_SENT}
-         RETURNING id, created_at, "from", "to", subject, message_id, tags, headers, template`,
+         RETURNING id, created_at, "from", "to", subject, message_id, tags, headers, template, broadcast_id`,
         {
           org: '$2::uuid',
           type: `'email.rescheduled'::text`,

@@ -341,6 +341,24 @@ const SETTING_TABLE = {
     "Days a sent or canceled message's metadata (addresses, subject, tags, recipients' outcomes, timeline) and settled webhook deliveries with their attempts are kept. Then the worker deletes them. At least `MAILROOM_RETENTION_DAYS`.",
     integer(1, 36_500),
   ),
+  broadcastPauseAfter: setting(
+    'MAILROOM_BROADCAST_PAUSE_AFTER',
+    '1000',
+    "Copies of a broadcast that must have an outcome (delivered, bounced or refused) before its automatic pause is checked: from then on, a broadcast whose hard bounces or complaints pass their rate below is paused (`docs/broadcasts.md`). `0`: never paused automatically.",
+    integer(0, 10_000_000),
+  ),
+  broadcastPauseHardBounceRate: setting(
+    'MAILROOM_BROADCAST_PAUSE_HARD_BOUNCE_RATE',
+    '0.05',
+    "Share of a broadcast's copies with an outcome that may bounce for good (hard bounces, at send time or reported later) before it is paused: more than this pauses it. A fraction from 0 to 1 (0.05 is 5%).",
+    fraction,
+  ),
+  broadcastPauseComplaintRate: setting(
+    'MAILROOM_BROADCAST_PAUSE_COMPLAINT_RATE',
+    '0.003',
+    "Share of a broadcast's copies with an outcome that may be reported as spam (complaints) before it is paused: more than this pauses it. A fraction from 0 to 1 (0.003 is 0.3%).",
+    fraction,
+  ),
   shutdownTimeoutMs: setting(
     'MAILROOM_SHUTDOWN_TIMEOUT_MS',
     '10000',
@@ -428,6 +446,14 @@ function optionalText(value: string | undefined): string | undefined {
 function optionalDecimal(value: string | undefined, variable: string): number | undefined {
   if (value === undefined) return undefined;
   if (!/^-?\d+(\.\d+)?$/.test(value)) throw new ConfigError(variable, `expected a number such as 7.5, got "${value}"`);
+  return Number(value);
+}
+
+/** A fraction from 0 to 1 such as 0.05. */
+function fraction(value: string | undefined, variable: string): number {
+  if (value === undefined || !/^(0(\.\d+)?|1(\.0+)?|\.\d+)$/.test(value)) {
+    throw new ConfigError(variable, `expected a fraction from 0 to 1 such as 0.05, got "${value ?? ''}"`);
+  }
   return Number(value);
 }
 

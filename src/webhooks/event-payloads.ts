@@ -28,8 +28,9 @@ const tagsObjectSql = (tags: string) => `CASE jsonb_typeof(${tags})
 /**
  * The message's part of an email.* event's data (Resend's OutboundEmailEventData and the SDK's
  * BaseEmailEventData): email_id, created_at (when the message was accepted), from, to (the message's To),
- * subject, message_id, tags, and headers and template_id when it has them. `message` names a row with the
- * columns of `emails`; `createdAt` is its acceptance time when the row has no created_at column.
+ * subject, message_id, tags, and headers, template_id and broadcast_id (a broadcast's copy, as Resend
+ * gives it) when it has them. `message` names a row with the columns of `emails` (broadcast_id among
+ * them); `createdAt` is its acceptance time when the row has no created_at column.
  */
 export function emailEventFieldsSql(message: string, createdAt = `${message}.created_at`): string {
   return `(jsonb_build_object(
@@ -45,7 +46,9 @@ export function emailEventFieldsSql(message: string, createdAt = `${message}.cre
                                                FROM jsonb_each_text(${message}.headers) h))
          ELSE '{}'::jsonb END
     || CASE WHEN ${message}.template ->> 'id' IS NOT NULL
-         THEN jsonb_build_object('template_id', ${message}.template ->> 'id') ELSE '{}'::jsonb END)`;
+         THEN jsonb_build_object('template_id', ${message}.template ->> 'id') ELSE '{}'::jsonb END
+    || CASE WHEN ${message}.broadcast_id IS NOT NULL
+         THEN jsonb_build_object('broadcast_id', ${message}.broadcast_id) ELSE '{}'::jsonb END)`;
 }
 
 /** A happening of a message, as its timeline records it (emails/timeline.ts). */
@@ -181,3 +184,21 @@ export function contactEventDataSql(contact: string, segmentIds = contactSegment
 const contactSegmentIdsSql = (contact: string) =>
   `coalesce((SELECT jsonb_agg(cs.segment_id ORDER BY cs.created_at, cs.segment_id)
                FROM contact_segments cs WHERE cs.contact_id = ${contact}.id), '[]'::jsonb)`;
+
+/**
+ * broadcast.paused's data (Mailroom's own event) from a row with the columns of `broadcasts`: id, name,
+ * status, pause_reason, the audience's counts as the snapshot took them, and `counts`, what the copies
+ * had come to when it paused (`copies` with an outcome, `hard_bounces`, `complaints`), given by the
+ * caller as a jsonb expression.
+ */
+export function broadcastPausedDataSql(broadcast: string, counts: string): string {
+  return `jsonb_build_object(
+      'id', ${broadcast}.id,
+      'name', ${broadcast}.name,
+      'status', ${broadcast}.status,
+      'pause_reason', ${broadcast}.pause_reason,
+      'audience_count', ${broadcast}.audience_count,
+      'counts', ${counts},
+      'created_at', ${isoMillisSql(`${broadcast}.created_at`)},
+      'updated_at', ${isoMillisSql(`${broadcast}.updated_at`)})`;
+}

@@ -30,6 +30,7 @@ export const EVENT_TYPES = [
   'template.created',
   'template.updated',
   'template.deleted',
+  'broadcast.paused',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

@@ -163,5 +163,16 @@ export function sampleEventData(type: EventType, createdAt: string): Record<stri
     case 'template.updated':
     case 'template.deleted':
       return { id: NIL_ID, name: 'Test template' };
+    case 'broadcast.paused':
+      return {
+        id: NIL_ID,
+        name: 'Test broadcast',
+        status: 'paused',
+        pause_reason: 'hard bounces 6.2% of 1,000 copies passed 5%',
+        audience_count: 5000,
+        counts: { copies: 1000, hard_bounces: 62, complaints: 0 },
+        created_at: createdAt,
+        updated_at: createdAt,
+      };
   }
 }

@@ -53,6 +53,7 @@ export const EVENT_GROUPS: Array<{ label: string; types: string[] }> = [
   },
   { label: 'Topics', types: ['topic.created', 'topic.updated', 'topic.deleted'] },
   { label: 'Templates', types: ['template.created', 'template.updated', 'template.deleted'] },
+  { label: 'Broadcasts', types: ['broadcast.paused'] },
 ];
 
 export const eventsWords = (events: string[]) => (events.length === 0 ? 'All events' : events.join(', '));
