@@ -25,10 +25,21 @@ export interface Segment {
   filter?: SegmentFilter | null;
 }
 
-/** A segment's filter: rules on contact fields and properties, combined with and / or, nested. */
-export interface SegmentFilter {
+/**
+ * A segment's filter: rules on contact fields (email, first_name, last_name, unsubscribed, created_at),
+ * properties (`properties.<key>`) and topics (`topics.<topic id>`), combined with and / or, negated with
+ * not, nested.
+ */
+export type SegmentFilter = SegmentGroup | SegmentNot | SegmentRule;
+
+export interface SegmentGroup {
   type: 'and' | 'or';
-  rules: Array<SegmentFilter | SegmentRule>;
+  rules: SegmentFilter[];
+}
+
+export interface SegmentNot {
+  type: 'not';
+  rule: SegmentFilter;
 }
 
 export interface SegmentRule {
@@ -38,21 +49,18 @@ export interface SegmentRule {
   value?: unknown;
 }
 
-/** A filter in words: `plan eq "pro" and (seats gt 3 or …)`. */
-export function filterWords(filter: SegmentFilter | SegmentRule): string {
+/** A filter in words: `properties.plan eq "pro" and (properties.seats gt 3 or …)`. */
+export function filterWords(filter: SegmentFilter): string {
+  const nested = (node: SegmentFilter) => (node.type === 'rule' ? filterWords(node) : `(${filterWords(node)})`);
   if (filter.type === 'rule') {
-    const rule = filter as SegmentRule;
-    return `${rule.field} ${rule.operator}${rule.value === undefined ? '' : ` ${JSON.stringify(rule.value)}`}`;
+    return `${filter.field} ${filter.operator}${filter.value === undefined ? '' : ` ${JSON.stringify(filter.value)}`}`;
   }
-  const group = filter as SegmentFilter;
-  const parts = (group.rules ?? []).map((rule) =>
-    rule.type === 'rule' ? filterWords(rule) : `(${filterWords(rule)})`,
-  );
-  return parts.join(` ${group.type} `) || '(no rules)';
+  if (filter.type === 'not') return `not ${nested(filter.rule)}`;
+  return (filter.rules ?? []).map(nested).join(` ${filter.type} `) || '(no rules)';
 }
 
 const FILTER_EXAMPLE =
-  '{"type": "and", "rules": [{"type": "rule", "field": "plan", "operator": "eq", "value": "pro"}]}';
+  '{"type": "and", "rules": [{"type": "rule", "field": "properties.plan", "operator": "eq", "value": "pro"}]}';
 
 /** The filter field's text as the API takes it: undefined when empty, or the reason it is not JSON. */
 function parseFilter(text: string): { filter: unknown } | { error: string } {
