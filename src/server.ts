@@ -5,6 +5,7 @@ import { migrate } from './platform/db/migrate.ts';
 import { buildApp, buildOpsApp } from './app.ts';
 import { bootstrapDevOrganization, dashboardUrl, type DevCredentials } from './tenancy/dev-bootstrap.ts';
 import { startDelivery } from './delivery/start-delivery.ts';
+import { startBroadcastFanOut } from './broadcasts/start-broadcasts.ts';
 import { createTransport } from './delivery/transports/index.ts';
 import { startWebhookDelivery } from './webhooks/start-webhooks.ts';
 import { startInboundServer } from './inbound/inbound-server.ts';
@@ -84,6 +85,8 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
 
   let worker: Worker | undefined;
   if (transport) worker = await startDelivery(db, config, transport, app.log);
+  // Broadcasts become copies where the copies are delivered.
+  const fanOut = transport ? await startBroadcastFanOut(db, config, app.log) : undefined;
   const webhooks = role === 'api' ? undefined : await startWebhookDelivery(db, config, app.log);
   // Pruning is background work like delivery: it runs where the workers run.
   const retention = role === 'api' ? undefined : startRetention(db, config, app.log);
@@ -126,6 +129,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     await ops?.close();
     await inbound?.close(); // and the SMTP sessions handing in reports
     for (const listener of submission) await listener.close(); // and those handing in messages
+    await fanOut?.stop(); // ends each broadcast's fan-out after its batch in flight
     await worker?.stop(); // claims nothing more, lets the messages being sent finish
     await webhooks?.close();
     await retention?.stop(); // stops after its current batch

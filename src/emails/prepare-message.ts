@@ -18,6 +18,8 @@ export interface PreparedMessage extends ValidMessage {
   messageId: string;
   /** The signed reply address it carries as Reply-To (emails/reply-address.ts); null or left out: none. */
   replyAddress?: string | null;
+  /** The broadcast this message is a copy of (broadcasts/fan-out.ts); left out for any other send. */
+  broadcastId?: string;
 }
 
 /**

@@ -31,7 +31,7 @@ export interface StoreOptions {
 // which is what an absent field is stored as.
 const MESSAGE_COLUMNS = `id uuid, organization_id uuid, domain_id uuid, "from" text, "to" jsonb, cc jsonb, bcc jsonb,
   reply_to jsonb, subject text, html text, text text, tags jsonb, headers jsonb, topic_id uuid, template jsonb,
-  message_id text, status text, scheduled_at timestamptz, recipient_count int, recipients jsonb, reply_address text`;
+  message_id text, status text, scheduled_at timestamptz, recipient_count int, recipients jsonb, reply_address text, broadcast_id uuid`;
 
 /**
  * Stores the messages in one statement: in a transaction when called with one, else as its own. Says
@@ -60,6 +60,7 @@ export async function storeMessages(db: Queryable, items: MessageToStore[], opti
     recipient_count: m.recipientCount,
     recipients: m.recipients,
     reply_address: m.replyAddress ?? null,
+    broadcast_id: m.broadcastId ?? null,
   }));
   const entries = items.map(({ organizationId, message: m }) =>
     timelineEntryRow({
@@ -97,10 +98,11 @@ export async function storeMessages(db: Queryable, items: MessageToStore[], opti
      ),
      stored_messages AS (
        INSERT INTO emails (id, organization_id, domain_id, "from", "to", cc, bcc, reply_to, subject, html, text,
-         tags, headers, topic_id, template, message_id, status, scheduled_at, recipient_count, reply_address)
+         tags, headers, topic_id, template, message_id, status, scheduled_at, recipient_count, reply_address,
+         broadcast_id)
        SELECT id, organization_id, domain_id, "from", "to", cc, bcc, reply_to, subject, html, text,
               nullif(tags, 'null'::jsonb), nullif(headers, 'null'::jsonb), topic_id, nullif(template, 'null'::jsonb),
-              message_id, status, scheduled_at, recipient_count, reply_address
+              message_id, status, scheduled_at, recipient_count, reply_address, broadcast_id
          FROM input
      ),
      stored_recipients AS (

@@ -128,6 +128,31 @@ export async function rescheduleJobs(
   ]);
 }
 
+/** Removes the jobs of a queue whose payload names any of `values` under `key` (a bulk cancelJobs). */
+export async function cancelJobsNaming(tx: Queryable, queue: QueueName, key: JobKey, values: string[]): Promise<void> {
+  if (values.length === 0) return;
+  await tx.query(`DELETE FROM jobs WHERE payload ->> '${key}' = ANY ($1::text[]) AND queue = $2`, [values, queue]);
+}
+
+/**
+ * Holds every job of a queue with this share key (a paused broadcast's deliveries): they are due never,
+ * until releaseSharedJobs. A job running now finishes its run.
+ */
+export async function holdSharedJobs(tx: Queryable, queue: QueueName, shareKey: string): Promise<void> {
+  await tx.query(`UPDATE jobs SET run_at = 'infinity' WHERE queue = $1 AND share_key = $2 AND run_at <> 'infinity'`, [
+    queue,
+    shareKey,
+  ]);
+}
+
+/** Makes the jobs holdSharedJobs held due now. */
+export async function releaseSharedJobs(tx: Queryable, queue: QueueName, shareKey: string): Promise<void> {
+  await tx.query(`${WAKE} UPDATE jobs SET run_at = now() WHERE queue = $1 AND share_key = $2 AND run_at = 'infinity'`, [
+    queue,
+    shareKey,
+  ]);
+}
+
 /** Due jobs are counted up to this many per queue, so that reading the depth stays cheap at any size. */
 const DEPTH_CAP = 100_000;
 

@@ -1,4 +1,5 @@
 import { startDelivery } from '../../src/delivery/start-delivery.ts';
+import { startBroadcastFanOut } from '../../src/broadcasts/start-broadcasts.ts';
 import { createTransport } from '../../src/delivery/transports/index.ts';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './app.ts';
 import { startSmtpSink, type SmtpSink } from './smtp-sink.ts';
@@ -12,8 +13,10 @@ export interface TestDelivery {
 export async function startTestDelivery(t: TestApp): Promise<TestDelivery> {
   const transport = createTransport(t.config, t.db);
   const worker = await startDelivery(t.db, t.config, transport, { error: () => {}, warn: () => {} });
+  const fanOut = await startBroadcastFanOut(t.db, t.config, { error: () => {}, warn: () => {} });
   return {
     async stop() {
+      await fanOut.stop();
       await worker.stop();
       await transport.close();
     },
