@@ -35,6 +35,7 @@ import { topicRoutes } from './contacts/topic-routes.ts';
 import { contactRoutes } from './contacts/contact-routes.ts';
 import { contactPropertyRoutes } from './contacts/contact-property-routes.ts';
 import { segmentRoutes } from './contacts/segment-routes.ts';
+import { broadcastRoutes } from './broadcasts/broadcast-routes.ts';
 import { inboundRouteRoutes } from './receiving/inbound-route-routes.ts';
 import { unsubscribeRoutes } from './contacts/unsubscribe-routes.ts';
 import { trackingRoutes } from './tracking/tracking-routes.ts';
@@ -82,6 +83,7 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
     contactRoutes,
     contactPropertyRoutes,
     segmentRoutes,
+    broadcastRoutes,
     inboundRouteRoutes,
     unsubscribeRoutes,
     trackingRoutes,
