@@ -33,6 +33,7 @@ import { rawSourceRoutes } from './delivery/raw-source-routes.ts';
 import { webhookRoutes } from './webhooks/webhook-routes.ts';
 import { topicRoutes } from './contacts/topic-routes.ts';
 import { contactRoutes } from './contacts/contact-routes.ts';
+import { contactImportRoutes } from './contacts/imports/import-routes.ts';
 import { contactPropertyRoutes } from './contacts/contact-property-routes.ts';
 import { segmentRoutes } from './contacts/segment-routes.ts';
 import { broadcastRoutes } from './broadcasts/broadcast-routes.ts';
@@ -81,6 +82,7 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
     webhookRoutes,
     topicRoutes,
     contactRoutes,
+    contactImportRoutes,
     contactPropertyRoutes,
     segmentRoutes,
     broadcastRoutes,

@@ -15,6 +15,7 @@ import { createAuthenticator } from './receiving/authentication.ts';
 import { createSpamChecker } from './receiving/spam-check.ts';
 import { startRetention } from './retention/start-retention.ts';
 import { startDoctor } from './doctor/start-doctor.ts';
+import { startContactImports } from './contacts/imports/start-imports.ts';
 import { doctorContext } from './doctor/doctor-routes.ts';
 import type { Worker } from './queue/worker.ts';
 import { listenOrExplain } from './platform/listen-error.ts';
@@ -92,6 +93,8 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
   const retention = role === 'api' ? undefined : startRetention(db, config, app.log);
   // The deliverability doctor's daily round of every verified domain, also where the workers run.
   const doctor = role === 'api' ? undefined : startDoctor(doctorContext(db, config), app.log);
+  // CSV contact imports (uploaded through the API) are read and written where the workers run.
+  const imports = role === 'api' ? undefined : await startContactImports(db, config, app.log);
   // Everything is running: only now is the development organization made, so that its credentials,
   // shown only once, are never created by a start that then fails.
   const dev = db.kind === 'pglite' ? await bootstrapDevOrganization(db, config) : undefined;
@@ -134,6 +137,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     await webhooks?.close();
     await retention?.stop(); // stops after its current batch
     await doctor?.stop();
+    await imports?.stop(); // each import stops after its current batch, to resume there
     await transport?.close();
     await db.close();
     clearTimeout(deadline);
