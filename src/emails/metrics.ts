@@ -5,7 +5,9 @@ import { isUuid } from '../platform/ids.ts';
 import { canonicalTimeZone, zoneOffsetMinutes } from '../platform/time-zones.ts';
 
 // GET /emails/metrics (Resend's shape): what happened to the organization's mail in a date range, in
-// total and broken down by period, sending domain or message. Everything is counted per recipient from
+// total and broken down by period, sending domain, message or broadcast (its copies, emails.broadcast_id;
+// mail that is no broadcast's copy counts in the totals only, as a message whose domain is gone does in
+// a domain breakdown). Everything is counted per recipient from
 // the timeline (email_events), when each entry was recorded:
 // - sent: recipients Mailroom tried to deliver whose attempt ended (delivered, bounced when sent, or
 //   failed after being tried: refused or retries exhausted);
@@ -21,7 +23,7 @@ import { canonicalTimeZone, zoneOffsetMinutes } from '../platform/time-zones.ts'
 // the answer (its `metrics` says what it holds) rather than answered with a zero that would be a guess.
 //
 // Cost: one range scan of email_events_metrics_idx (organization, time) over the range's entries, plus
-// the message row of each for a domain breakdown or filter; one statement for totals and rows together
+// the message row of each for a domain or broadcast breakdown or filter; one statement for totals and rows together
 // (GROUPING SETS), and the periods are generated, not scanned.
 
 export const METRICS = [
@@ -160,10 +162,12 @@ export const MetricsQuerySchema = Type.Object(
       }),
     ),
     metrics: List(`Metrics to answer, of: ${METRICS.join(', ')}. Defaults to all.`),
-    dimensions: List('Break-down: period, domain, email (broadcast is refused: Mailroom has no broadcasts).'),
+    dimensions: List(
+      "Break-down: period, domain, email, broadcast (a broadcast's copies; other mail counts in the totals only).",
+    ),
     domain_id: List('Only these sending domains (up to 100 ids).'),
     email_id: List('Only these messages (up to 100 ids).'),
-    broadcast_id: List('Refused: Mailroom has no broadcasts.'),
+    broadcast_id: List("Only these broadcasts' copies (up to 100 ids)."),
   },
   { additionalProperties: false },
 );
@@ -176,9 +180,10 @@ export interface MetricsRequest {
   granularity: Granularity;
   /** As asked (or all), in the order asked. */
   metrics: Metric[];
-  dimensions: Exclude<Dimension, 'broadcast'>[];
+  dimensions: Dimension[];
   domainIds: string[] | undefined;
   emailIds: string[] | undefined;
+  broadcastIds: string[] | undefined;
 }
 
 const invalid = (field: string, message: string) => new ServiceError('validation_error', message, field);
@@ -257,14 +262,9 @@ export function metricsRequest(query: MetricsQuery, now: Date): MetricsRequest {
   const metrics = enumList('metrics', query.metrics, METRICS) ?? [...METRICS];
   if (metrics.length === 0) throw invalid('metrics', 'Name at least one metric, or leave `metrics` out for all');
   const dimensions = enumList('dimensions', query.dimensions, DIMENSIONS) ?? [];
-  if (dimensions.includes('broadcast') || listOf(query.broadcast_id) !== undefined) {
-    throw invalid(
-      dimensions.includes('broadcast') ? 'dimensions' : 'broadcast_id',
-      'Mailroom has no broadcasts: leave out the `broadcast` dimension and `broadcast_id`',
-    );
-  }
   const domainIds = idList('domain_id', query.domain_id);
   const emailIds = idList('email_id', query.email_id);
+  const broadcastIds = idList('broadcast_id', query.broadcast_id);
 
   let end = query.end_date ? parseDate('end_date', query.end_date, timezone) : now;
   if (end > now) end = now;
@@ -289,9 +289,10 @@ export function metricsRequest(query: MetricsQuery, now: Date): MetricsRequest {
     timezone,
     granularity,
     metrics,
-    dimensions: dimensions as Exclude<Dimension, 'broadcast'>[],
+    dimensions,
     domainIds,
     emailIds,
+    broadcastIds,
   };
 }
 
@@ -317,6 +318,8 @@ export const MetricsSchema = Type.Unsafe<Metrics>(
           domain_id: Type.Optional(Type.String()),
           domain_name: Type.Optional(Type.String()),
           email_id: Type.Optional(Type.String()),
+          broadcast_id: Type.Optional(Type.String()),
+          broadcast_name: Type.Optional(Type.String({ description: "The broadcast's name ('' when it has none)" })),
         } as Record<string, ReturnType<typeof Type.String>>),
         { description: 'One row per combination of the dimensions; left out without dimensions' },
       ),
@@ -341,6 +344,8 @@ interface CountedRow extends Record<Count, number> {
   domain_id: string | null;
   domain_name: string | null;
   email_id: string | null;
+  broadcast_id: string | null;
+  broadcast_name: string | null;
 }
 
 export async function readEmailMetrics(
@@ -352,7 +357,8 @@ export async function readEmailMetrics(
   const byPeriod = request.dimensions.includes('period');
   const byDomain = request.dimensions.includes('domain');
   const byEmail = request.dimensions.includes('email');
-  const needsMessage = byDomain || request.domainIds !== undefined;
+  const byBroadcast = request.dimensions.includes('broadcast');
+  const needsMessage = byDomain || byBroadcast || request.domainIds !== undefined || request.broadcastIds !== undefined;
   const answered = request.metrics.filter((metric) => !UNRECORDED_METRICS.has(metric));
 
   const params: unknown[] = [organizationId, request.start, request.end];
@@ -372,9 +378,14 @@ export async function readEmailMetrics(
     groups.push('ev.email_id');
     columns.push('ev.email_id');
   }
+  if (byBroadcast) {
+    groups.push('e.broadcast_id');
+    columns.push('e.broadcast_id', '(SELECT name FROM broadcasts WHERE id = e.broadcast_id) AS broadcast_name');
+  }
   const filters = [
     request.domainIds ? `e.domain_id = ANY (${param(request.domainIds)}::uuid[])` : '',
     request.emailIds ? `ev.email_id = ANY (${param(request.emailIds)}::uuid[])` : '',
+    request.broadcastIds ? `e.broadcast_id = ANY (${param(request.broadcastIds)}::uuid[])` : '',
   ].filter(Boolean);
 
   // Only what the metrics need; with nothing to count (only unrecorded metrics asked), still one aggregate,
@@ -414,13 +425,17 @@ export async function readEmailMetrics(
   };
   if (request.dimensions.length === 0) return answer;
 
-  // Rows of messages whose domain was deleted since have no domain to show: they count in the totals only.
-  const counted = rows.filter((row) => !row.total && !(byDomain && row.domain_id === null));
-  const key = (row: { domain_id?: string | null; email_id?: string | null }) =>
-    `${row.domain_id ?? ''}|${row.email_id ?? ''}`;
+  // Rows of messages whose domain was deleted since have no domain to show, and those of mail that is no
+  // broadcast's copy no broadcast: they count in the totals only.
+  const counted = rows.filter(
+    (row) => !row.total && !(byDomain && row.domain_id === null) && !(byBroadcast && row.broadcast_id === null),
+  );
+  const key = (row: { domain_id?: string | null; email_id?: string | null; broadcast_id?: string | null }) =>
+    `${row.domain_id ?? ''}|${row.email_id ?? ''}|${row.broadcast_id ?? ''}`;
   const dimensionsOf = (row: CountedRow): Row => ({
     ...(byDomain ? { domain_id: row.domain_id!, domain_name: row.domain_name ?? '' } : {}),
     ...(byEmail ? { email_id: row.email_id! } : {}),
+    ...(byBroadcast ? { broadcast_id: row.broadcast_id!, broadcast_name: row.broadcast_name ?? '' } : {}),
   });
 
   let data: Row[];
@@ -432,7 +447,7 @@ export async function readEmailMetrics(
     for (const row of counted) if (!groupsSeen.has(key(row))) groupsSeen.set(key(row), row);
     if (periods.length * groupsSeen.size > maxRows) throw tooManyRows(maxRows, periods.length, groupsSeen.size);
     const orderedGroups = [...groupsSeen.values()].sort(compareGroups);
-    if (!byDomain && !byEmail && orderedGroups.length === 0) orderedGroups.push({} as CountedRow);
+    if (!byDomain && !byEmail && !byBroadcast && orderedGroups.length === 0) orderedGroups.push({} as CountedRow);
     data = periods.flatMap((period) =>
       orderedGroups.map((group) => ({
         period: period.toISOString(),
@@ -451,15 +466,17 @@ function tooManyRows(maxRows: number, periods?: number, groups?: number): Servic
     periods === undefined ? '' : ` (${periods} periods for each of ${groups} ${groups === 1 ? 'group' : 'groups'})`;
   return invalid(
     'dimensions',
-    `The answer would hold more than ${maxRows} rows${size}: shorten the range, choose a longer granularity, filter by domain_id or email_id, or break down by fewer dimensions`,
+    `The answer would hold more than ${maxRows} rows${size}: shorten the range, choose a longer granularity, filter by domain_id, email_id or broadcast_id, or break down by fewer dimensions`,
   );
 }
 
-/** Domains by name, then messages by id: the same order in every period. */
+/** Domains by name, then broadcasts by name, then messages by id: the same order in every period. */
 function compareGroups(a: CountedRow, b: CountedRow): number {
   return (
     (a.domain_name ?? '').localeCompare(b.domain_name ?? '') ||
     (a.domain_id ?? '').localeCompare(b.domain_id ?? '') ||
+    (a.broadcast_name ?? '').localeCompare(b.broadcast_name ?? '') ||
+    (a.broadcast_id ?? '').localeCompare(b.broadcast_id ?? '') ||
     (a.email_id ?? '').localeCompare(b.email_id ?? '')
   );
 }
