@@ -2,8 +2,9 @@
 // transport: a broadcast composed from a template and HTML, previewed as one contact of its segment (the
 // contact's name filled in), a test copy sent to one address, then sent to the segment, its progress and
 // results on its page (delivered, left out by reason) and, once a copy's tracked link is fetched over
-// HTTP, the clicked-links table; a broadcast scheduled and canceled back to a draft; and a broadcast to a
-// large segment paused with a reason while it is sending, the reason shown, resumed and canceled.
+// HTTP, the clicked-links table; a broadcast scheduled and canceled back to a draft; and a broadcast
+// being sent paused with a reason, the reason shown, resumed until the monthly quota runs out (paused
+// again, with the quota as the reason) and canceled.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { simpleParser } from 'mailparser';
@@ -22,20 +23,26 @@ import {
 import { waitFor } from './helpers/wait.ts';
 
 const DOMAIN = 'news.example';
-/** Contacts of the large segment: enough that taking them and making their copies lasts a few seconds. */
-const LARGE_SEGMENT = 3000;
+/** Contacts of the segment the paused broadcast goes to: more than the monthly quota leaves. */
+const LARGE_SEGMENT = 30;
+/** The organization's monthly quota: the first test's test copy and two copies fit, the large segment not. */
+const MONTHLY_QUOTA = 20;
 
 let sending: SendingDashboard;
 let api: SendingDashboard['api'];
 let readersId = '';
 let largeId = '';
+/** A broadcast being sent whose copies are not made yet: queued, with no fan-out job to make them. */
+let sendingId = '';
 
 const openDatabase = (env: Record<string, string>): Promise<Database> =>
   env.DATABASE_URL ? Promise.resolve(openPostgres(env.DATABASE_URL, 2)) : openPGliteDirectory(env.MAILROOM_DATA_DIR!);
 
 before(async () => {
   sending = await startSendingDashboard(DOMAIN, {
-    // The large segment is written before the server starts (a PGlite directory has one user at a time).
+    // Written before the server starts (a PGlite directory has one user at a time): the quota, the large
+    // segment, and a broadcast caught between being sent and its copies being made, so that it can be
+    // paused from the page however fast the copies of a real one are made.
     async prepare(env, organizationId) {
       const db = await openDatabase(env);
       try {
@@ -51,6 +58,13 @@ before(async () => {
            INSERT INTO contact_segments (contact_id, segment_id) SELECT id, $2 FROM made`,
           [organizationId, largeId, LARGE_SEGMENT],
         );
+        await db.query('UPDATE organizations SET monthly_quota = $2 WHERE id = $1', [organizationId, MONTHLY_QUOTA]);
+        const sending = await db.query<{ id: string }>(
+          `INSERT INTO broadcasts (organization_id, name, segment_id, "from", subject, text, status)
+           VALUES ($1, 'Big news', $2, $3, 'Big', 'Big news', 'queued') RETURNING id`,
+          [organizationId, largeId, `news@${DOMAIN}`],
+        );
+        sendingId = sending.rows[0]!.id;
       } finally {
         await db.close();
       }
@@ -100,7 +114,10 @@ describe('broadcasts', () => {
     await withPage(t, sending.dashboard, async ({ page, problems }) => {
       await signIn(page, sending.dashboard.user.email, sending.dashboard.user.password);
       await openPage(page, '/broadcasts', 'Broadcasts');
-      await page.getByText('No broadcasts yet').waitFor();
+      // The broadcast being sent (written before the server started) is listed with its status and segment.
+      const big = page.getByRole('row').filter({ hasText: 'Big news' });
+      await big.getByText('Sending', { exact: true }).waitFor();
+      await big.getByText('Everyone').waitFor();
       await page.getByRole('link', { name: 'New broadcast' }).first().click();
       await page.getByRole('heading', { level: 1, name: 'New broadcast' }).waitFor();
 
@@ -239,37 +256,34 @@ describe('broadcasts', () => {
     });
   });
 
-  test('pause a sending broadcast with a reason, see the reason, resume, then cancel', async (t) => {
-    const { id } = (await api('POST', '/broadcasts', {
-      name: 'Big news',
-      segment_id: largeId,
-      from: `news@${DOMAIN}`,
-      subject: 'Big',
-      text: 'Big news',
-    })) as { id: string };
+  test('pause a sending broadcast with a reason, resume it, see it paused when the quota runs out, cancel', async (t) => {
     await withPage(t, sending.dashboard, async ({ page, problems }) => {
       await signIn(page, sending.dashboard.user.email, sending.dashboard.user.password);
-      await openPage(page, `/broadcasts/${id}`, 'Big news');
-      await page.getByRole('button', { name: 'Send now' }).click();
-      await page.getByRole('group', { name: 'Confirm' }).getByRole('button', { name: 'Send now' }).click();
+      await openPage(page, `/broadcasts/${sendingId}`, 'Big news');
+      await waitForStatus(page, 'Sending');
+      await page.getByRole('progressbar', { name: 'Copies sent' }).waitFor();
       await page.getByLabel('Reason for pausing').fill('Checking the offer link');
       await page.getByRole('button', { name: 'Pause', exact: true }).click();
       await waitForStatus(page, 'Paused');
       await page.getByRole('status').filter({ hasText: 'Checking the offer link' }).waitFor();
-      const paused = await api('GET', `/broadcasts/${id}`);
+      const paused = await api('GET', `/broadcasts/${sendingId}`);
       assert.equal(paused.status, 'paused');
       assert.equal(paused.pause_reason, 'Checking the offer link');
 
+      // Resumed, its copies are made until the monthly quota runs out: then it pauses by itself, and says why.
       await page.getByRole('button', { name: 'Resume' }).click();
-      await waitFor(async () => (await api('GET', `/broadcasts/${id}`)).status !== 'paused', 10_000, 100);
       await page.getByText('Checking the offer link').waitFor({ state: 'detached' });
+      await waitForStatus(page, 'Paused');
+      await page.getByRole('status').filter({ hasText: 'The monthly quota of this organization is used up' }).waitFor();
+      const stopped = await api('GET', `/broadcasts/${sendingId}`);
+      const stats = stopped.stats as { audience: number; pending: number };
+      assert.equal(stats.audience, LARGE_SEGMENT);
+      assert.ok(stats.pending > 0, 'contacts past the quota wait');
 
-      const status = (await api('GET', `/broadcasts/${id}`)).status;
-      if (status === 'queued') {
-        await page.getByRole('button', { name: 'Cancel broadcast' }).click();
-        await page.getByRole('group', { name: 'Confirm' }).getByRole('button', { name: 'Cancel broadcast' }).click();
-        await waitForStatus(page, 'Canceled');
-      }
+      await page.getByRole('button', { name: 'Cancel broadcast' }).click();
+      await page.getByRole('group', { name: 'Confirm' }).getByRole('button', { name: 'Cancel broadcast' }).click();
+      await waitForStatus(page, 'Canceled');
+      assert.equal((await api('GET', `/broadcasts/${sendingId}`)).status, 'canceled');
       assert.deepEqual(unexpected(problems), []);
     });
   });

@@ -61,7 +61,7 @@ export function BroadcastStatusBadge({ status }: { status: string }) {
 
 /** The organization's segments by id, for naming a broadcast's audience. */
 export function useSegmentNames(): Map<string, string> {
-  const segments = useApiGet<ListResponse<Segment>>('/segments', { limit: 100 });
+  const segments = useApiGet<ListResponse<Segment>>('/segments');
   return new Map((segments.data?.data ?? []).map((item) => [item.id, item.name]));
 }
 

@@ -159,8 +159,8 @@ export function columnMapOf(
 
 function ImportForm() {
   const fileId = useId();
-  const properties = useApiGet<ListResponse<ContactProperty>>('/contact-properties', { limit: 100 });
-  const segments = useApiGet<ListResponse<Segment>>('/segments', { limit: 100 });
+  const properties = useApiGet<ListResponse<ContactProperty>>('/contact-properties');
+  const segments = useApiGet<ListResponse<Segment>>('/segments');
   const [file, setFile] = useState<File | null>(null);
   const [columns, setColumns] = useState<string[]>([]);
   const [targets, setTargets] = useState<Target[]>([]);

@@ -55,23 +55,28 @@ function draftOf(broadcast: Broadcast): Draft {
   };
 }
 
-/** The form as the API takes it: empty optional fields are null. */
-function bodyOf(draft: Draft): Record<string, unknown> {
+/**
+ * The form as the API takes it. Creating, an empty field is left out; changing, an empty optional field
+ * is null (which clears it) and an empty segment, topic or from is left as it was.
+ */
+function bodyOf(draft: Draft, creating: boolean): Record<string, unknown> {
   const replyTo = draft.replyTo
     .split(',')
     .map((address) => address.trim())
     .filter(Boolean);
-  return {
-    name: draft.name.trim() || null,
-    segment_id: draft.segmentId || null,
-    topic_id: draft.topicId || null,
-    from: draft.from.trim() || null,
-    reply_to: replyTo.length > 0 ? replyTo : null,
+  const cleared = creating ? undefined : null;
+  const body: Record<string, unknown> = {
+    name: draft.name.trim() || cleared,
+    segment_id: draft.segmentId || undefined,
+    topic_id: draft.topicId || cleared,
+    from: draft.from.trim() || undefined,
+    reply_to: replyTo.length > 0 ? replyTo : cleared,
     subject: draft.subject,
-    preview_text: draft.previewText || null,
-    html: draft.html || null,
-    text: draft.text || null,
+    preview_text: draft.previewText || cleared,
+    html: draft.html || cleared,
+    text: draft.text || cleared,
   };
+  return Object.fromEntries(Object.entries(body).filter(([, value]) => value !== undefined));
 }
 
 const FIELDS = ['name', 'segment_id', 'topic_id', 'from', 'reply_to', 'subject', 'preview_text', 'html', 'text'];
@@ -87,9 +92,9 @@ export function BroadcastForm({
   const [draft, setDraft] = useState<Draft>(() => (broadcast ? draftOf(broadcast) : EMPTY));
   const [saved, setSaved] = useState('');
   const [templateId, setTemplateId] = useState('');
-  const segments = useApiGet<ListResponse<Segment>>('/segments', { limit: 100 });
-  const topics = useApiGet<ListResponse<Topic>>('/topics', { limit: 100 });
-  const templates = useApiGet<ListResponse<Template>>('/templates', { limit: 100 });
+  const segments = useApiGet<ListResponse<Segment>>('/segments');
+  const topics = useApiGet<ListResponse<Topic>>('/topics');
+  const templates = useApiGet<ListResponse<Template>>('/templates');
 
   const save = useAction((body: Record<string, unknown>) =>
     broadcast
@@ -106,7 +111,7 @@ export function BroadcastForm({
   async function submit(event: FormEvent) {
     event.preventDefault();
     setSaved('');
-    const result = await save.run(bodyOf(draft));
+    const result = await save.run(bodyOf(draft, !broadcast));
     if (!result) return;
     if (broadcast) setSaved('Saved.');
     onSaved(broadcast?.id ?? result.id, !broadcast);

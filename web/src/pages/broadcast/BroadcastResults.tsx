@@ -150,7 +150,8 @@ const RECIPIENT_TYPES = [
 
 interface Recipient {
   id: string;
-  contact_id: string;
+  /** Null once the contact was deleted. */
+  contact_id: string | null;
   email: string;
   count?: number;
   bounce_type?: string | null;
@@ -273,11 +274,15 @@ export function Recipients({ broadcast, reloadKey }: { broadcast: Broadcast; rel
           columns={[
             {
               header: 'Contact',
-              cell: (recipient) => (
-                <Link to={`/contacts/${encodeURIComponent(recipient.contact_id)}`} className="break-anywhere">
-                  {recipient.email}
-                </Link>
-              ),
+              // A contact deleted since has no page: its address stays, as text.
+              cell: (recipient) =>
+                recipient.contact_id ? (
+                  <Link to={`/contacts/${encodeURIComponent(recipient.contact_id)}`} className="break-anywhere">
+                    {recipient.email}
+                  </Link>
+                ) : (
+                  <span className="break-anywhere">{recipient.email}</span>
+                ),
             },
             ...(type === 'opened' || type === 'clicked'
               ? [{ header: 'Times', className: 'numeric', cell: (recipient: Recipient) => count(recipient.count) }]
