@@ -22,6 +22,7 @@ import {
   type PropertyValue,
 } from './contact-properties.ts';
 import { addMemberships, checkSegmentsExist, checkedSegmentIds, findSegment } from './segments.ts';
+import { segmentAudienceCondition } from './segment-filter.ts';
 
 // A contact is a person the organization keeps in its audience: one per address (without case), with
 // a global `unsubscribed` switch and an explicit choice per topic where they made one. Who a topic send
@@ -149,7 +150,8 @@ export async function listContacts(
   organizationId: string,
   page: { limit: number; after?: string; before?: string; segmentId?: string },
 ): Promise<ContactPage> {
-  // Only the members of one segment: an id that names none of the organization's is a 404.
+  // Only the contacts of one segment (those added to it, and those its filter matches now): an id that
+  // names none of the organization's is a 404.
   const segment = page.segmentId === undefined ? undefined : await findSegment(db, organizationId, page.segmentId);
   if (page.segmentId !== undefined && !segment) throw notFound('Segment');
   if (page.after !== undefined && page.before !== undefined) {
@@ -162,14 +164,16 @@ export async function listContacts(
   }
   // `before` walks back from the cursor, then the page is turned back into oldest-first order.
   const forward = page.before === undefined;
+  const params: unknown[] = [organizationId, cursor, page.limit + 1];
+  const inSegment = segment ? `AND ${segmentAudienceCondition(segment, params)}` : '';
   const { rows } = await db.query<ContactRow>(
     `${SELECT_CONTACT}
       WHERE c.organization_id = $1
         AND ($2::uuid IS NULL OR (c.created_at, c.id) ${forward ? '>' : '<'} (SELECT created_at, id FROM contacts WHERE id = $2))
-        AND ($4::uuid IS NULL OR EXISTS (SELECT 1 FROM contact_segments cs WHERE cs.contact_id = c.id AND cs.segment_id = $4))
+        ${inSegment}
       ORDER BY c.created_at ${forward ? 'ASC' : 'DESC'}, c.id ${forward ? 'ASC' : 'DESC'}
       LIMIT $3`,
-    [organizationId, cursor, page.limit + 1, segment?.id ?? null],
+    params,
   );
   const data = rows.slice(0, page.limit);
   if (!forward) data.reverse();

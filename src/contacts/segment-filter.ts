@@ -1,24 +1,464 @@
+import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
+import { isUuid } from '../platform/ids.ts';
+import { PROPERTY_KEY, PROPERTY_STRING_MAX, type PropertyType } from './contact-properties.ts';
 
-// SEAM STUB (to be written): a segment's `filter`, its grammar and its SQL.
+// A segment's `filter` (Resend's segment field, whose document says only "filter conditions"): a rule
+// tree in the shape Resend's automations use for their conditions. A node is a group
+// `{ type: 'and' | 'or', rules: [...] }`, a negation `{ type: 'not', rule }`, or a rule
+// `{ type: 'rule', field, operator, value }` on one of the contact's fields, one of the organization's
+// contact properties (its fallback counting for contacts without a value) or one of its topics (the
+// contact's effective subscription: their choice, else the topic's default). docs/audience.md has the
+// grammar. A filter is checked twice when written: its shape here (parseSegmentFilter), then what it
+// names against the organization (checkFilterReferences). It is stored as given and evaluated in SQL
+// whenever the segment's contacts are asked for, so a segment's audience is always today's.
+
+export const FILTER_OPERATORS = [
+  'eq',
+  'neq',
+  'contains',
+  'not_contains',
+  'starts_with',
+  'ends_with',
+  'gt',
+  'gte',
+  'lt',
+  'lte',
+  'is_set',
+  'is_not_set',
+  'in',
+] as const;
+export type FilterOperator = (typeof FILTER_OPERATORS)[number];
+export type FilterScalar = string | number | boolean;
+
+export interface FilterRule {
+  type: 'rule';
+  field: string;
+  operator: FilterOperator;
+  value?: FilterScalar | FilterScalar[];
+}
+export interface FilterGroup {
+  type: 'and' | 'or';
+  rules: FilterNode[];
+}
+export interface FilterNot {
+  type: 'not';
+  rule: FilterNode;
+}
+export type FilterNode = FilterRule | FilterGroup | FilterNot;
 
 /** A parsed, checked filter (kept as given, in segments.filter). */
-export type SegmentFilter = Record<string, unknown>;
+export type SegmentFilter = FilterNode;
+
+/** Rules in one group. */
+export const GROUP_RULES_MAX = 50;
+/** Groups (and, or, not) nested in one another, the outermost counting as the first. */
+export const NESTING_MAX = 5;
+/** Rules in the whole filter, so that one filter stays one modest SQL condition. */
+export const FILTER_RULES_MAX = 200;
+/** Values of an `in` rule. */
+export const IN_VALUES_MAX = 100;
+
+type ValueKind = 'email' | 'string' | 'number' | 'boolean' | 'timestamp' | 'subscription';
+
+const STRING_OPERATORS: FilterOperator[] = ['eq', 'neq', 'contains', 'not_contains', 'starts_with', 'ends_with', 'in'];
+const ORDER_OPERATORS: FilterOperator[] = ['gt', 'gte', 'lt', 'lte'];
+const PRESENCE_OPERATORS: FilterOperator[] = ['is_set', 'is_not_set'];
+
+/** What each kind of field may be compared with. */
+const OPERATORS: Record<ValueKind, FilterOperator[]> = {
+  email: STRING_OPERATORS,
+  string: [...STRING_OPERATORS, ...PRESENCE_OPERATORS],
+  number: ['eq', 'neq', ...ORDER_OPERATORS, 'in', ...PRESENCE_OPERATORS],
+  boolean: ['eq', 'neq'],
+  timestamp: ORDER_OPERATORS,
+  subscription: ['eq', 'neq', 'in'],
+};
+
+const CONTACT_FIELDS: Record<string, ValueKind> = {
+  email: 'email',
+  first_name: 'string',
+  last_name: 'string',
+  unsubscribed: 'boolean',
+  created_at: 'timestamp',
+};
+
+/** A date (midnight UTC) or a date and time with Z or an offset: never a time read in the server's zone. */
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:?\d{2}))?$/i;
+
+/** A TIMESTAMP whose day exists (Date.parse would read 2026-02-30 as March 2). */
+function isTimestamp(value: string): boolean {
+  if (!TIMESTAMP.test(value) || Number.isNaN(Date.parse(value))) return false;
+  const [year, month, day] = value.slice(0, 10).split('-').map(Number) as [number, number, number];
+  const date = new Date(Date.UTC(year, month - 1, day));
+  return date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+}
+
+const refuse = (field: string, why: string): never => {
+  throw new ServiceError('validation_error', `${field}: ${why}`, field);
+};
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** What a rule's field names: a contact field, a property (by key) or a topic (by id). */
+type Target =
+  { on: 'contact'; name: string; kind: ValueKind } | { on: 'property'; key: string } | { on: 'topic'; id: string };
+
+function targetOf(field: string): Target | undefined {
+  const kind = CONTACT_FIELDS[field];
+  if (kind !== undefined) return { on: 'contact', name: field, kind };
+  if (field.startsWith('properties.')) {
+    const key = field.slice('properties.'.length);
+    return PROPERTY_KEY.test(key) ? { on: 'property', key } : undefined;
+  }
+  if (field.startsWith('topics.')) {
+    const id = field.slice('topics.'.length);
+    return isUuid(id) ? { on: 'topic', id: id.toLowerCase() } : undefined;
+  }
+  return undefined;
+}
+
+/**
+ * The type a property rule compares with, read from its operator and value: what the property must be.
+ * Undefined for is_set and is_not_set, which hold for a property of either type.
+ */
+function propertyTypeOf(rule: FilterRule): PropertyType | undefined {
+  if (PRESENCE_OPERATORS.includes(rule.operator)) return undefined;
+  if (ORDER_OPERATORS.includes(rule.operator)) return 'number';
+  const first = Array.isArray(rule.value) ? rule.value[0] : rule.value;
+  return typeof first === 'number' ? 'number' : 'string';
+}
 
 /** Checks a filter as given to POST/PATCH /segments; a 400 on `field` says what is wrong. */
 export function parseSegmentFilter(value: unknown, field: string): SegmentFilter {
-  throw new ServiceError('validation_error', `${field}: filters are not built yet (${typeof value})`, field);
+  let rules = 0;
+  const node = (given: unknown, path: string, depth: number): FilterNode => {
+    if (!isObject(given)) return refuse(path, 'must be an object: a rule, or an and, or or not group');
+    const type = given.type;
+    if (type !== 'rule' && type !== 'and' && type !== 'or' && type !== 'not') {
+      return refuse(path, 'needs a type: rule, and, or or not');
+    }
+    const allowed =
+      type === 'rule' ? ['type', 'field', 'operator', 'value'] : type === 'not' ? ['type', 'rule'] : ['type', 'rules'];
+    const unknown = Object.keys(given).find((key) => !allowed.includes(key));
+    if (unknown !== undefined) return refuse(`${path}.${unknown}`, `a ${type} node has only ${allowed.join(', ')}`);
+    if (type === 'rule') {
+      rules += 1;
+      if (rules > FILTER_RULES_MAX) return refuse(path, `a filter has at most ${FILTER_RULES_MAX} rules in all`);
+      return parseRule(given, path);
+    }
+    if (depth > NESTING_MAX) return refuse(path, `groups nest at most ${NESTING_MAX} deep`);
+    if (type === 'not') {
+      if (given.rule === undefined) return refuse(`${path}.rule`, 'a not node needs the rule it negates');
+      return { type, rule: node(given.rule, `${path}.rule`, depth + 1) };
+    }
+    const children = given.rules;
+    if (!Array.isArray(children) || children.length === 0 || children.length > GROUP_RULES_MAX) {
+      return refuse(`${path}.rules`, `must be an array of 1 to ${GROUP_RULES_MAX} rules or groups`);
+    }
+    return { type, rules: children.map((child, index) => node(child, `${path}.rules[${index}]`, depth + 1)) };
+  };
+  return node(value, field, 1);
+}
+
+function parseRule(given: Record<string, unknown>, path: string): FilterRule {
+  const { field, operator, value } = given;
+  if (typeof field !== 'string') return refuse(`${path}.field`, 'must be a string');
+  const target = targetOf(field);
+  if (target === undefined) {
+    return refuse(
+      `${path}.field`,
+      `unknown field ${JSON.stringify(field)}: use email, first_name, last_name, unsubscribed, created_at, ` +
+        'properties.<key> or topics.<topic id>',
+    );
+  }
+  if (typeof operator !== 'string' || !(FILTER_OPERATORS as readonly string[]).includes(operator)) {
+    return refuse(`${path}.operator`, `must be one of ${FILTER_OPERATORS.join(', ')}`);
+  }
+  const op = operator as FilterOperator;
+  const rule: FilterRule = { type: 'rule', field, operator: op };
+  if (value !== undefined) rule.value = value as FilterScalar | FilterScalar[];
+  if (target.on === 'property') {
+    // The property's type is checked against the organization's properties later; here, only that the
+    // operator and value suit a string or a number.
+    const type = propertyTypeOf(rule);
+    const kind: ValueKind = type === 'number' ? 'number' : 'string';
+    if (type !== undefined && typeof (Array.isArray(value) ? value[0] : value) === 'boolean') {
+      return refuse(`${path}.value`, 'must be a string or a number: contact properties hold nothing else');
+    }
+    checkOperatorAndValue(rule, kind, path);
+    return rule;
+  }
+  checkOperatorAndValue(rule, target.on === 'topic' ? 'subscription' : target.kind, path);
+  return rule;
+}
+
+function checkOperatorAndValue(rule: FilterRule, kind: ValueKind, path: string): void {
+  if (!OPERATORS[kind].includes(rule.operator)) {
+    return refuse(
+      `${path}.operator`,
+      `${rule.operator} does not apply to ${rule.field}; use ${OPERATORS[kind].join(', ')}`,
+    );
+  }
+  const at = `${path}.value`;
+  if (PRESENCE_OPERATORS.includes(rule.operator)) {
+    if (rule.value !== undefined) refuse(at, `${rule.operator} takes no value`);
+    return;
+  }
+  if (rule.value === undefined) return refuse(at, `${rule.operator} needs a value`);
+  if (rule.operator === 'in') {
+    if (!Array.isArray(rule.value) || rule.value.length === 0 || rule.value.length > IN_VALUES_MAX) {
+      return refuse(at, `in needs an array of 1 to ${IN_VALUES_MAX} values`);
+    }
+    rule.value.forEach((item, index) => checkScalar(item, kind, rule.operator, `${at}[${index}]`));
+    return;
+  }
+  if (Array.isArray(rule.value)) return refuse(at, `${rule.operator} takes one value (in takes an array)`);
+  checkScalar(rule.value, kind, rule.operator, at);
+}
+
+function checkScalar(value: unknown, kind: ValueKind, operator: FilterOperator, at: string): void {
+  switch (kind) {
+    case 'email':
+    case 'string':
+      if (typeof value !== 'string') return refuse(at, 'must be a string');
+      if (value.length > PROPERTY_STRING_MAX) return refuse(at, `at most ${PROPERTY_STRING_MAX} characters`);
+      if (value === '' && operator !== 'eq' && operator !== 'neq' && operator !== 'in') {
+        return refuse(at, `${operator} needs a non-empty string`);
+      }
+      return;
+    case 'number':
+      if (typeof value !== 'number' || !Number.isFinite(value)) return refuse(at, 'must be a number');
+      return;
+    case 'boolean':
+      if (typeof value !== 'boolean') return refuse(at, 'must be true or false');
+      return;
+    case 'timestamp':
+      if (typeof value !== 'string' || !isTimestamp(value)) {
+        return refuse(at, 'must be a date (2026-01-31) or a date and time with its zone (2026-01-31T09:00:00Z)');
+      }
+      return;
+    case 'subscription':
+      if (value !== 'opt_in' && value !== 'opt_out') return refuse(at, 'must be opt_in or opt_out');
+      return;
+  }
+}
+
+/** Every rule of a filter with its path, in the order given. */
+function rulesOf(filter: FilterNode, path: string, found: Array<[FilterRule, string]> = []) {
+  if (filter.type === 'rule') found.push([filter, path]);
+  else if (filter.type === 'not') rulesOf(filter.rule, `${path}.rule`, found);
+  else filter.rules.forEach((child, index) => rulesOf(child, `${path}.rules[${index}]`, found));
+  return found;
+}
+
+/**
+ * Checks what a parsed filter names against the organization: each `properties.<key>` one of its
+ * contact properties, compared with a value of the property's type, and each `topics.<id>` one of its
+ * topics. The first rule at fault is a 400 on its path.
+ */
+export async function checkFilterReferences(
+  db: Queryable,
+  organizationId: string,
+  filter: SegmentFilter,
+  field: string,
+): Promise<void> {
+  const rules = rulesOf(filter, field);
+  const keys = new Set<string>();
+  const topicIds = new Set<string>();
+  for (const [rule] of rules) {
+    const target = targetOf(rule.field)!;
+    if (target.on === 'property') keys.add(target.key);
+    if (target.on === 'topic') topicIds.add(target.id);
+  }
+  const { rows: properties } = keys.size
+    ? await db.query<{ key: string; type: PropertyType }>(
+        'SELECT key, type FROM contact_properties WHERE organization_id = $1 AND key = ANY ($2::text[])',
+        [organizationId, [...keys]],
+      )
+    : { rows: [] };
+  const { rows: topics } = topicIds.size
+    ? await db.query<{ id: string }>('SELECT id FROM topics WHERE organization_id = $1 AND id = ANY ($2::uuid[])', [
+        organizationId,
+        [...topicIds],
+      ])
+    : { rows: [] };
+  const types = new Map(properties.map((row) => [row.key, row.type]));
+  const knownTopics = new Set(topics.map((row) => row.id));
+  for (const [rule, path] of rules) {
+    const target = targetOf(rule.field)!;
+    if (target.on === 'topic' && !knownTopics.has(target.id)) {
+      refuse(`${path}.field`, `no topic has the id ${target.id}`);
+    }
+    if (target.on !== 'property') continue;
+    const type = types.get(target.key);
+    if (type === undefined) {
+      refuse(
+        `${path}.field`,
+        `no contact property has the key ${target.key}; create it first with POST /contact-properties`,
+      );
+    }
+    const compared = propertyTypeOf(rule);
+    if (compared === undefined || compared === type) continue;
+    if (!OPERATORS[type!].includes(rule.operator)) {
+      refuse(
+        `${path}.operator`,
+        `${rule.operator} does not apply to ${rule.field}, a ${type} property; use ${OPERATORS[type!].join(', ')}`,
+      );
+    }
+    refuse(`${path}.value`, `must be a ${type}: ${target.key} is a ${type} property`);
+  }
 }
 
 /**
  * A SQL condition over the contacts row `c` (organization already fixed by the caller) that holds for the
  * contacts of the segment: its members, and, when it has a filter, the contacts the filter matches.
  * Values are pushed onto `params` and referenced as $n.
+ *
+ * Every subquery but the membership's is uncorrelated (the segment's organization, a property's
+ * fallback, a topic's default: each computed once per statement), and the membership and topic choices
+ * are `c.id IN (…)` over one index range each (a hashed set), so the condition costs one pass over the
+ * organization's contacts whatever the filter. Each rule's condition is true or false, never NULL, so
+ * `not` is plain negation. A property or topic deleted since the filter was saved (or a property made
+ * again with the other type) matches nobody.
  */
 export function segmentAudienceCondition(
   segment: { id: string; filter: SegmentFilter | null },
   params: unknown[],
 ): string {
-  params.push(segment.id);
-  return `EXISTS (SELECT 1 FROM contact_segments cs WHERE cs.contact_id = c.id AND cs.segment_id = $${params.length})`;
+  const $ = (value: unknown, cast: string) => {
+    params.push(value);
+    return `$${params.length}::${cast}`;
+  };
+  const segmentId = $(segment.id, 'uuid');
+  const members = `c.id IN (SELECT cs.contact_id FROM contact_segments cs WHERE cs.segment_id = ${segmentId})`;
+  if (segment.filter === null) return members;
+  const organization = `(SELECT s.organization_id FROM segments s WHERE s.id = ${segmentId})`;
+  return `(${members} OR ${nodeSql(segment.filter, { $, organization })})`;
+}
+
+interface SqlContext {
+  $: (value: unknown, cast: string) => string;
+  /** The segment's organization, as an uncorrelated subquery. */
+  organization: string;
+}
+
+function nodeSql(node: FilterNode, context: SqlContext): string {
+  if (node.type === 'not') return `(NOT ${nodeSql(node.rule, context)})`;
+  if (node.type === 'rule') return ruleSql(node, context);
+  const joined = node.rules.map((child) => nodeSql(child, context)).join(node.type === 'and' ? ' AND ' : ' OR ');
+  return `(${joined})`;
+}
+
+function ruleSql(rule: FilterRule, context: SqlContext): string {
+  const target = targetOf(rule.field);
+  // A stored filter was checked when written; anything else matches nobody rather than failing a send.
+  if (target === undefined) return 'false';
+  if (target.on === 'topic') return topicSql(rule, target.id, context);
+  if (target.on === 'property') return propertySql(rule, target.key, context);
+  const column = `c.${target.name}`;
+  switch (target.kind) {
+    case 'email':
+      return comparisonSql(`lower(${column})`, rule, 'text', context, (value) => String(value).toLowerCase());
+    case 'string':
+      return comparisonSql(column, rule, 'text', context);
+    case 'boolean':
+      return comparisonSql(column, rule, 'boolean', context);
+    case 'timestamp':
+      return comparisonSql(column, rule, 'timestamptz', context, (value) =>
+        // As given (microseconds kept), a date alone at midnight UTC whatever the session's zone.
+        String(value).length === 10 ? `${String(value)}T00:00:00Z` : value,
+      );
+    default:
+      return 'false';
+  }
+}
+
+/** The rule's test of `expression` (SQL of type `cast`, NULL when the contact has no value), never NULL. */
+function comparisonSql(
+  expression: string,
+  rule: FilterRule,
+  cast: string,
+  { $ }: SqlContext,
+  convert: (value: FilterScalar) => FilterScalar = (value) => value,
+): string {
+  const value = () => $(convert(rule.value as FilterScalar), cast);
+  switch (rule.operator) {
+    case 'is_set':
+      return `(${expression} IS NOT NULL)`;
+    case 'is_not_set':
+      return `(${expression} IS NULL)`;
+    // A contact without a value is "not equal" and "does not contain".
+    case 'neq':
+      return `(${expression} IS DISTINCT FROM ${value()})`;
+    case 'not_contains':
+      return `(${expression} IS NULL OR strpos(${expression}, ${value()}) = 0)`;
+    case 'in':
+      return `coalesce(${expression} = ANY (${$((rule.value as FilterScalar[]).map(convert), `${cast}[]`)}), false)`;
+    default: {
+      const tests: Partial<Record<FilterOperator, () => string>> = {
+        eq: () => `${expression} = ${value()}`,
+        gt: () => `${expression} > ${value()}`,
+        gte: () => `${expression} >= ${value()}`,
+        lt: () => `${expression} < ${value()}`,
+        lte: () => `${expression} <= ${value()}`,
+        contains: () => `strpos(${expression}, ${value()}) > 0`,
+        starts_with: () => `starts_with(${expression}, ${value()})`,
+        ends_with: () => {
+          const given = value();
+          return `right(${expression}, length(${given})) = ${given}`;
+        },
+      };
+      const test = tests[rule.operator];
+      return test ? `coalesce(${test()}, false)` : 'false';
+    }
+  }
+}
+
+/**
+ * A property rule: the contact's value, else the property's fallback, compared as the property's type.
+ * The property is looked up by key and type once per statement; when there is none (deleted, or made
+ * again with the other type) the rule matches nobody.
+ */
+function propertySql(rule: FilterRule, key: string, context: SqlContext): string {
+  const { $, organization } = context;
+  const type = propertyTypeOf(rule);
+  const keyParam = $(key, 'text');
+  const property = `FROM contact_properties p WHERE p.organization_id = ${organization} AND p.key = ${keyParam}${
+    type === undefined ? '' : ` AND p.type = ${$(type, 'text')}`
+  }`;
+  const value = `coalesce(c.properties -> ${keyParam}, (SELECT p.fallback_value ${property}))`;
+  const typed =
+    type === 'number'
+      ? `(CASE WHEN jsonb_typeof(${value}) = 'number' THEN (${value} #>> '{}')::numeric END)`
+      : type === 'string'
+        ? `(CASE WHEN jsonb_typeof(${value}) = 'string' THEN ${value} #>> '{}' END)`
+        : value;
+  const compared = comparisonSql(typed, rule, type === 'number' ? 'numeric' : 'text', context);
+  return `(EXISTS (SELECT 1 ${property}) AND ${compared})`;
+}
+
+/**
+ * A topic rule: the contact's effective subscription, their own choice else the topic's default. The
+ * choices are read as two hashed sets (opted in, any choice), the default once per statement; a topic
+ * that is gone has no default and no choices, and the rule matches nobody.
+ */
+function topicSql(rule: FilterRule, topicId: string, { $, organization }: SqlContext): string {
+  const topic = $(topicId, 'uuid');
+  const defaultSubscription = `(SELECT t.default_subscription FROM topics t WHERE t.id = ${topic} AND t.organization_id = ${organization})`;
+  const chose = (subscription?: string) =>
+    `c.id IN (SELECT ct.contact_id FROM contact_topics ct WHERE ct.topic_id = ${topic}${
+      subscription ? ` AND ct.subscription = '${subscription}'` : ''
+    })`;
+  const effective = (subscription: 'opt_in' | 'opt_out') =>
+    `(${chose(subscription)} OR (coalesce(${defaultSubscription} = '${subscription}', false) AND NOT ${chose()}))`;
+  const values = (Array.isArray(rule.value) ? rule.value : [rule.value]) as Array<'opt_in' | 'opt_out'>;
+  const wanted = new Set(
+    rule.operator === 'neq' ? (['opt_in', 'opt_out'] as const).filter((s) => s !== values[0]) : values,
+  );
+  const exists = `(${defaultSubscription} IS NOT NULL)`;
+  if (wanted.size === 0) return 'false';
+  if (wanted.size === 2) return exists;
+  return `(${exists} AND ${effective([...wanted][0]!)})`;
 }

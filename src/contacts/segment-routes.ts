@@ -1,7 +1,6 @@
 import { Type } from 'typebox';
 import type { App } from '../platform/http/app-types.ts';
 import { PageQuery } from '../platform/db/keyset-page.ts';
-import { ServiceError } from '../platform/errors.ts';
 import { getContact } from './contacts.ts';
 import {
   addToSegment,
@@ -12,7 +11,7 @@ import {
   getSegment,
   listSegments,
   removeFromSegment,
-  renameSegment,
+  updateSegment,
   segmentsOfContact,
 } from './segments.ts';
 
@@ -21,19 +20,27 @@ const ContactParams = Type.Object({ id_or_email: Type.String() });
 const MembershipParams = Type.Object({ id_or_email: Type.String(), segment_id: Type.String() });
 const Name = Type.String({ minLength: 1, maxLength: 200 });
 
-// filter (Resend's segment field) is read only to refuse it with a message that says why: membership is
-// static. audience_id (deprecated in Resend: the audience a segment belonged to) is accepted when it names
+// filter (Resend's segment field) is any JSON here and checked by segment-filter.ts, whose refusals name
+// the rule at fault (filter.rules[2].value), which a schema's generic message would not. audience_id (deprecated in Resend: the audience a segment belonged to) is accepted when it names
 // one of the organization's segments, and kept nowhere: an audience is itself a segment, and segments do
 // not nest, so code written for Resend's transition keeps working.
 const CreateSegmentBody = Type.Object(
   {
     name: Name,
-    filter: Type.Optional(Type.Unknown()),
+    filter: Type.Optional(
+      Type.Unknown({ description: 'Rules on contact fields, properties and topics (docs/audience.md)' }),
+    ),
     audience_id: Type.Optional(Type.String({ maxLength: 100 })),
   },
   { additionalProperties: false },
 );
-const RenameBody = Type.Object({ name: Name }, { additionalProperties: false });
+const UpdateBody = Type.Object(
+  {
+    name: Type.Optional(Name),
+    filter: Type.Optional(Type.Unknown({ description: 'A new filter, or null to remove it' })),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
 const CreateAudienceBody = Type.Object({ name: Name }, { additionalProperties: false });
 
 /**
@@ -45,11 +52,6 @@ export async function segmentRoutes(app: App) {
     '/segments',
     { config: { access: 'full' }, schema: { summary: 'Create a segment', body: CreateSegmentBody } },
     async (request, reply) => {
-      if (request.body.filter !== undefined) {
-        const message =
-          'filter: segments have static membership; add contacts with POST /contacts/:id/segments/:segment_id';
-        throw new ServiceError('validation_error', message, 'filter');
-      }
       const { audience_id: audienceId } = request.body;
       if (audienceId !== undefined) {
         await checkSegmentsExist(
@@ -59,8 +61,8 @@ export async function segmentRoutes(app: App) {
           'audience_id',
         );
       }
-      const { name } = request.body;
-      const { id } = await createSegment(app.db, request.principal.organizationId, name);
+      const { name, filter } = request.body;
+      const { id } = await createSegment(app.db, request.principal.organizationId, name, filter);
       return reply.code(201).send({ object: 'segment', id, name });
     },
   );
@@ -77,13 +79,17 @@ export async function segmentRoutes(app: App) {
     async (request) => getSegment(app.db, request.principal.organizationId, request.params.id),
   );
 
-  // Not in Resend's OpenAPI 1.5.0; its Node SDK has segments.update(id, { name }).
+  // Not in Resend's OpenAPI 1.5.0; its Node SDK has segments.update(id, { name }). filter here is
+  // Mailroom's: a new one, or null to remove it.
   app.patch(
     '/segments/:id',
-    { config: { access: 'full' }, schema: { summary: 'Rename a segment', params: IdParams, body: RenameBody } },
+    {
+      config: { access: 'full' },
+      schema: { summary: 'Rename a segment or change its filter', params: IdParams, body: UpdateBody },
+    },
     async (request) => {
       const { organizationId } = request.principal;
-      const { id } = await renameSegment(app.db, organizationId, request.params.id, request.body.name);
+      const { id } = await updateSegment(app.db, organizationId, request.params.id, request.body);
       return { object: 'segment', id };
     },
   );

@@ -3,39 +3,88 @@ import { isForeignKeyViolation } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
 import { keysetPage, type Page, type PageRequest } from '../platform/db/keyset-page.ts';
+import {
+  checkFilterReferences,
+  parseSegmentFilter,
+  segmentAudienceCondition,
+  type SegmentFilter,
+} from './segment-filter.ts';
 
-// A segment is a named group of an organization's contacts (Resend's /segments) with static membership:
-// a contact is in it because it was added (POST /contacts with `segments`, or
-// POST /contacts/:id/segments/:segment_id), and stays until removed or deleted. An audience (Resend's
-// older /audiences) is the same segment under its older name. Deleting a segment deletes its
-// memberships, never its contacts. Membership changes emit no contact.updated; contact events carry the
-// contact's segment_ids as they stand (webhooks/event-payloads.ts).
+// A segment is a named group of an organization's contacts (Resend's /segments). Its contacts are those
+// added to it (POST /contacts with `segments`, or POST /contacts/:id/segments/:segment_id), who stay
+// until removed or deleted, and, when it has a filter (segment-filter.ts), every contact the filter
+// matches at the moment the segment's contacts are asked for: its list, its contacts_count, a broadcast
+// to it. An audience (Resend's older /audiences) is the same segment under its older name. Deleting a
+// segment deletes its memberships, never its contacts. Membership changes emit no contact.updated;
+// contact events carry the segment_ids the contact was added to as they stand
+// (webhooks/event-payloads.ts).
 
 export interface Segment {
   id: string;
   name: string;
   created_at: Date;
+  filter: SegmentFilter | null;
   contacts_count: number;
 }
 
-/** The API shape; contacts_count (the members today) is Mailroom's own field beside Resend's. */
+/**
+ * The API shape; contacts_count (its contacts today) is Mailroom's own field beside Resend's. `filter`
+ * is there when the segment has one (Resend's GetSegmentResponse types it as an object, never null).
+ */
 export interface SegmentView {
   object: 'segment';
   id: string;
   name: string;
+  filter?: SegmentFilter;
   created_at: string;
   contacts_count: number;
 }
 
-const COLUMNS = `id, name, created_at,
-  (SELECT count(*)::int FROM contact_segments cs WHERE cs.segment_id = segments.id) AS contacts_count`;
+// The count of a segment with a filter is computed afterwards (countAudiences), NULL here.
+const COLUMNS = `id, name, created_at, filter,
+  CASE WHEN filter IS NULL
+       THEN (SELECT count(*)::int FROM contact_segments cs WHERE cs.segment_id = segments.id) END AS contacts_count`;
 
-export async function createSegment(db: Queryable, organizationId: string, name: string): Promise<{ id: string }> {
+/** A filter as given to POST or PATCH /segments, parsed and checked against the organization. */
+async function checkedFilter(db: Queryable, organizationId: string, given: unknown): Promise<SegmentFilter> {
+  const filter = parseSegmentFilter(given, 'filter');
+  await checkFilterReferences(db, organizationId, filter, 'filter');
+  return filter;
+}
+
+export async function createSegment(
+  db: Queryable,
+  organizationId: string,
+  name: string,
+  filter?: unknown,
+): Promise<{ id: string }> {
+  const checked = filter === undefined ? null : await checkedFilter(db, organizationId, filter);
   const { rows } = await db.query<{ id: string }>(
-    'INSERT INTO segments (organization_id, name) VALUES ($1, $2) RETURNING id',
-    [organizationId, name],
+    'INSERT INTO segments (organization_id, name, filter) VALUES ($1, $2, $3::jsonb) RETURNING id',
+    [organizationId, name, checked === null ? null : JSON.stringify(checked)],
   );
   return { id: rows[0]!.id };
+}
+
+/**
+ * Fills in contacts_count for the segments with a filter: one pass over the organization's contacts
+ * counts every such segment of the page at once.
+ */
+async function countAudiences(db: Queryable, organizationId: string, segments: Segment[]): Promise<Segment[]> {
+  const filtered = segments.filter((segment) => segment.filter !== null);
+  if (filtered.length === 0) return segments;
+  const params: unknown[] = [organizationId];
+  const counts = filtered.map(
+    (segment, index) => `count(*) FILTER (WHERE ${segmentAudienceCondition(segment, params)})::int AS n${index}`,
+  );
+  const { rows } = await db.query<Record<string, number>>(
+    `SELECT ${counts.join(', ')} FROM contacts c WHERE c.organization_id = $1`,
+    params,
+  );
+  const byId = new Map(filtered.map((segment, index) => [segment.id, rows[0]![`n${index}`]!]));
+  return segments.map((segment) =>
+    byId.has(segment.id) ? { ...segment, contacts_count: byId.get(segment.id)! } : segment,
+  );
 }
 
 /** Oldest first, a page at a time (platform/db/keyset-page.ts). */
@@ -49,7 +98,7 @@ export async function listSegments(
     { table: 'segments', columns: COLUMNS, organizationId, newestFirst: false },
     page,
   );
-  return { ...listed, data: listed.data.map(toView) };
+  return { ...listed, data: (await countAudiences(db, organizationId, listed.data)).map(toView) };
 }
 
 /** One of the organization's segments, or undefined (also for a malformed id). */
@@ -65,19 +114,26 @@ export async function findSegment(db: Queryable, organizationId: string, id: str
 export async function getSegment(db: Queryable, organizationId: string, id: string): Promise<SegmentView> {
   const segment = await findSegment(db, organizationId, id);
   if (!segment) throw notFound('Segment');
-  return toView(segment);
+  return toView((await countAudiences(db, organizationId, [segment]))[0]!);
 }
 
-export async function renameSegment(
+/** PATCH /segments/:id: a new name, a new filter, or (filter null) none; what is not given stays. */
+export async function updateSegment(
   db: Queryable,
   organizationId: string,
   id: string,
-  name: string,
+  changes: { name?: string; filter?: unknown },
 ): Promise<{ id: string }> {
   if (!isUuid(id)) throw notFound('Segment');
+  const filter =
+    changes.filter === undefined || changes.filter === null
+      ? changes.filter
+      : await checkedFilter(db, organizationId, changes.filter);
   const { rows } = await db.query<{ id: string }>(
-    'UPDATE segments SET name = $3, updated_at = now() WHERE id = $2 AND organization_id = $1 RETURNING id',
-    [organizationId, id, name],
+    `UPDATE segments SET name = coalesce($3, name),
+            filter = CASE WHEN $4::boolean THEN $5::jsonb ELSE filter END, updated_at = now()
+      WHERE id = $2 AND organization_id = $1 RETURNING id`,
+    [organizationId, id, changes.name ?? null, filter !== undefined, filter ? JSON.stringify(filter) : null],
   );
   if (!rows[0]) throw notFound('Segment');
   return { id: rows[0].id };
@@ -199,6 +255,7 @@ function toView(segment: Segment): SegmentView {
     object: 'segment',
     id: segment.id,
     name: segment.name,
+    ...(segment.filter === null ? {} : { filter: segment.filter }),
     created_at: new Date(segment.created_at).toISOString(),
     contacts_count: segment.contacts_count,
   };
