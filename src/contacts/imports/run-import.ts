@@ -83,6 +83,9 @@ export async function runImport(
       if (batch.size >= batchRows) {
         await batch.write();
         if (stopping()) return 'stopped';
+        // With the embedded database every step of the loop resolves without I/O: without a turn of
+        // the event loop here, the process would answer no request until the import ended.
+        await new Promise((resolve) => setImmediate(resolve));
       }
     }
   } catch (error) {
