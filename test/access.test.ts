@@ -155,6 +155,27 @@ const membershipFixture =
     }))(t, org);
     return `${contactId}/segments/${segmentId}`;
   };
+/** Each test organization's segment that broadcasts are sent to (made in `before`, by organization id). */
+const broadcastSegments = new Map<string, string>();
+const broadcastBody = (org: TestOrganization, extra: Record<string, unknown> = {}) => ({
+  segment_id: broadcastSegments.get(org.id),
+  from: `news@${org.domain}`,
+  subject: 'Hi',
+  html: '<p>Hi</p>',
+  ...extra,
+});
+/** A broadcast: a draft, scheduled (`later`), being sent (`now`: no fan-out worker runs here) or paused. */
+const broadcastFixture =
+  (state: 'draft' | 'later' | 'now' | 'paused' = 'draft') =>
+  async (t: TestApp, org: TestOrganization): Promise<string> => {
+    const send =
+      state === 'draft' ? {} : state === 'later' ? { send: true, scheduled_at: 'in 1 hour' } : { send: true };
+    const id = await created('/broadcasts', () => broadcastBody(org, send))(t, org);
+    if (state === 'paused') {
+      await t.app.inject({ method: 'POST', url: `/broadcasts/${id}/pause`, headers: bearer(org.fullKey), payload: {} });
+    }
+    return id;
+  };
 /** A suppression is named by its id or its address; the table uses the id. */
 /** An entry of the organization's request log: a request made with its key, written at once. */
 const logFixture = async (t: TestApp, org: TestOrganization) => {
@@ -464,6 +485,62 @@ export const ROUTES: Row[] = [
     ok: 200,
     fixture: segmentFixture,
   },
+  // Broadcasts (Resend's, and Mailroom's pause, resume, preview and test).
+  { method: 'POST', url: '/broadcasts', access: 'full', ok: 201, body: (org) => broadcastBody(org) },
+  { method: 'GET', url: '/broadcasts', access: 'full', ok: 200 },
+  { method: 'GET', url: '/broadcasts/:own', access: 'full', ok: 200, fixture: broadcastFixture() },
+  {
+    method: 'PATCH',
+    url: '/broadcasts/:own',
+    access: 'full',
+    ok: 200,
+    body: () => ({ subject: 'Hello' }),
+    fixture: broadcastFixture(),
+  },
+  { method: 'DELETE', url: '/broadcasts/:own', access: 'full', ok: 200, fixture: broadcastFixture() },
+  {
+    method: 'POST',
+    url: '/broadcasts/:own/send',
+    access: 'full',
+    ok: 200,
+    body: () => ({}),
+    fixture: broadcastFixture(),
+  },
+  { method: 'POST', url: '/broadcasts/:own/cancel', access: 'full', ok: 200, fixture: broadcastFixture('later') },
+  {
+    method: 'POST',
+    url: '/broadcasts/:own/pause',
+    access: 'full',
+    ok: 200,
+    body: () => ({ reason: 'checking' }),
+    fixture: broadcastFixture('now'),
+  },
+  { method: 'POST', url: '/broadcasts/:own/resume', access: 'full', ok: 200, fixture: broadcastFixture('paused') },
+  {
+    method: 'POST',
+    url: '/broadcasts/:own/preview',
+    access: 'full',
+    ok: 200,
+    body: () => ({ email: 'someone@example.com' }),
+    fixture: broadcastFixture(),
+  },
+  {
+    method: 'POST',
+    url: '/broadcasts/:own/test',
+    access: 'full',
+    ok: 200,
+    body: () => ({ to: 'someone@example.com' }),
+    fixture: broadcastFixture(),
+  },
+  {
+    method: 'GET',
+    url: '/broadcasts/:own/recipients?type=sent',
+    registered: '/broadcasts/:id/recipients',
+    access: 'full',
+    ok: 200,
+    fixture: broadcastFixture(),
+  },
+  { method: 'GET', url: '/broadcasts/:own/clicked-links', access: 'full', ok: 200, fixture: broadcastFixture() },
   // Inbound routes (Mailroom's own API).
   {
     method: 'POST',
@@ -643,6 +720,15 @@ describe('access to every route', () => {
       a: await createTestOrganization(t.db, t.config, 'a'),
       b: await createTestOrganization(t.db, t.config, 'b'),
     };
+    for (const org of Object.values(orgs)) {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/segments',
+        headers: bearer(org.fullKey),
+        payload: { name: 'to' },
+      });
+      broadcastSegments.set(org.id, res.json().id);
+    }
   });
   after(async () => {
     await t.close();
