@@ -142,6 +142,19 @@ const unique = () => Math.random().toString(36).slice(2);
 const topicFixture = created('/topics', () => ({ name: 'fixture', default_subscription: 'opt_in' }));
 const contactFixture = created('/contacts', () => ({ email: `c${unique()}@example.com` }));
 const contactPropertyFixture = created('/contact-properties', () => ({ key: `k${unique()}`, type: 'string' }));
+/** A contact import, uploaded as multipart/form-data (queued: no worker runs in this file). */
+const contactImportFixture = async (t: TestApp, org: TestOrganization): Promise<string> => {
+  const boundary = 'access-fixture';
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/contacts/imports',
+    headers: { ...bearer(org.fullKey), 'content-type': `multipart/form-data; boundary=${boundary}` },
+    payload:
+      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="c.csv"\r\n` +
+      `Content-Type: text/csv\r\n\r\nemail\r\na@example.com\r\n--${boundary}--\r\n`,
+  });
+  return res.json().id as string;
+};
 const segmentFixture = created('/segments', () => ({ name: 'fixture' }));
 const inboundRouteFixture = created('/inbound-routes', () => ({ match: { recipient_kind: 'catch_all' } }));
 /** A contact and a segment of the organization: `<contact id>/segments/<segment id>`, a member when `member`. */
@@ -438,6 +451,11 @@ export const ROUTES: Row[] = [
     ok: 200,
     fixture: contactFixture,
   },
+  // A body that is not multipart/form-data is a 400 (the upload itself is in contact-imports.test.ts).
+  { method: 'POST', url: '/contacts/imports', access: 'full', ok: 400 },
+  { method: 'GET', url: '/contacts/imports', access: 'full', ok: 200 },
+  { method: 'GET', url: '/contacts/imports/:own', access: 'full', ok: 200, fixture: contactImportFixture },
+  { method: 'GET', url: '/contacts/imports/:own/errors', access: 'full', ok: 200, fixture: contactImportFixture },
   {
     method: 'PATCH',
     url: '/contacts/:own/topics',
