@@ -286,6 +286,23 @@ describe('segment filters', () => {
       members.map((contact) => nameOf(contact.id)),
       ['linus', 'margaret'],
     );
+    // A contact's segments: those it was added to and those whose filter matches it.
+    const segmentsOf = async (name: string) =>
+      ((await call('GET', `/contacts/${ids[name]}/segments`)).body.data as Array<{ id: string }>).map(
+        (segment) => segment.id,
+      );
+    assert.ok((await segmentsOf('margaret')).includes(id));
+    assert.ok((await segmentsOf('linus')).includes(id));
+    assert.ok(!(await segmentsOf('grace')).includes(id));
+    const sdkList = await resend.contacts.segments.list({ contactId: ids.margaret! });
+    assert.ok(sdkList.data!.data.some((segment) => segment.id === id));
+    // Removing takes back what was added: margaret stays, as the filter matches her; linus leaves.
+    assert.equal((await call('DELETE', `/contacts/${ids.margaret}/segments/${id}`)).status, 200);
+    assert.equal((await call('DELETE', `/contacts/${ids.linus}/segments/${id}`)).status, 200);
+    assert.deepEqual(await listed(id), ['margaret']);
+    assertRefused(await call('DELETE', `/contacts/${ids.margaret}/segments/${id}`), 404, 'not_found');
+    await call('POST', `/contacts/${ids.linus}/segments/${id}`);
+    await call('POST', `/contacts/${ids.margaret}/segments/${id}`);
 
     // A new filter; the name stays.
     const changed = await call('PATCH', `/segments/${id}`, { filter: rule('first_name', 'eq', 'Ada') });

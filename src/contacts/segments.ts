@@ -150,7 +150,11 @@ export async function deleteSegment(db: Queryable, organizationId: string, id: s
   return { id: rows[0].id };
 }
 
-/** The segments a contact (an id read from the database) is in, oldest segment first, a page at a time. */
+/**
+ * The segments a contact (an id read from the database) is in, oldest segment first, a page at a time:
+ * those it was added to, and those whose filter matches it now (every filter of the organization
+ * evaluated on its one row, in one statement).
+ */
 export async function segmentsOfContact(
   db: Queryable,
   organizationId: string,
@@ -158,6 +162,8 @@ export async function segmentsOfContact(
   page: PageRequest,
 ): Promise<Page<{ id: string; name: string; created_at: string }>> {
   if (!isUuid(contactId)) throw new Error(`not a contact id: ${contactId}`);
+  const matched = await segmentsMatching(db, organizationId, contactId);
+  const byFilter = matched.length ? ` OR id IN (${matched.map((id) => `'${id}'`).join(', ')})` : '';
   const listed = await keysetPage<Segment>(
     db,
     {
@@ -165,7 +171,7 @@ export async function segmentsOfContact(
       columns: COLUMNS,
       organizationId,
       newestFirst: false,
-      where: `id IN (SELECT segment_id FROM contact_segments WHERE contact_id = '${contactId}')`,
+      where: `id IN (SELECT segment_id FROM contact_segments WHERE contact_id = '${contactId}')${byFilter}`,
     },
     page,
   );
@@ -177,6 +183,25 @@ export async function segmentsOfContact(
       created_at: new Date(segment.created_at).toISOString(),
     })),
   };
+}
+
+/** The organization's segments with a filter that matches the contact (ids read from the database). */
+async function segmentsMatching(db: Queryable, organizationId: string, contactId: string): Promise<string[]> {
+  const { rows: filtered } = await db.query<{ id: string; filter: SegmentFilter }>(
+    'SELECT id, filter FROM segments WHERE organization_id = $1 AND filter IS NOT NULL',
+    [organizationId],
+  );
+  if (filtered.length === 0) return [];
+  const params: unknown[] = [organizationId, contactId];
+  const tests = filtered.map(
+    (segment) => `CASE WHEN ${segmentAudienceCondition(segment, params)} THEN '${segment.id}'::uuid END`,
+  );
+  const { rows } = await db.query<{ ids: string[] }>(
+    `SELECT array_remove(ARRAY[${tests.join(', ')}], NULL)::text[] AS ids FROM contacts c
+      WHERE c.organization_id = $1 AND c.id = $2`,
+    params,
+  );
+  return rows[0]?.ids ?? [];
 }
 
 /**
@@ -246,7 +271,11 @@ export async function removeFromSegment(db: Queryable, organizationId: string, c
     contactId,
     segment.id,
   ]);
-  if (rowCount === 0) throw new ServiceError('not_found', 'The contact is not in this segment');
+  if (rowCount === 0) {
+    // A contact the segment's filter matches is in it without having been added: only the filter's
+    // change removes it.
+    throw new ServiceError('not_found', 'The contact was not added to this segment');
+  }
   return { segmentId: segment.id };
 }
 
