@@ -79,18 +79,22 @@ export function ContactImportPage({ params }: PageProps) {
             {data.completed_at ? <RelativeTime value={data.completed_at} /> : <span className="muted">Not yet</span>}
           </DetailRow>
         </dl>
+        {data.status === 'failed' ? (
+          <div className="error-banner" role="alert">
+            <p className="error-banner-title">The import failed</p>
+            <p>{data.failure_reason || 'No reason was given.'}</p>
+          </div>
+        ) : null}
         {!done ? (
-          counts.total > 0 ? (
-            <progress
-              className="quota-meter"
-              max={counts.total}
-              value={Math.min(processed, counts.total)}
-              aria-label="Rows imported"
-              aria-valuetext={`${numberFormat.format(processed)} of ${numberFormat.format(counts.total)} rows`}
-            />
-          ) : (
+          <>
+            {/* The file's number of rows is known only at its end: the bar shows work, the text how much. */}
             <progress className="quota-meter" aria-label="Rows imported" />
-          )
+            <p>
+              {data.status === 'queued'
+                ? 'Waiting to start…'
+                : `${numberFormat.format(data.progress?.rows_processed ?? processed)} rows read so far…`}
+            </p>
+          </>
         ) : null}
       </section>
       <section className="card" aria-labelledby="import-counts-title">

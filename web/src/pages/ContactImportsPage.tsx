@@ -38,8 +38,12 @@ export interface ContactImport {
   status: ImportStatus;
   created_at: string;
   completed_at: string | null;
+  /** The rows counted so far: `total` is every row read yet (the file's own count is known at the end). */
   counts: ImportCounts;
-  progress?: number | null;
+  progress?: { rows_processed: number; file_bytes: number } | null;
+  /** Why a failed import failed. */
+  failure_reason?: string | null;
+  on_conflict?: 'upsert' | 'skip';
 }
 
 const STATUS_WORDS: Record<ImportStatus, string> = {
@@ -168,7 +172,11 @@ function ImportForm() {
   const [mapError, setMapError] = useState<string | undefined>(undefined);
   const [onConflict, setOnConflict] = useState<'upsert' | 'skip'>('upsert');
   const [chosenSegments, setChosenSegments] = useState<string[]>([]);
-  const upload = useAction((form: FormData) => api.upload<{ id: string }>('/contacts/imports', form));
+  // A column imported as a new property: the property is made first (the import takes only existing ones).
+  const upload = useAction(async (form: FormData, newProperties: Array<{ key: string; type: PropertyType }>) => {
+    for (const property of newProperties) await api.post('/contact-properties', property);
+    return api.upload<{ id: string }>('/contacts/imports', form);
+  });
   const propertyList = properties.data?.data ?? [];
 
   async function choose(chosen: File | undefined) {
@@ -207,7 +215,12 @@ function ImportForm() {
     form.append('segments', JSON.stringify(chosenSegments.map((id) => ({ id }))));
     // The file last: the server can read the fields before it streams the file.
     form.append('file', file, file.name);
-    const result = await upload.run(form);
+    const existing = new Set(propertyList.map((property) => property.key));
+    const properties = (mapping.map.properties ?? {}) as Record<string, { type: PropertyType }>;
+    const newProperties = Object.entries(properties)
+      .filter(([key]) => !existing.has(key))
+      .map(([key, { type }]) => ({ key, type }));
+    const result = await upload.run(form, newProperties);
     if (result) navigate(`/imports/${encodeURIComponent(result.id)}`);
   }
 
@@ -334,7 +347,7 @@ function ImportForm() {
 
 const counted = (counts: ImportCounts | undefined) =>
   counts
-    ? `${counts.created} created, ${counts.updated} updated, ${counts.skipped} skipped, ${counts.failed} failed of ${counts.total}`
+    ? `${counts.created} created, ${counts.updated} updated, ${counts.skipped} skipped, ${counts.failed} failed of ${counts.total} rows`
     : '—';
 
 export function ContactImportsPage(_props: PageProps) {
