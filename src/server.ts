@@ -8,6 +8,7 @@ import { startDelivery } from './delivery/start-delivery.ts';
 import { startBroadcastFanOut } from './broadcasts/start-broadcasts.ts';
 import { createTransport } from './delivery/transports/index.ts';
 import { startWebhookDelivery } from './webhooks/start-webhooks.ts';
+import { autoPauseSettings } from './broadcasts/auto-pause.ts';
 import { startInboundServer } from './inbound/inbound-server.ts';
 import { startSubmission } from './submission/start-submission.ts';
 import { loadTlsCertificate } from './submission/tls-certificate.ts';
@@ -59,6 +60,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
           tls,
           authenticate: createAuthenticator(config),
           spamCheck: createSpamChecker(config, app.log),
+          autoPause: autoPauseSettings(config),
         }),
       );
       listening.push(inbound);

@@ -12,6 +12,7 @@ import { sendCopy } from './send-copy.ts';
 import { attemptNumbers, earliest, recordOutcomes, recordOutcomesAgain } from './record-outcome.ts';
 import { finishOrRetry, retryForDeferred } from './finish-or-retry.ts';
 import type { ReturnPath } from './return-path.ts';
+import { autoPauseSettings, broadcastAutoPause } from '../broadcasts/auto-pause.ts';
 
 // One 'deliver-email' job delivers one message to every recipient that has no outcome yet, in steps,
 // each in its own file: take the message, gate the recipients, simulate the test addresses (recorded
@@ -28,6 +29,8 @@ export function deliverEmailHandler(db: Database, config: Config, transport: Tra
   const returnPath: ReturnPath | undefined = config.returnPathDomain
     ? { signer, domain: config.returnPathDomain }
     : undefined;
+  // A broadcast copy's outcome, once committed, may pause its broadcast (broadcasts/auto-pause.ts).
+  const autoPause = broadcastAutoPause(db, autoPauseSettings(config));
 
   return async (job: Job): Promise<JobResult> => {
     const taken = await takeMessage(db, String(job.payload.email_id));
@@ -69,6 +72,12 @@ export function deliverEmailHandler(db: Database, config: Config, transport: Tra
             return recordOutcomesAgain(db, email, results, attempts, retrySchedule);
           }, job.leaseEndsAt);
           deferredUntil = earliest(deferredUntil, retryAt);
+          if (email.broadcast_id !== null) {
+            if (results.some((r) => r.outcome === 'bounced')) autoPause.noted(email.broadcast_id, 'hard_bounce');
+            else if (results.some((r) => r.outcome === 'delivered' || r.outcome === 'failed')) {
+              autoPause.noted(email.broadcast_id, 'outcome');
+            }
+          }
         }),
       );
     }

@@ -4,6 +4,7 @@ import { SMTPServer, type SMTPServerAddress, type SMTPServerDataStream, type SMT
 import type { Database } from '../platform/db/database.ts';
 import type { Signer } from '../platform/signing.ts';
 import { REPORT_PARSER_OPTIONS, readDeliveryReports } from './delivery-reports.ts';
+import { broadcastAutoPause, existingAutoPause, type AutoPauseSettings } from '../broadcasts/auto-pause.ts';
 import { recordReports } from './record-report.ts';
 import { readReturnPath, type ReturnPathTarget } from '../delivery/return-path.ts';
 import { collectMessage, listenSmtp, SmtpReply, type Listening } from '../platform/smtp-listener.ts';
@@ -63,6 +64,11 @@ export interface InboundServerOptions {
   authenticate?: Authenticator | undefined;
   /** Scans a received message. Unset: not scanned. */
   spamCheck?: SpamChecker | undefined;
+  /**
+   * MAILROOM_BROADCAST_PAUSE_*: a broadcast copy's hard bounce or complaint may pause its broadcast.
+   * Unset: the process's automatic pause if its delivery worker made one, else none.
+   */
+  autoPause?: AutoPauseSettings | undefined;
 }
 
 export type InboundServer = Listening;
@@ -78,6 +84,7 @@ const CLOSE_GRACE_MS = 5000;
 
 export async function startInboundServer(options: InboundServerOptions): Promise<InboundServer> {
   const { db, signer, log } = options;
+  const autoPause = options.autoPause ? broadcastAutoPause(db, options.autoPause) : existingAutoPause(db);
   const maxBytes = options.maxMessageBytes ?? REPORTS_MAX_BYTES;
   const receiveDeps: ReceiveDeps = {
     db,
@@ -196,7 +203,7 @@ export async function startInboundServer(options: InboundServerOptions): Promise
     let recorded = 0;
     try {
       for (const target of targets.values()) {
-        recorded += await recordReports(db, signer, target, reports, originalRecipients);
+        recorded += await recordReports(db, signer, target, reports, originalRecipients, autoPause);
       }
     } catch (error) {
       log.error({ emailIds, err: error }, 'could not record a delivery report; the sender was told to retry');

@@ -8,6 +8,7 @@ import { suppressAddress } from '../suppressions/suppressions.ts';
 import type { Signer } from '../platform/signing.ts';
 import { recipientDigest, type ReturnPathTarget } from '../delivery/return-path.ts';
 import type { BounceReport, ComplaintReport, DeliveryReport } from './delivery-reports.ts';
+import type { BroadcastAutoPause } from '../broadcasts/auto-pause.ts';
 
 // Records the reports that came back to one return path: a bounce marks the recipient bounced, a
 // complaint records complained, each with its timeline entry and webhook event, and the address goes
@@ -25,21 +26,29 @@ interface RecipientRow {
   address: string;
 }
 
-/** How many timeline entries were recorded (repeats and reports about no recipient of the message are not). */
+/**
+ * How many timeline entries were recorded (repeats and reports about no recipient of the message are not).
+ * A hard bounce or a complaint of a broadcast's copy, once committed, is told to `autoPause`, which may
+ * pause the broadcast (broadcasts/auto-pause.ts).
+ */
 export async function recordReports(
   db: Database,
   signer: Signer,
   target: ReturnPathTarget,
   reports: DeliveryReport[],
   originalRecipients: string[],
+  autoPause?: BroadcastAutoPause,
 ): Promise<number> {
   const { emailId } = target;
-  const counted: Array<{ address: string; outcome: 'bounced' | 'complained' }> = [];
+  const counted: Array<{ address: string; outcome: 'bounced' | 'complained'; hard: boolean }> = [];
+  let broadcastId: string | null = null;
   const recorded = await db.transaction(async (tx) => {
-    const email = await tx.query<{ organization_id: string }>('SELECT organization_id FROM emails WHERE id = $1', [
-      emailId,
-    ]);
+    const email = await tx.query<{ organization_id: string; broadcast_id: string | null }>(
+      'SELECT organization_id, broadcast_id FROM emails WHERE id = $1',
+      [emailId],
+    );
     const organizationId = email.rows[0]?.organization_id;
+    broadcastId = email.rows[0]?.broadcast_id ?? null;
     if (organizationId === undefined) return 0; // deleted since it was sent
     const { rows } = await tx.query<RecipientRow>('SELECT address FROM email_recipients WHERE email_id = $1', [
       emailId,
@@ -61,19 +70,23 @@ export async function recordReports(
         const recipient = named ?? recipients.find(report.recipient) ?? recipients.find(report.originalRecipient);
         if (recipient !== undefined && (await recordBounce(tx, message, recipient, report))) {
           count++;
-          counted.push({ address: recipient, outcome: 'bounced' });
+          counted.push({ address: recipient, outcome: 'bounced', hard: report.type === 'hard' });
         }
       } else {
         const recipient = named ?? complainant(recipients, report, originalRecipients);
         if (recipient !== undefined && (await recordComplaint(tx, message, recipient, report))) {
           count++;
-          counted.push({ address: recipient, outcome: 'complained' });
+          counted.push({ address: recipient, outcome: 'complained', hard: false });
         }
       }
     }
     return count;
   });
   for (const { address, outcome } of counted) countOutcome(outcome, address);
+  if (broadcastId !== null && autoPause) {
+    if (counted.some((c) => c.outcome === 'complained')) autoPause.noted(broadcastId, 'complaint');
+    else if (counted.some((c) => c.hard)) autoPause.noted(broadcastId, 'hard_bounce');
+  }
   return recorded;
 }
 
