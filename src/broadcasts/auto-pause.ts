@@ -1,5 +1,6 @@
 import type { Config } from '../platform/config.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { fanOutCtes } from '../webhooks/fan-out.ts';
 import { broadcastPausedDataSql } from '../webhooks/event-payloads.ts';
 import { pauseBroadcast } from './send-broadcast.ts';
@@ -213,14 +214,28 @@ export async function checkBroadcast(db: Database, settings: AutoPauseSettings, 
     [broadcastId],
   );
   const row = rows[0];
-  // Paused already (by hand: it may be resumed, and is checked then), or past pausing for good.
-  if (!row || row.auto || ['sent', 'canceled', 'failed'].includes(row.status)) return { kind: 'finished' };
+  // Paused automatically before, or past pausing for good. (Paused by hand: it may be resumed, and is
+  // checked then.) A sent broadcast (every copy made) may still have copies on their way: it is checked,
+  // and paused if pauseBroadcast takes it.
+  if (!row || row.auto || ['canceled', 'failed'].includes(row.status)) return { kind: 'finished' };
   const counts = { copies: row.copies, hard_bounces: row.hard_bounces, complaints: row.complaints };
   const reason = pauseReason(settings, counts);
-  if (reason === undefined || row.status !== 'queued') return { kind: 'healthy', counts };
-  const paused = await db.transaction((tx) => pauseAutomatically(tx, row.organization_id, broadcastId, reason, counts));
-  return paused ? { kind: 'paused', counts, reason } : { kind: 'finished' };
+  if (reason === undefined || !PAUSABLE.includes(row.status)) return { kind: 'healthy', counts };
+  try {
+    const paused = await db.transaction((tx) =>
+      pauseAutomatically(tx, row.organization_id, broadcastId, reason, counts),
+    );
+    return paused ? { kind: 'paused', counts, reason } : { kind: 'finished' };
+  } catch (error) {
+    // pauseBroadcast refused (a broadcast whose copies are all made, where it pauses only a queued one):
+    // the transaction rolled back, mark included; nothing more can be done for this one.
+    if (error instanceof ServiceError && error.name === 'invalid_state') return { kind: 'finished' };
+    throw error;
+  }
 }
+
+/** Statuses a check tries to pause from. */
+const PAUSABLE = ['queued', 'sent'];
 
 /** Why the broadcast must pause, or undefined while its rates are within the thresholds. */
 export function pauseReason(settings: AutoPauseSettings, counts: BroadcastCounts): string | undefined {
@@ -246,7 +261,7 @@ function percent(fraction: number): string {
 const whole = (n: number) => n.toLocaleString('en-US');
 
 /**
- * One transaction: marks the broadcast paused automatically (only while it is queued and never was),
+ * One transaction: marks the broadcast paused automatically (only while it is queued or sent and never was),
  * pauses it, and emits broadcast.paused with the counts. False when another check, a pause by hand or
  * the end of the fan-out came first.
  */
@@ -259,12 +274,11 @@ async function pauseAutomatically(
 ): Promise<boolean> {
   const { rowCount } = await tx.query(
     `UPDATE broadcasts SET auto_paused_at = now()
-      WHERE id = $1 AND status = 'queued' AND auto_paused_at IS NULL`,
-    [broadcastId],
+      WHERE id = $1 AND status = ANY ($2::text[]) AND auto_paused_at IS NULL`,
+    [broadcastId, PAUSABLE],
   );
   if (rowCount === 0) return false;
-  // The row is locked and queued: pausing it cannot be refused. Were it refused all the same, the
-  // transaction rolls back, mark included, and the next check looks again.
+  // A refusal (invalid_state) rolls the transaction back, mark included (checkBroadcast).
   await pauseBroadcast(tx, organizationId, broadcastId, reason);
   await tx.query(
     `WITH event AS (
