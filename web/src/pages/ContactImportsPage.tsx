@@ -338,7 +338,7 @@ function ImportForm() {
         title="The file could not be imported"
         exceptFields={['file', 'column_map', 'on_conflict', 'segments']}
       />
-      <Button type="submit" variant="primary" busy={upload.busy} busyLabel="Uploading…" disabled={!file}>
+      <Button type="submit" variant="primary" busy={upload.busy} busyLabel="Uploading…">
         Import contacts
       </Button>
     </form>

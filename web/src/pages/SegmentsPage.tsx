@@ -171,6 +171,8 @@ const members = (count: number) => (count === 1 ? '1 contact' : `${count} contac
 export function SegmentsPage(_props: PageProps) {
   const segments = useApiGet<ListResponse<Segment>>('/segments');
   const list = segments.data?.data ?? [];
+  // The segment whose filter is being changed, if any.
+  const [editing, setEditing] = useState<string | null>(null);
   return (
     <>
       <PageHeader
@@ -197,13 +199,28 @@ export function SegmentsPage(_props: PageProps) {
             {
               header: 'Filter',
               cell: (item) => (
-                <details>
-                  <summary>
-                    {item.filter ? <code className="break-anywhere">{filterWords(item.filter)}</code> : 'Members only'}
-                    <span className="visually-hidden"> (change the filter of {item.name})</span>
-                  </summary>
-                  <FilterEditor item={item} onDone={segments.reload} />
-                </details>
+                <>
+                  {item.filter ? <code className="break-anywhere">{filterWords(item.filter)}</code> : 'Members only'}
+                  <div>
+                    <Button
+                      variant="quiet"
+                      aria-expanded={editing === item.id}
+                      onClick={() => setEditing(editing === item.id ? null : item.id)}
+                    >
+                      {editing === item.id ? 'Close' : 'Change filter'}
+                      <span className="visually-hidden"> of {item.name}</span>
+                    </Button>
+                  </div>
+                  {editing === item.id ? (
+                    <FilterEditor
+                      item={item}
+                      onDone={() => {
+                        setEditing(null);
+                        segments.reload();
+                      }}
+                    />
+                  ) : null}
+                </>
               ),
             },
             {

@@ -118,7 +118,10 @@ export function BroadcastForm({
   }
 
   async function applyTemplate() {
-    if (!templateId) return;
+    if (!templateId) {
+      setSaved('Choose a template first.');
+      return;
+    }
     const template = await loadTemplate.run(templateId);
     if (!template) return;
     set({
@@ -164,7 +167,7 @@ export function BroadcastForm({
             onChange={setTemplateId}
             options={templateOptions}
           />
-          <Button disabled={!templateId} busy={loadTemplate.busy} busyLabel="Loading…" onClick={applyTemplate}>
+          <Button busy={loadTemplate.busy} busyLabel="Loading…" onClick={applyTemplate}>
             Use template
           </Button>
         </div>
