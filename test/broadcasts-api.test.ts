@@ -115,6 +115,10 @@ describe('the model through the SDK', () => {
         text: 'Hi {{{contact.first_name|there}}}',
       },
     );
+    // Resend's shapes (with the SDK's nullable fields), over plain HTTP too.
+    await ok('GET', `/broadcasts/${id}`);
+    await ok('GET', '/broadcasts');
+    await ok('GET', `/broadcasts/${await draft()}`);
     const own = broadcast as unknown as Record<string, unknown>;
     assert.deepEqual([own.completed_at, own.pause_reason, own.failure_reason], [null, null, null]);
     assert.deepEqual(own.stats, {

@@ -137,6 +137,20 @@ export const SDK_CASES: SdkCase[] = [
     sdk: 'InboundAttachment.content_id: string | null',
     apply: nullable,
   })),
+  // A broadcast need not have a reply-to, a preview text or a time yet (the SDK's Broadcast: string | null).
+  ...(['reply_to', 'preview_text', 'scheduled_at', 'sent_at'] as const).map((field) => ({
+    schema: 'GetBroadcastResponseSuccess',
+    path: ['properties', field],
+    sdk: `Broadcast.${field}: ${field === 'reply_to' ? 'string[]' : 'string'} | null`,
+    apply: nullable,
+  })),
+  // A listed broadcast's segment (deleted since), topic and times may be unset (a Pick of Broadcast).
+  ...(['segment_id', 'audience_id', 'scheduled_at', 'sent_at', 'topic_id'] as const).map((field) => ({
+    schema: 'ListBroadcastsResponseSuccess',
+    path: item(field),
+    sdk: `Broadcast.${field}: string | null`,
+    apply: nullable,
+  })),
   // has_more is optional in the document, required by the SDK's list types.
   ...[
     'ListDomainsResponse',
