@@ -559,6 +559,7 @@ export const ROUTES: Row[] = [
     fixture: broadcastFixture(),
   },
   { method: 'GET', url: '/broadcasts/:own/clicked-links', access: 'full', ok: 200, fixture: broadcastFixture() },
+  { method: 'POST', url: '/broadcasts/:own/duplicate', access: 'full', ok: 201, fixture: broadcastFixture() },
   // Inbound routes (Mailroom's own API).
   {
     method: 'POST',

@@ -172,6 +172,30 @@ describe('the model through the SDK', () => {
     );
   });
 
+  test('duplicate makes a new draft with the same content, whatever the original status', async () => {
+    const id = await draft({ name: 'Original', topicId, text: 'Plain' });
+    await t.db.query(`UPDATE broadcasts SET status = 'sent', sent_at = now() WHERE id = $1`, [id]);
+    const copied = await resend.broadcasts.duplicate(id);
+    assert.equal(copied.error, null, JSON.stringify(copied.error));
+    assert.equal(copied.data!.object, 'broadcast');
+    assert.notEqual(copied.data!.id, id);
+    const copy = (await resend.broadcasts.get(copied.data!.id)).data!;
+    assert.deepEqual(
+      [
+        copy.status,
+        copy.name,
+        copy.segment_id,
+        copy.topic_id,
+        copy.from,
+        copy.subject,
+        copy.html,
+        copy.text,
+        copy.sent_at,
+      ],
+      ['draft', 'Original', segmentId, topicId, from(), 'Hello', '<p>Hi</p>', 'Plain', null],
+    );
+  });
+
   test('remove deletes a draft; a second remove is 404', async () => {
     const id = await draft();
     const removed = await resend.broadcasts.remove(id);
@@ -553,6 +577,7 @@ describe('bad input and other organizations', () => {
     assert.equal((await theirs.broadcasts.update(id, { subject: 'x' })).error?.name, 'not_found');
     assert.equal((await theirs.broadcasts.send(id)).error?.name, 'not_found');
     assert.equal((await theirs.broadcasts.cancel(id)).error?.name, 'not_found');
+    assert.equal((await theirs.broadcasts.duplicate(id)).error?.name, 'not_found');
     assert.equal((await theirs.broadcasts.recipients(id, { type: 'sent' })).error?.name, 'not_found');
     assert.equal((await theirs.broadcasts.clickedLinks(id)).error?.name, 'not_found');
     assert.equal((await theirs.broadcasts.remove(id)).error?.name, 'not_found');

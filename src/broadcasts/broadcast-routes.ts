@@ -7,6 +7,7 @@ import { parseScheduledAt, SCHEDULED_AT_DESCRIPTION } from '../emails/scheduled-
 import {
   createBroadcast,
   deleteBroadcast,
+  duplicateBroadcast,
   getBroadcastRow,
   listBroadcasts,
   toView,
@@ -177,6 +178,16 @@ export async function broadcastRoutes(app: App) {
     async (request) => {
       const { id } = await deleteBroadcast(app.db, request.principal.organizationId, request.params.id);
       return { object: 'broadcast', id, deleted: true };
+    },
+  );
+
+  // In Resend's SDK (broadcasts.duplicate), not in its OpenAPI document.
+  app.post(
+    '/broadcasts/:id/duplicate',
+    { config: { access: 'full' }, schema: { summary: 'Copy a broadcast into a new draft', params: IdParams } },
+    async (request, reply) => {
+      const { id } = await duplicateBroadcast(app.db, request.principal.organizationId, request.params.id);
+      return reply.code(201).send({ object: 'broadcast', id });
     },
   );
 

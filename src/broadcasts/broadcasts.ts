@@ -237,6 +237,24 @@ export async function deleteBroadcast(db: Database, organizationId: string, id: 
   });
 }
 
+/**
+ * POST /broadcasts/:id/duplicate (Resend's SDK): a new draft with the broadcast's name and content, in
+ * any status of the original; its segment and topic are the original's while they exist.
+ */
+export async function duplicateBroadcast(db: Queryable, organizationId: string, id: string): Promise<{ id: string }> {
+  if (!isUuid(id)) throw notFound('Broadcast');
+  const { rows } = await db.query<{ id: string }>(
+    `INSERT INTO broadcasts (organization_id, name, segment_id, topic_id, "from", subject, reply_to, preview_text,
+                             html, text)
+     SELECT organization_id, name, segment_id, topic_id, "from", subject, reply_to, preview_text, html, text
+       FROM broadcasts WHERE organization_id = $1 AND id = $2
+     RETURNING id`,
+    [organizationId, id],
+  );
+  if (!rows[0]) throw notFound('Broadcast');
+  return { id: rows[0].id };
+}
+
 /** The broadcast, locked, when it may still change; invalid_state otherwise. */
 async function editable(tx: Queryable, organizationId: string, id: string, change: string): Promise<BroadcastRow> {
   const stored = await findBroadcast(tx, organizationId, id, true);
