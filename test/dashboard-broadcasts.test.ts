@@ -13,6 +13,7 @@ import type { Database } from '../src/platform/db/database.ts';
 import { openPGliteDirectory } from '../src/platform/db/pglite.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import {
+  docScreenshot,
   openPage,
   sessionToken,
   signIn,
@@ -156,6 +157,8 @@ describe('broadcasts', () => {
       assert.match((await frame.getAttribute('srcdoc')) ?? '', /Hello Ada,/);
       assert.equal(await frame.getAttribute('sandbox'), '');
       await page.locator('.rendered-subject').getByText('Our monthly news').waitFor();
+      await page.evaluate("document.getElementById('preview-title').scrollIntoView()");
+      await docScreenshot(page, 'broadcast-preview');
 
       // A test copy to one address, followed on the Emails pages.
       await page.getByLabel('Send a test to').fill('tester@example.com');
@@ -214,6 +217,8 @@ describe('broadcasts', () => {
       const link = page.getByRole('row').filter({ hasText: 'https://shop.example.com/offer' });
       assert.deepEqual(await link.locator('td').allTextContents(), ['https://shop.example.com/offer', '1', '1']);
       assert.equal(await resultOf(page, 'What the copies became', 'Clicked'), '1 (50%)');
+      await page.evaluate("document.getElementById('progress-title').scrollIntoView()");
+      await docScreenshot(page, 'broadcast-results');
 
       // Who clicked, from the recipients list.
       await page.getByLabel('Show who').selectOption('clicked');
@@ -275,6 +280,7 @@ describe('broadcasts', () => {
       await page.getByText('Checking the offer link').waitFor({ state: 'detached' });
       await waitForStatus(page, 'Paused');
       await page.getByRole('status').filter({ hasText: 'The monthly quota of this organization is used up' }).waitFor();
+      await docScreenshot(page, 'broadcast-paused');
       const stopped = await api('GET', `/broadcasts/${sendingId}`);
       const stats = stopped.stats as { audience: number; pending: number };
       assert.equal(stats.audience, LARGE_SEGMENT);

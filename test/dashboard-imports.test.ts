@@ -9,7 +9,14 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Locator, Page } from 'playwright-core';
-import { openPage, signIn, startSendingDashboard, withPage, type SendingDashboard } from './helpers/browser.ts';
+import {
+  docScreenshot,
+  openPage,
+  signIn,
+  startSendingDashboard,
+  withPage,
+  type SendingDashboard,
+} from './helpers/browser.ts';
 import { waitFor } from './helpers/wait.ts';
 
 let sending: SendingDashboard;
@@ -83,6 +90,8 @@ describe('contact imports and segment filters', () => {
 
       await page.getByLabel('Contacts already there').selectOption('skip');
       await page.getByLabel('Imported').check();
+      await page.getByRole('group', { name: 'Columns' }).scrollIntoViewIfNeeded();
+      await docScreenshot(page, 'contact-imports');
       await page.getByRole('button', { name: 'Import contacts' }).click();
       await page.getByRole('heading', { level: 1, name: 'Contact import', exact: true }).waitFor();
       const id = decodeURIComponent(new URL(page.url()).hash.split('/').at(-1)!);
@@ -113,6 +122,7 @@ describe('contact imports and segment filters', () => {
         message: string;
       }>;
       assert.equal(errors.length, 1);
+      await docScreenshot(page, 'contact-import');
       const errorRow = page.getByRole('table', { name: 'Rows not imported, in file order' }).getByRole('row').nth(1);
       assert.deepEqual(await errorRow.locator('td').allTextContents(), [
         String(errors[0]!.row),

@@ -148,6 +148,18 @@ const RECIPIENT_TYPES = [
   'suppressed',
 ] as const;
 
+/** What an empty recipients list says, by the type shown. */
+const NO_RECIPIENTS: Record<string, string> = {
+  sent: 'No copy has been sent yet',
+  delivered: 'No copy has been delivered yet',
+  opened: 'No one has opened it yet',
+  clicked: 'No one has clicked a link yet',
+  bounced: 'No copy bounced',
+  complained: 'No one complained',
+  unsubscribed: 'No one unsubscribed',
+  suppressed: 'No one was left out as suppressed',
+};
+
 interface Recipient {
   id: string;
   /** Null once the contact was deleted. */
@@ -259,9 +271,7 @@ export function Recipients({ broadcast, reloadKey }: { broadcast: Broadcast; rel
       <ErrorBanner error={recipients.error} title="The recipients could not be loaded" onRetry={recipients.reload} />
       {recipients.loading && !recipients.data ? <Loading label="Loading the recipients…" /> : null}
       {recipients.data && list.length === 0 ? (
-        <EmptyState
-          title={`No one ${type === 'suppressed' ? 'was suppressed' : `has ${type === 'sent' ? 'been sent a copy' : type}`}`}
-        >
+        <EmptyState title={NO_RECIPIENTS[type] ?? 'No one'}>
           The list fills in as the copies are delivered and read.
         </EmptyState>
       ) : null}
