@@ -344,7 +344,7 @@ const SETTING_TABLE = {
   broadcastPauseAfter: setting(
     'MAILROOM_BROADCAST_PAUSE_AFTER',
     '1000',
-    "Copies of a broadcast that must have an outcome (delivered, bounced or refused) before its automatic pause is checked: from then on, a broadcast whose hard bounces or complaints pass their rate below is paused (`docs/broadcasts.md`). `0`: never paused automatically.",
+    'Copies of a broadcast that must have an outcome (delivered, bounced or refused) before its automatic pause is checked: from then on, a broadcast whose hard bounces or complaints pass their rate below is paused (`docs/broadcasts.md`). `0`: never paused automatically.',
     integer(0, 10_000_000),
   ),
   broadcastPauseHardBounceRate: setting(
