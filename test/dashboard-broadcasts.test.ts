@@ -157,6 +157,13 @@ describe('broadcasts', () => {
       assert.match((await frame.getAttribute('srcdoc')) ?? '', /Hello Ada,/);
       assert.equal(await frame.getAttribute('sandbox'), '');
       await page.locator('.rendered-subject').getByText('Our monthly news').waitFor();
+      // An address that is no contact's reads the fallbacks.
+      await page.getByLabel("Contact's email").fill('stranger@example.com');
+      await page.getByRole('button', { name: 'Preview', exact: true }).click();
+      await waitFor(async () => /Hello there,/.test((await frame.getAttribute('srcdoc')) ?? ''));
+      await page.getByLabel("Contact's email").fill('ada@example.org');
+      await page.getByRole('button', { name: 'Preview', exact: true }).click();
+      await waitFor(async () => /Hello Ada,/.test((await frame.getAttribute('srcdoc')) ?? ''));
       await page.evaluate("document.getElementById('preview-title').scrollIntoView()");
       await docScreenshot(page, 'broadcast-preview');
 
@@ -228,6 +235,14 @@ describe('broadcasts', () => {
       const row = page.getByRole('row').filter({ hasText: 'November news' });
       await row.getByText('Sent', { exact: true }).waitFor();
       await row.getByText('Readers').waitFor();
+
+      // Sent once, duplicated into a new draft with the same name, audience and content.
+      await openPage(page, `/broadcasts/${id}`, 'November news');
+      await page.getByRole('button', { name: 'Duplicate' }).click();
+      await waitFor(async () => !page.url().endsWith(id));
+      await waitForStatus(page, 'Draft');
+      assert.equal(await page.getByLabel('Segment', { exact: true }).inputValue(), readersId);
+      assert.match(await page.getByLabel('HTML', { exact: true }).inputValue(), /The offer/);
       assert.deepEqual(unexpected(problems), []);
     });
   });

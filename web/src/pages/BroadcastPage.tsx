@@ -9,7 +9,7 @@ import {
   PageHeader,
   RelativeTime,
 } from '../components/index.ts';
-import { useApiGet } from '../hooks.ts';
+import { useAction, useApiGet } from '../hooks.ts';
 import { Link, navigate } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
 import { BroadcastStatusBadge, useSegmentNames } from './BroadcastsPage.tsx';
@@ -41,6 +41,7 @@ export function BroadcastPage({ params }: PageProps) {
   const data = broadcast.data;
   const polling = data !== undefined && inProgress(data);
   const reload = broadcast.reload;
+  const duplicate = useAction(() => api.post<{ id: string }>(`/broadcasts/${segment(id)}/duplicate`, {}));
 
   useEffect(() => {
     if (!polling || broadcast.loading) return;
@@ -81,11 +82,24 @@ export function BroadcastPage({ params }: PageProps) {
         title={data.name || data.subject || 'Broadcast'}
         description={<Link to="/broadcasts">All broadcasts</Link>}
         actions={
-          <Button onClick={broadcast.reload} busy={broadcast.loading && !polling} busyLabel="Refreshing…">
-            Refresh
-          </Button>
+          <>
+            <Button onClick={broadcast.reload} busy={broadcast.loading && !polling} busyLabel="Refreshing…">
+              Refresh
+            </Button>
+            <Button
+              busy={duplicate.busy}
+              busyLabel="Duplicating…"
+              onClick={async () => {
+                const copy = await duplicate.run();
+                if (copy) navigate(`/broadcasts/${encodeURIComponent(copy.id)}`);
+              }}
+            >
+              Duplicate
+            </Button>
+          </>
         }
       />
+      <ErrorBanner error={duplicate.error} title="The broadcast could not be duplicated" />
       <ErrorBanner error={broadcast.error} title="The broadcast could not be read again" onRetry={broadcast.reload} />
       <section className="card" aria-labelledby="summary-title">
         <h2 id="summary-title">Summary</h2>

@@ -28,10 +28,11 @@ export function PreviewAsContact({ broadcast }: { broadcast: Broadcast }) {
     broadcast.segment_id ? `/segments/${segment(broadcast.segment_id)}/contacts` : null,
     { limit: 100 },
   );
+  // A contact of the segment by its id; any other address as given (a contact's, or fallbacks for the rest).
   const preview = useAction(async (address: string) => {
     const listed = members.data?.data.find((contact) => contact.email.toLowerCase() === address.toLowerCase());
-    const contactId = listed?.id ?? (await api.get<SegmentContact>(`/contacts/${segment(address)}`)).id;
-    return api.post<Rendered>(`/broadcasts/${segment(broadcast.id)}/preview`, { contact_id: contactId });
+    const body = listed ? { contact_id: listed.id } : { email: address };
+    return api.post<Rendered>(`/broadcasts/${segment(broadcast.id)}/preview`, body);
   });
 
   async function submit(event: FormEvent) {
@@ -53,12 +54,12 @@ export function PreviewAsContact({ broadcast }: { broadcast: Broadcast }) {
       <form className="inline-form" onSubmit={submit} noValidate>
         <Field
           label="Contact's email"
-          hint="One of the segment's contacts: the saved broadcast is shown with their name and properties filled in."
+          hint="A contact of the segment (pick one from the list) sees the saved broadcast with their name and properties filled in; an address that is no contact's sees the fallbacks."
           type="email"
           value={email}
           list={listId}
           onChange={(value) => (setEmail(value), setEmailError(undefined), preview.clearError())}
-          error={emailError ?? fieldError(preview.error, 'contact_id')}
+          error={emailError ?? fieldError(preview.error, 'contact_id') ?? fieldError(preview.error, 'email')}
           autoComplete="off"
           spellCheck={false}
         />
@@ -71,7 +72,11 @@ export function PreviewAsContact({ broadcast }: { broadcast: Broadcast }) {
           Preview
         </Button>
       </form>
-      <ErrorBanner error={preview.error} title="The preview could not be rendered" exceptFields={['contact_id']} />
+      <ErrorBanner
+        error={preview.error}
+        title="The preview could not be rendered"
+        exceptFields={['contact_id', 'email']}
+      />
       {rendered ? (
         <div className="rendered" aria-live="polite">
           <h3>Subject</h3>
