@@ -76,9 +76,14 @@ interface Watch {
   due: boolean;
   /** The last check found at least `after` copies with an outcome. */
   reachedAfter: boolean;
-  /** Paused by a check, or no longer pausable (sent, canceled, deleted, paused automatically before). */
+  /** Paused by a check, or no longer pausable (canceled, deleted, paused automatically before). */
   finished: boolean;
+  /** Checks that failed in a row. */
+  failures: number;
 }
+
+/** Failed checks tried again at the next interval before waiting for the broadcast's next outcome. */
+const MAX_RETRIES = 3;
 
 const perDatabase = new WeakMap<Database, BroadcastAutoPause>();
 
@@ -122,6 +127,7 @@ export function createAutoPause(
         due: false,
         reachedAfter: false,
         finished: false,
+        failures: 0,
       };
       watches.set(broadcastId, watch);
     }
@@ -142,9 +148,14 @@ export function createAutoPause(
     watch.due = false;
     watch.lastCheck = now();
     watch.running = checkOnce(broadcastId, watch)
+      .then(() => {
+        watch.failures = 0;
+      })
       .catch(() => {
-        // The database was away or busy: checked again at the next interval.
-        watch.due = true;
+        // The database was away or busy: checked again at the next interval, a few times; after that
+        // the broadcast's next outcome asks again (a process whose database is gone does not spin).
+        watch.failures += 1;
+        if (watch.failures <= MAX_RETRIES) watch.due = true;
       })
       .finally(() => {
         watch.running = undefined;
