@@ -394,7 +394,18 @@ describe('the read side: stats, recipients and clicked links', () => {
   test('bad list queries are 400s naming the field', async () => {
     const path = `/broadcasts/${broadcastId}`;
     assertRefused(await call('GET', `${path}/recipients`), 400, 'missing_required_field', 'type');
-    assertRefused(await call('GET', `${path}/recipients?type=read`), 400, 'validation_error', 'type');
+    const unknownType = await call('GET', `${path}/recipients?type=read`);
+    assertRefused(unknownType, 400, 'validation_error', 'type');
+    assert.match(
+      unknownType.body.message,
+      /one of sent, delivered, opened, clicked, bounced, complained, unsubscribed, suppressed/,
+    );
+    assertRefused(
+      await call('GET', `${path}/recipients?type=bounced&bounce_type=hard`),
+      400,
+      'validation_error',
+      'bounce_type',
+    );
     assertRefused(
       await call('GET', `${path}/recipients?type=sent&bounce_type=permanent`),
       400,
@@ -450,11 +461,21 @@ describe('sending, preview and test', () => {
     const canceled = await resend.broadcasts.cancel(id);
     assert.equal(canceled.error, null, JSON.stringify(canceled.error));
     assert.deepEqual(canceled.data, { object: 'broadcast', id });
-    // A canceled schedule is a draft again.
-    assert.equal((await resend.broadcasts.get(id)).data!.status, 'draft');
-    // Nothing to resume or cancel in a draft.
+    // A canceled schedule is a draft again: nothing to pause or resume.
+    assert.deepEqual(
+      [(await resend.broadcasts.get(id)).data!.status, (await resend.broadcasts.get(id)).data!.scheduled_at],
+      ['draft', null],
+    );
     assertRefused(await call('POST', `/broadcasts/${id}/resume`), 400, 'invalid_state');
     assertRefused(await call('POST', `/broadcasts/${id}/pause`, { reason: 'why not' }), 400, 'invalid_state');
+
+    // A send without a body (curl -X POST) sends now; canceled while being sent, it stops for good.
+    const now = await call('POST', `/broadcasts/${id}/send`);
+    assert.deepEqual([now.status, now.body], [200, { id }]);
+    assert.equal((await resend.broadcasts.get(id)).data!.status, 'queued');
+    assert.equal((await resend.broadcasts.cancel(id)).error, null);
+    assert.equal((await resend.broadcasts.get(id)).data!.status as string, 'canceled');
+    assertRefused(await call('POST', `/broadcasts/${id}/send`, {}), 400, 'invalid_state');
 
     const before = (await t.db.query('SELECT count(*)::int AS n FROM broadcasts')).rows[0];
     assertRefused(
@@ -489,6 +510,10 @@ describe('sending, preview and test', () => {
     const byAddress = await ok('POST', `/broadcasts/${id}/preview`, { email: 'ADA@example.com' });
     assert.equal(byAddress.subject, 'For Ada');
     const stranger = await ok('POST', `/broadcasts/${id}/preview`, { email: 'nobody@example.com' });
+    // No body at all: nobody in particular, every placeholder at its fallback.
+    const nobody = await call('POST', `/broadcasts/${id}/preview`);
+    assert.equal(nobody.status, 200, JSON.stringify(nobody.body));
+    assert.equal(nobody.body.subject, 'For you');
     assert.deepEqual([stranger.subject, stranger.text], ['For you', 'Hi there']);
     assert.match(stranger.html, /<p>Hi there, on Free<\/p>/);
     assertRefused(

@@ -107,15 +107,36 @@ const ListQuery = Type.Object(
 );
 const RecipientsQuery = Type.Object(
   {
-    type: Type.Union(RECIPIENT_TYPES.map((type) => Type.Literal(type))),
+    type: oneOf(RECIPIENT_TYPES, 'The event the contacts listed had'),
     email: Type.Optional(Type.String({ maxLength: 1000 })),
-    bounce_type: Type.Optional(Type.Union(BOUNCE_TYPES.map((type) => Type.Literal(type)))),
+    bounce_type: Type.Optional(oneOf(BOUNCE_TYPES, 'With type=bounced, one kind of bounce')),
     ...ListQuery.properties,
   },
   { additionalProperties: false },
 );
 
-/** An optional body: clients (Resend's SDK among them) may POST these actions with none. */
+/**
+ * One of a few words. Checked by the route (oneOfField) rather than as a schema enum, so that a refusal
+ * lists the words; the description lists them in the OpenAPI document.
+ */
+function oneOf(values: readonly string[], description: string) {
+  return Type.String({ maxLength: 100, description: `${description}: ${values.join(', ')}` });
+}
+function oneOfField<T extends string>(values: readonly T[], value: string, field: string): T {
+  if (!(values as readonly string[]).includes(value)) {
+    throw new ServiceError(
+      'validation_error',
+      `${field} must be one of ${values.join(', ')}; got ${JSON.stringify(value)}`,
+      field,
+    );
+  }
+  return value as T;
+}
+
+/** These actions' bodies are optional: a POST without one (curl -X POST, some SDKs) is an empty body. */
+const noBodyIsEmpty = async (request: { body: unknown }) => {
+  request.body ??= {};
+};
 const optional = <T>(body: T | undefined | null): Partial<T> => body ?? {};
 
 /**
@@ -194,6 +215,7 @@ export async function broadcastRoutes(app: App) {
   app.post(
     '/broadcasts/:id/send',
     {
+      preValidation: noBodyIsEmpty,
       config: { access: 'full' },
       schema: { summary: 'Send a broadcast now, or schedule it', params: IdParams, body: Type.Optional(SendBody) },
     },
@@ -218,6 +240,7 @@ export async function broadcastRoutes(app: App) {
   app.post(
     '/broadcasts/:id/pause',
     {
+      preValidation: noBodyIsEmpty,
       config: { access: 'full' },
       schema: {
         summary: 'Pause a broadcast being sent (Mailroom)',
@@ -244,6 +267,7 @@ export async function broadcastRoutes(app: App) {
   app.post(
     '/broadcasts/:id/preview',
     {
+      preValidation: noBodyIsEmpty,
       config: { access: 'full' },
       schema: {
         summary: 'A broadcast as one contact would receive it (Mailroom)',
@@ -285,8 +309,14 @@ export async function broadcastRoutes(app: App) {
       },
     },
     async (request) => {
+      const { type, bounce_type: bounceType, ...query } = request.query;
+      const checked = {
+        ...query,
+        type: oneOfField(RECIPIENT_TYPES, type, 'type'),
+        ...(bounceType === undefined ? {} : { bounce_type: oneOfField(BOUNCE_TYPES, bounceType, 'bounce_type') }),
+      };
       const broadcast = await getBroadcastRow(app.db, request.principal.organizationId, request.params.id);
-      return listBroadcastRecipients(app.db, broadcast, request.query);
+      return listBroadcastRecipients(app.db, broadcast, checked);
     },
   );
 
