@@ -463,6 +463,36 @@ test('a segment deleted before the broadcast is due: the broadcast fails and sen
   assert.equal(outcome.counts.pending, 4);
 });
 
+test('a topic deleted before the broadcast is due: it fails rather than reach every contact; a draft with it is refused', async () => {
+  const { segmentId } = await segmentOf(org.id, 3);
+  const topicOf = async () =>
+    (
+      await t.db.query<{ id: string }>(
+        `INSERT INTO topics (organization_id, name, default_subscription) VALUES ($1, 'Gone', 'opt_in') RETURNING id`,
+        [org.id],
+      )
+    ).rows[0]!.id;
+  const topicId = await topicOf();
+  const id = await draft(org, segmentId, { topicId });
+  await sendBroadcast(t.db, org.id, id, new Date(Date.now() + 3_600_000));
+  await t.db.query('DELETE FROM topics WHERE id = $1', [topicId]);
+  assert.deepEqual(await fanOut(context, id), { done: true });
+  const row = await broadcastRow(id);
+  assert.equal(row.status, 'failed');
+  assert.match(row.failure_reason ?? '', /topic .*deleted/);
+  assert.equal((await copies(id)).length, 0);
+
+  const other = await topicOf();
+  const drafted = await draft(org, segmentId, { topicId: other });
+  await t.db.query('DELETE FROM topics WHERE id = $1', [other]);
+  await assert.rejects(sendBroadcast(t.db, org.id, drafted, undefined), (error: Error & { field?: string }) => {
+    assert.equal(error.name, 'validation_error');
+    assert.equal(error.field, 'topic_id');
+    return true;
+  });
+  assert.equal((await broadcastRow(drafted)).status, 'draft');
+});
+
 test('the monthly quota running out mid-send pauses the broadcast; resumed with more quota it finishes', async () => {
   const quotaOrg = await createTestOrganization(t.db, t.config, 'bcq');
   await t.db.query('UPDATE organizations SET monthly_quota = 700 WHERE id = $1', [quotaOrg.id]);

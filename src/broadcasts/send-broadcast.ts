@@ -21,6 +21,7 @@ interface LockedBroadcast {
   from: string | null;
   subject: string | null;
   segment_id: string | null;
+  topic_id: string | null;
   html: string | null;
   text: string | null;
 }
@@ -35,7 +36,7 @@ function inTransaction<T>(db: Queryable, fn: (tx: Queryable) => Promise<T>): Pro
 async function lockBroadcast(tx: Queryable, organizationId: string, id: string): Promise<LockedBroadcast> {
   if (!isUuid(id)) throw notFound('Broadcast');
   const { rows } = await tx.query<LockedBroadcast>(
-    `SELECT id, status, "from", subject, segment_id, html, text FROM broadcasts
+    `SELECT id, status, "from", subject, segment_id, topic_id, html, text FROM broadcasts
       WHERE id = $1 AND organization_id = $2 FOR UPDATE`,
     [id, organizationId],
   );
@@ -70,6 +71,15 @@ export async function sendBroadcast(
     if (!broadcast.subject) throw missing('subject', 'a subject');
     if (!broadcast.segment_id) throw missing('segment_id', 'a segment');
     if (broadcast.html === null && broadcast.text === null) throw missing('html', 'content (html or text)');
+    if (broadcast.topic_id !== null) {
+      const topic = await tx.query('SELECT 1 FROM topics WHERE id = $1 AND organization_id = $2', [
+        broadcast.topic_id,
+        organizationId,
+      ]);
+      if (topic.rowCount === 0) {
+        throw new ServiceError('validation_error', 'topic_id: the topic of this broadcast was deleted', 'topic_id');
+      }
+    }
     const from = parseMailbox(broadcast.from, 'from');
     if (!(await findSendingDomain(tx, organizationId, from.domain))) {
       throw new ServiceError(

@@ -75,6 +75,23 @@ export async function takeSnapshotIn(
     return { taken: false, failed: reason };
   }
 
+  if (broadcast.topic_id !== null) {
+    // The topic was deleted after the send was asked for (the broadcast keeps its id): sending to
+    // everyone instead of the topic's subscribers would be wrong, and to no one pointless.
+    const { rowCount } = await tx.query('SELECT 1 FROM topics WHERE id = $1 AND organization_id = $2', [
+      broadcast.topic_id,
+      broadcast.organization_id,
+    ]);
+    if (rowCount === 0) {
+      const reason = 'The topic of this broadcast was deleted before it was sent';
+      await tx.query(`UPDATE broadcasts SET status = 'failed', failure_reason = $2, updated_at = now() WHERE id = $1`, [
+        broadcastId,
+        reason,
+      ]);
+      return { taken: false, failed: reason };
+    }
+  }
+
   const params: unknown[] = [broadcastId, broadcast.organization_id, broadcast.topic_id];
   const inSegment = segmentAudienceCondition({ id: broadcast.segment_id, filter: broadcast.filter }, params);
   // The first reason that applies, in this order: unsubscribed from every broadcast, opted out of the
