@@ -354,6 +354,14 @@ describe('the read side: stats, recipients and clicked links', () => {
       ],
     );
 
+    // A contact deleted since is still listed, with no contact id.
+    await ok('DELETE', `/contacts/${contacts.topic}`);
+    const unsubscribed = await listed('unsubscribed', '&email=topic@example.com');
+    assert.deepEqual(
+      unsubscribed.map((row) => [row.contact_id, row.email]),
+      [[null, 'topic@example.com']],
+    );
+
     // Through the SDK, a page at a time.
     const first = await resend.broadcasts.recipients(broadcastId, { type: 'sent', limit: 3 });
     assert.equal(first.error, null, JSON.stringify(first.error));

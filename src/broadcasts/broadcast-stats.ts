@@ -206,13 +206,16 @@ export async function listBroadcastRecipients(
   if (cursor) where.push(`br.contact_id ${forward ? '>' : '<'} $${params.push(cursor.value)}::uuid`);
   const order = forward ? 'ASC' : 'DESC';
   const { rows } = await db.query<{
-    contact_id: string;
+    key: string;
+    contact_id: string | null;
     email: string;
     count?: number;
     clicked_links?: Array<{ url: string; clicks: number }>;
     bounce_type?: BounceType;
   }>(
-    `SELECT br.contact_id, coalesce(r.address, br.email) AS email${RECIPIENT_EXTRAS[query.type] ?? ''}
+    `SELECT br.contact_id AS key,
+            (SELECT c.id FROM contacts c WHERE c.id = br.contact_id) AS contact_id,
+            coalesce(r.address, br.email) AS email${RECIPIENT_EXTRAS[query.type] ?? ''}
        FROM broadcast_recipients br
        JOIN broadcasts b ON b.id = br.broadcast_id
        LEFT JOIN email_recipients r ON r.email_id = br.email_id
@@ -228,8 +231,8 @@ export async function listBroadcastRecipients(
     object: 'list',
     has_more: hasMore,
     data: page.map((row) => ({
-      id: encodeCursor(row.contact_id),
-      // The snapshot outlives a deleted contact: its id then names no contact.
+      id: encodeCursor(row.key),
+      // The snapshot outlives a deleted contact, which then reads as none (Resend's "if one exists").
       contact_id: row.contact_id,
       email: row.email,
       ...(row.count !== undefined ? { count: row.count } : {}),
