@@ -35,7 +35,7 @@ export interface BroadcastStats {
   clicked: number;
   bounced: number;
   complained: number;
-  /** Contacts who had their copy and unsubscribed since the broadcast was sent. */
+  /** Contacts of the audience who unsubscribed (everything, or the topic) after it was taken. */
   unsubscribed: number;
   /** Copies never delivered for a reason of Mailroom's (suppressed at send time, refused, retries exhausted). */
   failed: number;
@@ -43,9 +43,9 @@ export interface BroadcastStats {
 
 /**
  * Whether the contact of a broadcast_recipients row `br` of broadcast `b` (aliases in the caller's SQL)
- * has unsubscribed since the broadcast was sent: from everything, or from the broadcast's topic.
- * Mailroom keeps a contact's current choice and when it was made, not which link made it, so this is
- * the contacts who received a copy and left afterwards.
+ * has unsubscribed since the audience was taken (sent_at): from everything, or from the broadcast's
+ * topic. Mailroom keeps a contact's current choice and when it was made, not which link made it, so
+ * this counts those who left afterwards, by the broadcast's link or otherwise.
  */
 const UNSUBSCRIBED_SINCE = `(
   EXISTS (SELECT 1 FROM contacts c WHERE c.id = br.contact_id AND c.unsubscribed AND c.updated_at >= b.sent_at)
