@@ -618,3 +618,65 @@ describe('bad input and other organizations', () => {
     assert.equal((await resend.broadcasts.get(id)).data!.status, 'draft');
   });
 });
+
+describe('a broadcast sent end to end', () => {
+  test('create with send: true; the fan-out and delivery workers make and deliver the copies; the figures follow', async () => {
+    const audience = (await ok('POST', '/segments', { name: 'End to end' })).id;
+    for (const email of ['delivered+e1@resend.dev', 'delivered+e2@resend.dev', 'bounced+e3@resend.dev']) {
+      await ok('POST', '/contacts', { email, first_name: 'E', segments: [audience] });
+    }
+    await ok('POST', '/contacts', { email: 'delivered+e4@resend.dev', unsubscribed: true, segments: [audience] });
+    const created = await resend.broadcasts.create({
+      segmentId: audience,
+      from: from(),
+      subject: 'Hi {{{FIRST_NAME}}}',
+      text: 'Hello',
+      send: true,
+    });
+    assert.equal(created.error, null, JSON.stringify(created.error));
+    const id = created.data!.id;
+    const delivery = await startTestDelivery(t);
+    try {
+      await waitFor(async () => {
+        const { stats, status } = (await ok('GET', `/broadcasts/${id}`)) as {
+          status: string;
+          stats: { delivered: number; bounced: number };
+        };
+        return status === 'sent' && stats.delivered + stats.bounced === 3;
+      }, 20_000);
+    } finally {
+      await delivery.stop();
+    }
+    const read = await ok('GET', `/broadcasts/${id}`);
+    assert.ok(read.sent_at && read.completed_at, JSON.stringify(read));
+    assert.deepEqual(read.stats, {
+      audience: 4,
+      skipped_unsubscribed: 1,
+      skipped_topic: 0,
+      skipped_suppressed: 0,
+      pending: 0,
+      queued: 0,
+      sent: 3,
+      delivered: 2,
+      opened: 0,
+      clicked: 0,
+      bounced: 1,
+      complained: 0,
+      unsubscribed: 0,
+      failed: 0,
+    });
+    const sent = await resend.broadcasts.recipients(id, { type: 'sent' });
+    assert.deepEqual(sent.data!.data.map((row) => row.email).sort(), [
+      'bounced+e3@resend.dev',
+      'delivered+e1@resend.dev',
+      'delivered+e2@resend.dev',
+    ]);
+    const skipped = await resend.broadcasts.recipients(id, { type: 'unsubscribed' });
+    assert.deepEqual(
+      skipped.data!.data.map((row) => row.email),
+      ['delivered+e4@resend.dev'],
+    );
+    // Once sent, it stays as it is.
+    assert.equal((await resend.broadcasts.remove(id)).error?.name, 'invalid_state');
+  });
+});
