@@ -12,7 +12,7 @@ import { databaseForProcesses } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 import { startServerProcess } from './helpers/server-process.ts';
 import { waitFor } from './helpers/wait.ts';
-import { runImport } from '../src/contacts/imports/run-import.ts';
+import { contactImportHandler, runImport } from '../src/contacts/imports/run-import.ts';
 import { startContactImports } from '../src/contacts/imports/start-imports.ts';
 
 /** A multipart/form-data body as curl -F sends it. */
@@ -302,6 +302,30 @@ describe('contact imports', () => {
     // Run again, the job changes nothing and counts nothing twice.
     await runImport(t.db, answer.body.id);
     assert.deepEqual((await call('GET', `/contacts/imports/${answer.body.id}`)).body.counts, view.counts);
+  });
+
+  test('an import whose job fails claim after claim (not for an outage) ends failed, not retried for ever', async () => {
+    const answer = await upload({}, 'email\nstuck@attempts.example\n');
+    // A stored column map the reader cannot walk: every run of the job throws.
+    await t.db.query(`UPDATE contact_imports SET column_map = '{"email": "email", "properties": null}' WHERE id = $1`, [
+      answer.body.id,
+    ]);
+    const handler = contactImportHandler(t.db, () => false);
+    const job = (attempts: number) => ({
+      id: 0,
+      queue: 'contact-import' as const,
+      payload: { import_id: answer.body.id },
+      attempts,
+      groupKey: null,
+      leaseId: randomUUID(),
+      leaseEndsAt: Date.now() + 60_000,
+    });
+    await assert.rejects(handler(job(1)));
+    assert.equal((await call('GET', `/contacts/imports/${answer.body.id}`)).body.status, 'in_progress');
+    assert.deepEqual(await handler(job(10)), { done: true });
+    const view = (await call('GET', `/contacts/imports/${answer.body.id}`)).body;
+    assert.equal(view.status, 'failed');
+    assert.match(view.failure_reason, /^stopped after 10 attempts: /);
   });
 
   test('bad fields are a 400 at upload, and nothing is stored', async () => {

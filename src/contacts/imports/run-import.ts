@@ -1,4 +1,4 @@
-import type { Database, Queryable } from '../../platform/db/database.ts';
+import { isConnectionLost, waitedTooLong, type Database, type Queryable } from '../../platform/db/database.ts';
 import type { Job, JobResult } from '../../queue/worker.ts';
 import type { TopicChoice } from '../contact-topics.ts';
 import type { ColumnMap, OnConflict } from './import-options.ts';
@@ -47,10 +47,31 @@ interface ImportToRun {
  */
 export function contactImportHandler(db: Database, stopping: () => boolean): (job: Job) => Promise<JobResult> {
   return async (job) => {
-    const outcome = await runImport(db, String(job.payload.import_id), { stopping });
-    return outcome === 'stopped' ? { retryAt: new Date(), reason: 'the process stopped' } : { done: true };
+    const importId = String(job.payload.import_id);
+    try {
+      const outcome = await runImport(db, importId, { stopping });
+      return outcome === 'stopped' ? { retryAt: new Date(), reason: 'the process stopped' } : { done: true };
+    } catch (error) {
+      // The database away says nothing about the import: the job runs again (and again) until it is back.
+      // Anything else that fails the same batch claim after claim would never pass: the import fails.
+      if (error instanceof ProgressMovedOn || isConnectionLost(error) || waitedTooLong(error)) throw error;
+      if (job.attempts < MAX_ATTEMPTS) throw error;
+      await db.query(
+        `UPDATE contact_imports SET status = 'failed', completed_at = now(), failure_reason = $2
+          WHERE id = $1 AND status IN ('queued', 'in_progress')`,
+        [importId, `stopped after ${job.attempts} attempts: ${(error as Error).message}`.slice(0, 1000)],
+      );
+      await db.query('DELETE FROM contact_import_chunks WHERE import_id = $1', [importId]);
+      return { done: true };
+    }
   };
 }
+
+/** Claims of one import's job that end in an error (not an outage) before the import is failed. */
+const MAX_ATTEMPTS = 10;
+
+/** Another run of the same import (after this one's lease ran out) wrote a batch: this run stops. */
+class ProgressMovedOn extends Error {}
 
 export async function runImport(
   db: Database,
@@ -160,7 +181,7 @@ class Batch {
         [this.importId],
       );
       if (!rows[0] || Number(rows[0].rows_done) !== expected) {
-        throw new Error(`contact import ${this.importId}: its progress moved on elsewhere; this run stops`);
+        throw new ProgressMovedOn(`contact import ${this.importId}: its progress moved on elsewhere; this run stops`);
       }
       if (contacts.length + errors.length > 0) {
         await writeRows(tx, this.importId, this.target, contacts, errors, this.emailColumn, this.lastRow);
