@@ -312,6 +312,31 @@ test('exactly one email per contact, in batches, with two fan-outs running at on
   assert.deepEqual([...lanes], [`broadcast:${id}`]);
 });
 
+test('copies are made only a window ahead of delivery: the fan-out waits while the window is full', async () => {
+  const { segmentId } = await segmentOf(org.id, 10);
+  const id = await draft(org, segmentId);
+  await sendBroadcast(t.db, org.id, id, undefined);
+  const windowed = { ...context, window: 4 };
+  const first = await fanOut(windowed, id);
+  assert.ok('retryAt' in first, 'the run waits for the window');
+  assert.deepEqual(await recipientCounts(id), { queued: 4, pending: 6 });
+  assert.equal((await broadcastRow(id)).status, 'queued');
+  // Two copies leave (their jobs finish): two more are made, and the run waits again.
+  await t.db.query(
+    `DELETE FROM jobs WHERE id IN (SELECT j.id FROM jobs j WHERE j.queue = 'deliver-email' AND j.share_key = $1
+      ORDER BY j.id LIMIT 2)`,
+    [`broadcast:${id}`],
+  );
+  assert.ok('retryAt' in (await fanOut(windowed, id)));
+  assert.deepEqual(await recipientCounts(id), { queued: 6, pending: 4 });
+  // Copies deferred for longer than a minute (a throttled destination) do not hold the window.
+  await t.db.query(`UPDATE jobs SET run_at = now() + interval '10 minutes' WHERE share_key = $1`, [`broadcast:${id}`]);
+  // The last four are made; the window is full again, but no one is left to make a copy for.
+  assert.deepEqual(await fanOut(windowed, id), { done: true });
+  assert.equal((await broadcastRow(id)).status, 'sent');
+  await assertOneCopyEach(id, 10);
+});
+
 test('pause holds the copies and stops the fan-out; resume goes on where it stopped', async () => {
   const contacts = BATCH + 200;
   const { segmentId } = await segmentOf(org.id, contacts);

@@ -8,6 +8,8 @@ import type { Job, JobResult } from '../queue/worker.ts';
 import { findSendingDomain, type SendingDomain } from '../domains/domains.ts';
 import type { PreparedMessage } from '../emails/prepare-message.ts';
 import { storeMessages } from '../emails/store-messages.ts';
+import { DELIVERY_QUEUE, broadcastShareKey } from '../emails/delivery-job.ts';
+import { countSoonDueSharedJobs } from '../queue/jobs.ts';
 import { reserveQuota } from '../emails/sending-limits.ts';
 import { replyAddress } from '../emails/reply-address.ts';
 import { unsubscribeUrl } from '../contacts/unsubscribe-link.ts';
@@ -30,6 +32,18 @@ import { pauseBroadcast } from './send-broadcast.ts';
 /** Recipients turned into emails per transaction. */
 export const BATCH = 500;
 
+/**
+ * Copies made ahead of delivery at most: the fan-out makes more only while fewer of the broadcast's
+ * copies than this are waiting to be sent (due within WINDOW_DUE_MS; copies deferred for longer, by a
+ * throttled destination, do not hold it up). So a broadcast stays `queued` until its last copies are
+ * near the front, pause and the automatic pause stop all but this many, and the jobs table does not hold
+ * a whole audience at once.
+ */
+export const WINDOW = 2000;
+const WINDOW_DUE_MS = 60_000;
+/** How long a run whose window is full waits (its worker slot free) before it looks again. */
+const WINDOW_RETRY_MS = 500;
+
 /** How long a run whose pending rows are all held by another run waits before it looks again. */
 const HELD_RETRY_MS = 5000;
 
@@ -51,6 +65,8 @@ export interface FanOutContext {
   signer: Signer;
   /** True once the process is stopping: the run ends after its batch and the job runs again elsewhere. */
   stopping?: () => boolean;
+  /** Copies made ahead of delivery at most (WINDOW when absent). */
+  window?: number;
 }
 
 /** The job handler of 'broadcast-fan-out' (payload `broadcast_id`). */
@@ -102,7 +118,26 @@ export async function fanOut(context: FanOutContext, broadcastId: string): Promi
 
   for (;;) {
     if (context.stopping?.()) return { retryAt: new Date(), reason: 'the process is stopping' };
-    const batch = await db.transaction((tx) => fanOutBatch(tx, broadcastId, org, make));
+    const window = context.window ?? WINDOW;
+    const waiting = await countSoonDueSharedJobs(
+      db,
+      DELIVERY_QUEUE,
+      broadcastShareKey(broadcastId),
+      WINDOW_DUE_MS,
+      window,
+    );
+    if (waiting >= window) {
+      // Every recipient has its copy already: nothing to wait for.
+      const { rowCount } = await db.query(
+        "SELECT 1 FROM broadcast_recipients WHERE broadcast_id = $1 AND status = 'pending' LIMIT 1",
+        [broadcastId],
+      );
+      if (rowCount === 0) break;
+      return { retryAt: new Date(Date.now() + WINDOW_RETRY_MS), reason: `${window} copies waiting to be sent` };
+    }
+    const batch = await db.transaction((tx) =>
+      fanOutBatch(tx, broadcastId, org, make, Math.min(BATCH, window - waiting)),
+    );
     if (batch.quotaExhausted) {
       await pauseIfQueued(
         db,
@@ -138,7 +173,13 @@ interface ClaimedRecipient {
   properties: Record<string, string | number> | null;
 }
 
-async function fanOutBatch(tx: Queryable, broadcastId: string, org: string, make: CopyMaker): Promise<BatchResult> {
+async function fanOutBatch(
+  tx: Queryable,
+  broadcastId: string,
+  org: string,
+  make: CopyMaker,
+  limit: number,
+): Promise<BatchResult> {
   const { rows: status } = await tx.query<{ status: string }>('SELECT status FROM broadcasts WHERE id = $1 FOR SHARE', [
     broadcastId,
   ]);
@@ -148,7 +189,7 @@ async function fanOutBatch(tx: Queryable, broadcastId: string, org: string, make
     `SELECT r.contact_id, r.email, c.id IS NOT NULL AS found, c.first_name, c.last_name, c.properties
        FROM broadcast_recipients r LEFT JOIN contacts c ON c.id = r.contact_id
       WHERE r.broadcast_id = $1 AND r.status = 'pending'
-      ORDER BY r.contact_id LIMIT ${BATCH}
+      ORDER BY r.contact_id LIMIT ${limit}
       FOR UPDATE OF r SKIP LOCKED`,
     [broadcastId],
   );

@@ -153,6 +153,26 @@ export async function releaseSharedJobs(tx: Queryable, queue: QueueName, shareKe
   ]);
 }
 
+/**
+ * How many jobs of a queue with this share key are due within `withinMs` (running ones included), counted
+ * up to `cap`: one range of the (queue, share_key, run_at) index, cheap at any backlog.
+ */
+export async function countSoonDueSharedJobs(
+  db: Queryable,
+  queue: QueueName,
+  shareKey: string,
+  withinMs: number,
+  cap: number,
+): Promise<number> {
+  const { rows } = await db.query<{ due: number }>(
+    `SELECT count(*)::int AS due FROM (
+       SELECT 1 FROM jobs WHERE queue = $1 AND share_key = $2 AND run_at <= now() + make_interval(secs => $3)
+        LIMIT $4) soon`,
+    [queue, shareKey, withinMs / 1000, cap],
+  );
+  return rows[0]!.due;
+}
+
 /** Due jobs are counted up to this many per queue, so that reading the depth stays cheap at any size. */
 const DEPTH_CAP = 100_000;
 
