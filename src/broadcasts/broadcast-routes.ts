@@ -141,8 +141,7 @@ const optional = <T>(body: T | undefined | null): Partial<T> => body ?? {};
 
 /**
  * Resend's /broadcasts (create, list, read, update, delete, send, cancel, recipients, clicked links, and
- * the SDK's duplicate) and
- * Mailroom's own pause, resume, preview and test.
+ * the SDK's duplicate) and Mailroom's own pause, resume, preview and test.
  */
 export async function broadcastRoutes(app: App) {
   const now = () => new Date();
