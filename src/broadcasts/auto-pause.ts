@@ -15,12 +15,13 @@ import { pauseBroadcast } from './send-broadcast.ts';
 //
 // Cost. The check counts the broadcast's copies through its index (emails.broadcast_id), their
 // recipients and their bounce and complaint entries: for a large broadcast a scan of every copy (about
-// 60 ms for 100,000 copies on PostgreSQL), so it runs at most once per second per broadcast in a process, whatever the number of outcomes recorded
-// meanwhile (one check after the second for all of them). Once a broadcast has reached `after`, only a
-// bounce or a complaint can raise a rate, so a delivery no longer asks for a check.
+// 60 ms for 100,000 copies on PostgreSQL), so it runs at most once per second per broadcast in a
+// process, whatever the number of outcomes recorded meanwhile (one check after the second for all of
+// them). Once a broadcast has reached `after`, only a bounce or a complaint can raise a rate, so a
+// delivery no longer asks for a check.
 //
 // Once. `broadcasts.auto_paused_at` is set by the transaction that pauses, only where it is null and the
-// broadcast is still queued: checks racing in several processes pause and announce it once, and a
+// broadcast is still queued or sent (copies on their way): checks racing in several processes pause and announce it once, and a
 // broadcast an operator resumes after an automatic pause is not paused automatically again (the operator
 // has seen the rates and decided).
 
