@@ -398,7 +398,17 @@ describe('contact imports', () => {
   });
 });
 
-describe('a contact import survives its server being killed', () => {
+interface ImportView {
+  status: string;
+  counts: Record<string, number>;
+  progress: { rows_processed: number };
+}
+
+async function viewOf(base: string, id: string, headers: Record<string, string>): Promise<ImportView> {
+  return (await (await fetch(`${base}/contacts/imports/${id}`, { headers })).json()) as ImportView;
+}
+
+describe('a contact import survives its server being killed, and being stopped', () => {
   const ROWS = 100_000;
   let env: Record<string, string>;
   let cleanup: () => Promise<void>;
@@ -418,7 +428,7 @@ describe('a contact import survives its server being killed', () => {
     await cleanup?.();
   });
 
-  test('killed with SIGKILL mid-import, then restarted: every row imported once, the counts right', async () => {
+  test('killed with SIGKILL mid-import, restarted, stopped with SIGTERM, restarted: every row imported once, the counts right', async () => {
     const lines = ['email,first_name'];
     for (let i = 0; i < ROWS; i++) lines.push(`c${i}@crash.example,N${i}`);
     lines.push('c10@crash.example,again'); // a duplicate of row 12, near the end
@@ -450,38 +460,53 @@ describe('a contact import survives its server being killed', () => {
       await first.exited;
     }
 
+    // The second server resumes it; stopped with SIGTERM, it ends its current batch and exits at once,
+    // leaving the rest to the third.
     const second = await startServerProcess(env);
+    let atRestart: ImportView;
+    let atStop: number;
     try {
-      const view = async () =>
-        (await (await fetch(`${second.base}/contacts/imports/${id}`, { headers })).json()) as {
-          status: string;
-          counts: Record<string, number>;
-          progress: { rows_processed: number };
-        };
-      const atRestart = await view();
+      atRestart = await viewOf(second.base, id, headers);
       assert.ok(
         atRestart.progress.rows_processed < ROWS,
         `the import finished before the kill (${atRestart.progress.rows_processed} rows): the test proves nothing`,
       );
-      await waitFor(async () => (await view()).status === 'completed', 120_000, 200);
-      const done = await view();
+      await waitFor(
+        async () =>
+          (await viewOf(second.base, id, headers)).progress.rows_processed >= atRestart.progress.rows_processed + 1000,
+        30_000,
+        5,
+      );
+    } finally {
+      second.child.kill('SIGTERM');
+    }
+    const stoppedWithin = Date.now();
+    assert.equal(await second.exited, 0);
+    assert.ok(Date.now() - stoppedWithin < 10_000, 'a running import held up the graceful stop');
+
+    const third = await startServerProcess(env);
+    try {
+      atStop = (await viewOf(third.base, id, headers)).progress.rows_processed;
+      assert.ok(atStop < ROWS, `the import finished before SIGTERM (${atStop} rows): the test proves less`);
+      await waitFor(async () => (await viewOf(third.base, id, headers)).status === 'completed', 120_000, 200);
+      const done = await viewOf(third.base, id, headers);
       assert.deepEqual(done.counts, { total: ROWS + 1, created: ROWS, updated: 0, skipped: 0, failed: 1 });
-      const errors = (await (await fetch(`${second.base}/contacts/imports/${id}/errors`, { headers })).json()) as {
+      const errors = (await (await fetch(`${third.base}/contacts/imports/${id}/errors`, { headers })).json()) as {
         data: Array<{ row: number; message: string }>;
       };
       assert.deepEqual(errors.data, [
         { row: ROWS + 2, column: 'email', message: 'duplicate: the address is on row 12 already' },
       ]);
-      // Rows from before the kill, around it and after it are there, as the file gave them.
-      for (const row of [0, Math.floor(atRestart.progress.rows_processed), ROWS - 1]) {
-        const found = (await (await fetch(`${second.base}/contacts/c${row}@crash.example`, { headers })).json()) as {
+      // Rows from before the kill, around it, around the stop and after it are there, as the file gave them.
+      for (const row of [0, atRestart.progress.rows_processed, atStop, ROWS - 1]) {
+        const found = (await (await fetch(`${third.base}/contacts/c${row}@crash.example`, { headers })).json()) as {
           first_name: string;
         };
         assert.equal(found.first_name, `N${row}`);
       }
     } finally {
-      second.child.kill('SIGTERM');
-      await second.exited;
+      third.child.kill('SIGTERM');
+      await third.exited;
     }
   });
 });
