@@ -128,11 +128,11 @@ async function segmentOf(contacts: ContactSeed[]): Promise<string> {
 /** A broadcast to the segment, sent, its copies made by the fan-out; returns its id. */
 async function sentBroadcast(
   segmentId: string,
-  fields: { html: string; text: string; topicId?: string; name?: string },
+  fields: { html: string; text: string; topicId?: string; name?: string; subject?: string },
 ): Promise<string> {
   const { rows } = await t.db.query<{ id: string }>(
     `INSERT INTO broadcasts (organization_id, name, segment_id, topic_id, "from", subject, html, text)
-     VALUES ($1, $2, $3, $4, $5, 'News', $6, $7) RETURNING id`,
+     VALUES ($1, $2, $3, $4, $5, $8, $6, $7) RETURNING id`,
     [
       org.id,
       fields.name ?? 'News',
@@ -141,6 +141,7 @@ async function sentBroadcast(
       `News <news@${org.domain}>`,
       fields.html,
       fields.text,
+      fields.subject ?? 'News',
     ],
   );
   const id = rows[0]!.id;
@@ -209,11 +210,18 @@ test('each copy is personalised for its contact and carries List-Unsubscribe wit
     { email: ann, first_name: 'Ann <&>', properties: { company: 'Acme' } },
     { email: bob, first_name: null },
   ]);
-  const broadcastId = await sentBroadcast(segmentId, { html: HTML, text: TEXT });
+  const subject = 'News for {{{FIRST_NAME|you}}}';
+  const broadcastId = await sentBroadcast(segmentId, { html: HTML, text: TEXT, subject });
   const copies = await copiesOf(broadcastId);
   assert.equal(copies.length, 2);
   await deliverUntil(settled(copies.map((c) => c.id)));
   noTopic = { broadcastId, ann, bob };
+  assert.equal(
+    (await transactionTo(ann)!.parse()).subject,
+    'News for Ann <&>',
+    'the subject is personalised, unescaped',
+  );
+  assert.equal((await transactionTo(bob)!.parse()).subject, 'News for you');
 
   for (const [address, name, company] of [
     [ann, 'Ann &lt;&amp;&gt;', 'Acme'],

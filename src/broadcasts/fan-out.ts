@@ -317,7 +317,8 @@ function copyMaker(
       replyTracking: undefined,
       recipients: [{ address: recipient.email, kind: 'to' }],
       recipientCount: 1,
-      subject: broadcast.subject,
+      // Placeholders work in the subject too; a value's line breaks would end the header line.
+      subject: personalizeContent(broadcast.subject, contact, unsubscribe, false).replace(/[\r\n]+/g, ' '),
       html,
       text,
       template: undefined,
