@@ -5,6 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { Resend } from 'resend';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { assertRefused, checkedCaller, type CheckedAnswer } from './helpers/checked-calls.ts';
@@ -326,6 +327,39 @@ describe('contact imports', () => {
     const view = (await call('GET', `/contacts/imports/${answer.body.id}`)).body;
     assert.equal(view.status, 'failed');
     assert.match(view.failure_reason, /^stopped after 10 attempts: /);
+  });
+
+  test('a file over 50 MB is a 413, and what had arrived of it is removed', async () => {
+    const chunkCount = async () =>
+      (await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM contact_import_chunks')).rows[0]!.n;
+    const chunksBefore = await chunkCount();
+    const boundary = `----mailroom${randomUUID()}`;
+    const row = Buffer.from('someone@too-large.example,With A Name\n');
+    const rows = Math.ceil((50 * 1024 * 1024 + 1) / row.length);
+    const body = Readable.from(
+      (function* () {
+        yield Buffer.from(
+          `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.csv"\r\n\r\nemail,name\n`,
+        );
+        for (let i = 0; i < rows; i += 10_000) yield Buffer.concat(Array(Math.min(10_000, rows - i)).fill(row));
+        yield Buffer.from(`\r\n--${boundary}--\r\n`);
+      })(),
+    );
+    const res = await fetch(`${base}/contacts/imports`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${org.fullKey}`, 'content-type': `multipart/form-data; boundary=${boundary}` },
+      body: Readable.toWeb(body) as ReadableStream,
+      duplex: 'half',
+    } as RequestInit);
+    assertRefused(
+      { status: res.status, body: (await res.json()) as CheckedAnswer['body'] },
+      413,
+      'payload_too_large',
+      'file',
+    );
+    const { rows: left } = await t.db.query("SELECT 1 FROM contact_imports WHERE status = 'uploading'");
+    assert.equal(left.length, 0);
+    assert.equal(await chunkCount(), chunksBefore);
   });
 
   test('bad fields are a 400 at upload, and nothing is stored', async () => {
