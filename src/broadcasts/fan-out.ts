@@ -9,7 +9,7 @@ import { findSendingDomain, type SendingDomain } from '../domains/domains.ts';
 import type { PreparedMessage } from '../emails/prepare-message.ts';
 import { storeMessages } from '../emails/store-messages.ts';
 import { DELIVERY_QUEUE, broadcastShareKey } from '../emails/delivery-job.ts';
-import { countSoonDueSharedJobs } from '../queue/jobs.ts';
+import { countSoonDueSharedJobs, soonestSharedJob } from '../queue/jobs.ts';
 import { reserveQuota } from '../emails/sending-limits.ts';
 import { replyAddress } from '../emails/reply-address.ts';
 import { unsubscribeUrl } from '../contacts/unsubscribe-link.ts';
@@ -165,7 +165,10 @@ type CopyMaker = (recipient: ClaimedRecipient) => PreparedMessage;
 
 interface ClaimedRecipient {
   contact_id: string;
+  /** The address when the audience was taken. */
   email: string;
+  /** The contact's address now; null when the contact was deleted. */
+  current_email: string | null;
   /** Null when the contact was deleted after the snapshot. */
   found: boolean | null;
   first_name: string | null;
@@ -186,7 +189,7 @@ async function fanOutBatch(
   if (status[0]?.status !== 'queued') return { claimed: 0, stopped: true, quotaExhausted: false };
 
   const { rows: claimed } = await tx.query<ClaimedRecipient>(
-    `SELECT r.contact_id, r.email, c.id IS NOT NULL AS found, c.first_name, c.last_name, c.properties
+    `SELECT r.contact_id, r.email, c.email AS current_email, c.id IS NOT NULL AS found, c.first_name, c.last_name, c.properties
        FROM broadcast_recipients r LEFT JOIN contacts c ON c.id = r.contact_id
       WHERE r.broadcast_id = $1 AND r.status = 'pending'
       ORDER BY r.contact_id LIMIT ${limit}
@@ -236,11 +239,27 @@ async function fanOutBatch(
   };
 }
 
+/** How often a broadcast whose copies are all made looks whether they have all left. */
+const LEAVING_RETRY_MS = 2000;
+/** At most this long between looks when its remaining copies are deferred for longer. */
+const LEAVING_RETRY_MAX_MS = 60_000;
+
 /**
- * No pending recipient is left to claim: the broadcast is sent, unless some pending rows are held by
- * another run right now (it finishes them; this one looks again later in case that run dies).
+ * No pending recipient is left to claim. The broadcast is `sent` once every copy has left too (its
+ * delivery job finished: delivered, bounced or failed): until then it stays `queued`, so that a pause,
+ * the automatic one included, and a cancel can still stop the copies not yet sent, and this run looks
+ * again later. Also later when some pending rows are held by another run right now (it finishes them;
+ * this one looks again in case that run dies).
  */
 async function finish(db: Database, broadcastId: string): Promise<JobResult> {
+  const soonest = await soonestSharedJob(db, DELIVERY_QUEUE, broadcastShareKey(broadcastId));
+  if (soonest !== null) {
+    const wait = Math.min(
+      LEAVING_RETRY_MAX_MS,
+      Math.max(LEAVING_RETRY_MS, new Date(soonest).getTime() - Date.now() || Infinity),
+    );
+    return { retryAt: new Date(Date.now() + wait), reason: 'copies on their way' };
+  }
   const { rows } = await db.query<{ sent: boolean; pending: boolean }>(
     `WITH pending AS (
        SELECT EXISTS (SELECT 1 FROM broadcast_recipients WHERE broadcast_id = $1 AND status = 'pending') AS pending
@@ -288,21 +307,26 @@ function copyMaker(
 ): CopyMaker {
   const baseUrl = publicBaseUrl(context.config);
   const replyTo = broadcast.reply_to ?? [];
-  const preheader = broadcast.preview_text ? hiddenPreheader(broadcast.preview_text) : '';
   return (recipient) => {
     const id = newRowId();
+    // The contact's address now (changed since the audience was taken, the copy goes to the new one).
+    const address = recipient.current_email ?? recipient.email;
     const contact: ContactFields = {
-      email: recipient.email,
+      email: address,
       first_name: recipient.first_name,
       last_name: recipient.last_name,
       properties: { ...fallbacks, ...(recipient.properties ?? {}) },
     };
     const unsubscribe = unsubscribeUrl(context.signer, baseUrl, {
       organizationId: broadcast.organization_id,
-      address: recipient.email,
+      address,
       topicId: broadcast.topic_id,
       emailId: id,
     });
+    // Placeholders work in the preview text too; hiddenPreheader escapes what it is given.
+    const preheader = broadcast.preview_text
+      ? hiddenPreheader(personalizeContent(broadcast.preview_text, contact, unsubscribe, false))
+      : '';
     const html =
       broadcast.html === null
         ? undefined
@@ -310,12 +334,12 @@ function copyMaker(
     const text = broadcast.text === null ? undefined : personalizeContent(broadcast.text, contact, unsubscribe, false);
     return {
       from,
-      to: [recipient.email],
+      to: [address],
       cc: [],
       bcc: [],
       replyTo,
       replyTracking: undefined,
-      recipients: [{ address: recipient.email, kind: 'to' }],
+      recipients: [{ address, kind: 'to' }],
       recipientCount: 1,
       // Placeholders work in the subject too; a value's line breaks would end the header line.
       subject: personalizeContent(broadcast.subject, contact, unsubscribe, false).replace(/[\r\n]+/g, ' '),

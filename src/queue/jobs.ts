@@ -173,6 +173,15 @@ export async function countSoonDueSharedJobs(
   return rows[0]!.due;
 }
 
+/** When the soonest job of a queue with this share key is due (held ones included), or null for none. */
+export async function soonestSharedJob(db: Queryable, queue: QueueName, shareKey: string): Promise<Date | null> {
+  const { rows } = await db.query<{ run_at: Date }>(
+    'SELECT run_at FROM jobs WHERE queue = $1 AND share_key = $2 ORDER BY run_at LIMIT 1',
+    [queue, shareKey],
+  );
+  return rows[0]?.run_at ?? null;
+}
+
 /** Due jobs are counted up to this many per queue, so that reading the depth stays cheap at any size. */
 const DEPTH_CAP = 100_000;
 
