@@ -26,6 +26,8 @@ let domainId = '';
 let templateId = '';
 let routeId = '';
 let receivedId = '';
+let broadcastId = '';
+let importId = '';
 let inboundPort = 0;
 
 before(async () => {
@@ -62,7 +64,8 @@ before(async () => {
   });
   ({ dashboard, api } = sending);
   // Something on every page: a message, a domain, a template, a topic, a contact, a suppression, an
-  // inbound route, a received message (and, written before the server started, destinations).
+  // inbound route, a received message, a draft broadcast to a segment, a contact import (and, written
+  // before the server started, destinations).
   emailId = (
     await api('POST', '/emails', {
       from: `Acme <hi@${DOMAIN}>`,
@@ -77,6 +80,17 @@ before(async () => {
   await api('POST', '/topics', { name: 'News', default_subscription: 'opt_in' });
   await api('POST', '/contacts', { email: 'contact@example.com', first_name: 'Ada' });
   await api('POST', '/suppressions', { email: 'gone@example.com' });
+  const segmentId = (await api('POST', '/segments', { name: 'Readers' })).id as string;
+  broadcastId = (
+    await api('POST', '/broadcasts', {
+      name: 'Spring news',
+      from: `Acme <news@${DOMAIN}>`,
+      subject: 'Spring news',
+      segment_id: segmentId,
+      html: '<p>Hello {{{FIRST_NAME}}}, <a href="https://example.com/spring">read more</a></p>',
+    })
+  ).id as string;
+  importId = await uploadImport('Email,First Name\r\nbea@example.com,Bea\r\nnot-an-address,Bad\r\n', segmentId);
   routeId = (
     await api('POST', '/inbound-routes', {
       description: 'Everything else',
@@ -99,6 +113,28 @@ before(async () => {
   receivedId = ((await api('GET', '/emails/receiving')).data as Array<{ id: string }>)[0]!.id;
 });
 after(() => sending?.close());
+
+/** A contact import of `csv` through the API (multipart/form-data, as curl -F sends it); its id. */
+async function uploadImport(csv: string, segmentId: string): Promise<string> {
+  // The upload is multipart, which the JSON helper does not send: with a session of the dashboard's user.
+  const login = await fetch(`${dashboard.base}/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: dashboard.user.email, password: dashboard.user.password }),
+  });
+  const { token } = (await login.json()) as { token: string };
+  const form = new FormData();
+  form.append('file', new Blob([csv], { type: 'text/csv' }), 'contacts.csv');
+  form.append('segments', JSON.stringify([{ id: segmentId }]));
+  const res = await fetch(`${dashboard.base}/contacts/imports`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}` },
+    body: form,
+  });
+  const body = (await res.json()) as { id: string };
+  assert.equal(res.status, 201, JSON.stringify(body));
+  return body.id;
+}
 
 // Run in the page (as a string: the tests are type-checked without the DOM's names). Marks every visible
 // button, link and field with data-a11y and returns what lacks a name.
@@ -161,9 +197,14 @@ const PAGES: Array<[string, string | RegExp]> = [
   ['/templates', 'Templates'],
   ['/templates/:template', /Welcome|template/i],
   ['/templates/new', /template/i],
+  ['/broadcasts', 'Broadcasts'],
+  ['/broadcasts/new', 'New broadcast'],
+  ['/broadcasts/:broadcast', 'Spring news'],
   ['/topics', 'Topics & contacts'],
   ['/segments', 'Segments'],
   ['/contact-properties', 'Contact properties'],
+  ['/imports', 'Contact imports'],
+  ['/imports/:import', /^Contact import$/],
   ['/suppressions', 'Suppressions'],
   ['/destinations', 'Destinations'],
   ['/logs', 'Logs'],
@@ -189,7 +230,9 @@ test('every page: fields labelled, controls named, and Tab reaches every control
         .replace(':domain', domainId)
         .replace(':template', templateId)
         .replace(':route', routeId)
-        .replace(':received', receivedId);
+        .replace(':received', receivedId)
+        .replace(':broadcast', broadcastId)
+        .replace(':import', importId);
       await openPage(page, address, heading);
       await waitUntilLoaded(page);
       const audit = (await page.evaluate(AUDIT)) as { problems: string[]; controls: number };
