@@ -6,8 +6,8 @@
 // list, tags as an object, a list without has_more) fails here.
 //
 // Each feature's own test goes deeper (test/email-metrics, api-keys, templates, suppressions,
-// request-log, scheduled-at, webhooks, attachment-path); this file holds every shared operation to
-// Resend's shapes in one place.
+// request-log, scheduled-at, webhooks, attachment-path, broadcasts-api, segment-filter,
+// contact-imports); this file holds every shared operation to Resend's shapes in one place.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { takeMessage } from '../src/delivery/take-message.ts';
@@ -16,6 +16,8 @@ import { requestProblems, resendOperation, responseProblems } from './helpers/re
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import type Mail from 'nodemailer/lib/mailer/index.js';
 import { receiveMessage } from '../src/receiving/receive-message.ts';
+import { runImport } from '../src/contacts/imports/run-import.ts';
+import { recordClick } from '../src/tracking/engagement.ts';
 
 let t: TestApp;
 let org: TestOrganization;
@@ -51,7 +53,7 @@ function area() {
 
   async function call(method: string, path: string, body?: unknown, options: CallOptions = {}): Promise<Exchange> {
     // The bodies sent are Resend's own, unless a call says it sends another form on purpose.
-    if (body !== undefined && !options.notResendsForm) {
+    if (body !== undefined && !(body instanceof FormData) && !options.notResendsForm && !options.mailroomsOwn) {
       const wrong = requestProblems(method, path, body);
       assert.deepEqual(wrong, [], `${method} ${path}: the test's own body is not one Resend documents`);
     }
@@ -59,13 +61,18 @@ function area() {
       method,
       headers: {
         authorization: `Bearer ${options.token ?? org.fullKey}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...(body === undefined || body instanceof FormData ? {} : { 'content-type': 'application/json' }),
       },
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: body === undefined || body instanceof FormData ? body : JSON.stringify(body),
     });
     const text = await res.text();
     const exchange = { method, path, status: res.status, body: text ? JSON.parse(text) : undefined };
     const operation = resendOperation(method, path);
+    if (options.mailroomsOwn) {
+      // An operation of Mailroom's own: Resend must really have none (else it is held to Resend's schema).
+      if (operation) problems.push(`${method} ${path}: Resend has ${operation.operationId}; not Mailroom's own`);
+      return exchange;
+    }
     if (!operation) problems.push(`${method} ${path}: Resend has no such operation`);
     else operations.add(operation.operationId);
     const wrong = responseProblems(method, path, exchange.status, exchange.body) ?? [];
@@ -98,6 +105,11 @@ interface CallOptions {
   token?: string;
   /** The body is a form Mailroom also takes (the SDK's, or its own); not checked as Resend's. */
   notResendsForm?: boolean;
+  /**
+   * A route of Mailroom's own, which Resend's document lacks (PATCH /segments/:id): neither body nor
+   * answer has a schema to meet, and the call fails if Resend does have the operation after all.
+   */
+  mailroomsOwn?: boolean;
 }
 
 /** Resend's list shape: object "list", has_more (a boolean), data. */
@@ -452,6 +464,199 @@ test('contact properties, segments and audiences', async () => {
     'contacts/add-segment',
     'contacts/list-segments',
     'contacts/remove-segment',
+  ]);
+});
+
+test('segments with a filter', async () => {
+  const { ok, check } = area();
+  await ok('POST', '/contact-properties', { key: 'plan', type: 'string' });
+  await ok('POST', '/contacts', { email: 'pro@filtered.example', properties: { plan: 'pro' } });
+  await ok('POST', '/contacts', { email: 'free@filtered.example', properties: { plan: 'free' } });
+  const filter = {
+    type: 'and',
+    rules: [
+      { type: 'rule', field: 'email', operator: 'ends_with', value: '@filtered.example' },
+      { type: 'rule', field: 'properties.plan', operator: 'eq', value: 'pro' },
+    ],
+  };
+  const segment = await ok('POST', '/segments', { name: 'Pro', filter });
+  assert.deepEqual((await ok('GET', `/segments/${segment.id}`)).filter, filter);
+  const members = await ok('GET', `/contacts?segment_id=${segment.id}`);
+  assert.deepEqual(
+    members.data.map((contact: { email: string }) => contact.email),
+    ['pro@filtered.example'],
+  );
+  // The filter changed, then removed: Mailroom's own PATCH (Resend's SDK has segments.update, its
+  // document does not); what GET answers after each stays Resend's shape.
+  const widened = { type: 'rule', field: 'email', operator: 'ends_with', value: '@filtered.example' };
+  await ok('PATCH', `/segments/${segment.id}`, { filter: widened }, { mailroomsOwn: true });
+  assert.deepEqual((await ok('GET', `/segments/${segment.id}`)).filter, widened);
+  assert.equal((await ok('GET', `/contacts?segment_id=${segment.id}`)).data.length, 2);
+  await ok('PATCH', `/segments/${segment.id}`, { name: 'Everyone filtered', filter: null }, { mailroomsOwn: true });
+  const plain = await ok('GET', `/segments/${segment.id}`);
+  assert.deepEqual([plain.name, 'filter' in plain], ['Everyone filtered', false]);
+  assertList(await ok('GET', '/segments'), 'GET /segments');
+  await ok('DELETE', `/segments/${segment.id}`);
+  check([
+    'contact-properties/create',
+    'contacts/create',
+    'segments/create',
+    'segments/get',
+    'contacts/list',
+    'segments/list',
+    'segments/remove',
+  ]);
+});
+
+test('contact imports', async () => {
+  const { ok, check } = area();
+  const segment = await ok('POST', '/segments', { name: 'Imported' });
+  /** Resend's multipart form: the file, and the options as JSON text. */
+  const form = (csv: string, fields: Record<string, string> = {}) => {
+    const body = new FormData();
+    body.append('file', new Blob([csv], { type: 'text/csv' }), 'contacts.csv');
+    for (const [name, value] of Object.entries(fields)) body.append(name, value);
+    return body;
+  };
+  const mapped = await ok(
+    'POST',
+    '/contacts/imports',
+    form('Email,First Name\r\nann@imported.example,Ann\r\nnot-an-address,Bad\r\n', {
+      column_map: JSON.stringify({ email: 'Email', first_name: 'First Name' }),
+      on_conflict: 'upsert',
+      segments: JSON.stringify([{ id: segment.id }]),
+    }),
+  );
+  // Queued (no worker runs in this file), then run to the end as the worker would.
+  assert.equal((await ok('GET', `/contacts/imports/${mapped.id}`)).status, 'queued');
+  assert.equal(await runImport(t.db, mapped.id), 'finished');
+  const done = await ok('GET', `/contacts/imports/${mapped.id}`);
+  assert.deepEqual(
+    [done.status, done.counts],
+    ['completed', { total: 2, created: 1, updated: 0, skipped: 0, failed: 1 }],
+  );
+  await ok('POST', '/contacts/imports', form('email\nben@imported.example\n'));
+  const list = await ok('GET', '/contacts/imports');
+  assertList(list, 'GET /contacts/imports');
+  assert.equal((await ok('GET', '/contacts/imports?limit=1')).has_more, true);
+  check(['segments/create', 'contacts/create-import', 'contacts/get-import', 'contacts/list-imports']);
+});
+
+test('broadcasts', async () => {
+  const { ok, check } = area();
+  const segment = await ok('POST', '/segments', { name: 'Readers' });
+  const topic = await ok('POST', '/topics', { name: 'Announcements', default_subscription: 'opt_in' });
+  const from = `Acme <news@${org.domain}>`;
+  const full = await ok('POST', '/broadcasts', {
+    name: 'November',
+    segment_id: segment.id,
+    from,
+    subject: 'November news',
+    reply_to: ['replies@example.com'],
+    preview_text: 'What is new',
+    html: '<p>Hi {{{FIRST_NAME}}}</p>',
+    text: 'Hi {{{FIRST_NAME}}}',
+    topic_id: topic.id,
+  });
+  // Resend's older audience_id; no name, reply-to, preview text, topic or time: each reads as the SDK
+  // types it.
+  // (The document requires segment_id; the SDK still sends audienceId alone.)
+  const bare = await ok(
+    'POST',
+    '/broadcasts',
+    { audience_id: segment.id, from, subject: 'Bare', text: 'Hello' },
+    { notResendsForm: true },
+  );
+  const read = await ok('GET', `/broadcasts/${bare.id}`);
+  assert.deepEqual(
+    [read.name, read.reply_to, read.preview_text, read.topic_id, read.scheduled_at, read.sent_at],
+    ['', null, null, null, null, null],
+  );
+  await ok('GET', `/broadcasts/${full.id}`);
+  assertList(await ok('GET', '/broadcasts'), 'GET /broadcasts');
+  const page = await ok('GET', '/broadcasts?limit=1');
+  assert.equal(page.has_more, true, 'two broadcasts, one a page');
+  await ok('GET', `/broadcasts?limit=1&after=${page.data[0].id}`);
+  await ok('PATCH', `/broadcasts/${full.id}`, { subject: 'November news, again', reply_to: ['desk@example.com'] });
+
+  // Scheduled, then canceled back to a draft; then sent at once (queued: no worker runs here).
+  await ok('POST', `/broadcasts/${full.id}/send`, { scheduled_at: new Date(Date.now() + 3600_000).toISOString() });
+  assert.equal((await ok('GET', `/broadcasts/${full.id}`)).status, 'scheduled');
+  await ok('POST', `/broadcasts/${full.id}/cancel`);
+  assert.equal((await ok('GET', `/broadcasts/${full.id}`)).status, 'draft');
+  await ok('POST', `/broadcasts/${full.id}/send`, {});
+  const sending = await ok('GET', `/broadcasts/${full.id}`);
+  assert.notEqual(sending.status, 'draft');
+  await ok('GET', '/broadcasts');
+
+  // The read side over a copy made as the fan-out makes one (an ordinary email marked with the
+  // broadcast), clicked, and a contact left out as suppressed.
+  await t.db.query(`UPDATE broadcasts SET status = 'sent', sent_at = now(), completed_at = now() WHERE id = $1`, [
+    bare.id,
+  ]);
+  const reader = await ok('POST', '/contacts', { email: 'reader@broadcast.example', segments: [segment.id] });
+  const left = await ok('POST', '/contacts', { email: 'left@broadcast.example', segments: [segment.id] });
+  const copy = await ok('POST', '/emails', {
+    from,
+    to: 'reader@broadcast.example',
+    subject: 'Bare',
+    html: '<a href="https://example.com/one">one</a>',
+  });
+  await t.db.query('UPDATE emails SET broadcast_id = $1 WHERE id = $2', [bare.id, copy.id]);
+  await t.db.query(
+    `INSERT INTO broadcast_recipients (broadcast_id, contact_id, email, status, email_id)
+     VALUES ($1, $2, 'reader@broadcast.example', 'queued', $3)`,
+    [bare.id, reader.id, copy.id],
+  );
+  await t.db.query(
+    `INSERT INTO broadcast_recipients (broadcast_id, contact_id, email, status, skip_reason)
+     VALUES ($1, $2, 'left@broadcast.example', 'skipped', 'suppressed')`,
+    [bare.id, left.id],
+  );
+  await t.db.query('UPDATE organizations SET click_tracking = true WHERE id = $1', [org.id]);
+  try {
+    const click = { ipAddress: '192.0.2.1', userAgent: 'test' };
+    const recipient = 'reader@broadcast.example';
+    assert.ok(await recordClick(t.db, { emailId: copy.id, recipient, url: 'https://example.com/one', ...click }));
+  } finally {
+    await t.db.query('UPDATE organizations SET click_tracking = false WHERE id = $1', [org.id]);
+  }
+  const clicked = await ok('GET', `/broadcasts/${bare.id}/recipients?type=clicked`);
+  assertList(clicked, 'GET /broadcasts/:id/recipients');
+  assert.deepEqual(
+    clicked.data.map((row: { email: string; count: number }) => [row.email, row.count]),
+    [['reader@broadcast.example', 1]],
+  );
+  const suppressed = await ok('GET', `/broadcasts/${bare.id}/recipients?type=suppressed&limit=1`);
+  assert.deepEqual(
+    suppressed.data.map((row: { email: string }) => row.email),
+    ['left@broadcast.example'],
+  );
+  const links = await ok('GET', `/broadcasts/${bare.id}/clicked-links`);
+  assertList(links, 'GET /broadcasts/:id/clicked-links');
+  assert.deepEqual(
+    links.data.map((row: { url: string; clicks: number }) => [row.url, row.clicks]),
+    [['https://example.com/one', 1]],
+  );
+  assert.equal((await ok('GET', `/broadcasts/${bare.id}`)).stats?.clicked, 1);
+
+  // A draft is removed; a sent one stays as the record of its copies.
+  const removable = await ok('POST', '/broadcasts', { segment_id: segment.id, from, subject: 'Gone', text: 'x' });
+  await ok('DELETE', `/broadcasts/${removable.id}`);
+  check([
+    'segments/create',
+    'topics/create',
+    'broadcasts/create',
+    'broadcasts/get',
+    'broadcasts/list',
+    'broadcasts/update',
+    'broadcasts/send',
+    'broadcasts/cancel',
+    'broadcasts/recipients',
+    'broadcasts/list-clicked-links',
+    'broadcasts/remove',
+    'contacts/create',
+    'emails/send',
   ]);
 });
 
