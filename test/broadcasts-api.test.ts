@@ -424,6 +424,44 @@ describe('the read side: stats, recipients and clicked links', () => {
     assertRefused(await call('GET', `${path}/recipients?type=sent&limit=101`), 400, 'validation_error', 'limit');
     assertRefused(await call('GET', `${path}/clicked-links?after=x&before=y`), 400, 'validation_error', 'before');
     assertRefused(await call('GET', `${path}/clicked-links?after=bm9wZQ`), 400, 'validation_error', 'after');
+    // Crafted cursors: well-formed base64url and JSON, but not what a row's id carries. A count that is
+    // no int (a fraction, past 2^31 - 1, negative, unsafe) or a URL with a NUL or a lone surrogate
+    // (JSON escapes) never reaches the database.
+    const crafted = (text: string) => Buffer.from(text, 'utf8').toString('base64url');
+    for (const cursor of [
+      '[1.5,"x"]',
+      '[1e20,"x"]',
+      '[2147483648,"x"]',
+      '[-1,"x"]',
+      '[9007199254740993,"x"]',
+      '[1,"a\\u0000b"]',
+      '[1,"\\ud800"]',
+      '[1,"\\udc00x"]',
+      '[1,"x",2]',
+      '["1","x"]',
+      '{"0":1,"1":"x"}',
+    ]) {
+      for (const field of ['after', 'before']) {
+        const answer = await call('GET', `${path}/clicked-links?${field}=${crafted(cursor)}`);
+        assertRefused(answer, 400, 'validation_error', field);
+        assert.match(answer.body.message, new RegExp(`^${field}: not a cursor of this list`), cursor);
+      }
+    }
+    // The largest count and any storable URL (a pair of surrogates is one character) are cursors.
+    assert.equal(
+      (await call('GET', `${path}/clicked-links?after=${crafted('[2147483647,"\\ud83d\\ude00"]')}`)).status,
+      200,
+    );
+    assert.equal((await call('GET', `${path}/clicked-links?before=${crafted('[0,"https://x.test/é"]')}`)).status, 200);
+    // The recipients' cursor is a contact id, and nothing else.
+    const contactId = '6a5b5c4e-1f0a-4b8c-9d3e-2f1a0b9c8d7e';
+    for (const cursor of [`${contactId}\u0000`, `${contactId}\n`, `\u0000`, `${contactId.slice(0, -1)}g`]) {
+      for (const field of ['after', 'before']) {
+        const answer = await call('GET', `${path}/recipients?type=sent&${field}=${crafted(cursor)}`);
+        assertRefused(answer, 400, 'validation_error', field);
+      }
+    }
+    assert.equal((await call('GET', `${path}/recipients?type=sent&after=${crafted(contactId)}`)).status, 200);
   });
 
   test('a broadcast that was sent cannot be changed or deleted (invalid_state)', async () => {
@@ -507,11 +545,14 @@ describe('sending, preview and test', () => {
     const ada = await createContact('ada@example.com', { first_name: 'Ada', properties: { plan: 'Pro' } });
     const id = await draft({
       subject: 'For {{{contact.first_name|you}}}',
+      previewText: 'Read this, {{{contact.first_name|friend}}}',
       html: '<p>Hi {{{contact.first_name|there}}}, on {{{contact.plan}}}</p><a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Leave</a>',
       text: 'Hi {{{FIRST_NAME|there}}}',
     });
     const asAda = await ok('POST', `/broadcasts/${id}/preview`, { contact_id: ada });
     assert.equal(asAda.subject, 'For Ada');
+    // The preview text is personalized too.
+    assert.equal(asAda.preview_text, 'Read this, Ada');
     assert.match(asAda.html, /<p>Hi Ada, on Pro<\/p>/);
     assert.match(asAda.html, /href="http[^"]*\/unsubscribe\/example"/);
     assert.equal(asAda.text, 'Hi Ada');
@@ -523,6 +564,7 @@ describe('sending, preview and test', () => {
     assert.equal(nobody.status, 200, JSON.stringify(nobody.body));
     assert.equal(nobody.body.subject, 'For you');
     assert.deepEqual([stranger.subject, stranger.text], ['For you', 'Hi there']);
+    assert.equal(stranger.preview_text, 'Read this, friend');
     assert.match(stranger.html, /<p>Hi there, on Free<\/p>/);
     assertRefused(
       await call('POST', `/broadcasts/${id}/preview`, { contact_id: '6a5b5c4e-1f0a-4b8c-9d3e-2f1a0b9c8d7e' }),
@@ -536,6 +578,13 @@ describe('sending, preview and test', () => {
       'validation_error',
       'email',
     );
+    // A value with line breaks: the subject shows it on one line, each run of breaks one space, as the
+    // copies' subject header has it; the body keeps them.
+    const multiline = await createContact('lines@example.com', { properties: { plan: 'Pro\r\n\nPlus\nYearly' } });
+    const onPlan = await draft({ subject: 'Your {{{contact.plan}}} plan', text: 'Plan: {{{contact.plan}}}' });
+    const asMultiline = await ok('POST', `/broadcasts/${onPlan}/preview`, { contact_id: multiline });
+    assert.equal(asMultiline.subject, 'Your Pro Plus Yearly plan');
+    assert.equal(asMultiline.text, 'Plan: Pro\r\n\nPlus\nYearly');
   });
 
   test('test: one ordinary email, "[Test] " and personalized for the contact at that address', async () => {

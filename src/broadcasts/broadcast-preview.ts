@@ -70,7 +70,11 @@ export async function contactFieldsFor(
   };
 }
 
-/** The broadcast's subject, preview text and content as the contact would receive them. */
+/**
+ * The broadcast's subject, preview text and content as the contact would receive them: placeholders
+ * filled in each, the preview text's included, and the subject on one line (each run of line breaks a
+ * value brought in becomes one space, as in the copies, whose subject is a header line).
+ */
 export function personalizeBroadcast(
   broadcast: BroadcastRow,
   contact: ContactFields,
@@ -78,7 +82,7 @@ export function personalizeBroadcast(
 ): PersonalizedContent {
   const plain = (content: string) => personalizeContent(content, contact, unsubscribeUrl, false);
   return {
-    subject: plain(broadcast.subject ?? ''),
+    subject: plain(broadcast.subject ?? '').replace(/[\r\n]+/g, ' '),
     preview_text: broadcast.preview_text === null ? null : plain(broadcast.preview_text),
     html: broadcast.html === null ? null : personalizeContent(broadcast.html, contact, unsubscribeUrl, true),
     text: broadcast.text === null ? null : plain(broadcast.text),

@@ -2,6 +2,7 @@ import type { Queryable } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
 import { addressKey } from '../platform/address-key.ts';
+import { findUnstorableText } from '../platform/text.ts';
 import type { BroadcastRow } from './broadcasts.ts';
 
 // What became of a broadcast's copies, read from what the rest of Mailroom records for any message: each
@@ -163,6 +164,9 @@ const RECIPIENT_EXTRAS: Partial<Record<RecipientType, string>> = {
   bounced: `, ${BOUNCE_TYPE_SQL} AS bounce_type`,
 };
 
+/** The largest PostgreSQL int, the type of the counts a clicked-links cursor carries. */
+const INT_MAX = 2 ** 31 - 1;
+
 const encodeCursor = (value: string) => Buffer.from(value, 'utf8').toString('base64url');
 function decodeCursor(value: string, field: string): string {
   const decoded = /^[A-Za-z0-9_-]+$/.test(value) ? Buffer.from(value, 'base64url').toString('utf8') : '';
@@ -266,8 +270,18 @@ export async function listClickedLinks(
   if (cursor) {
     try {
       const parsed: unknown = JSON.parse(cursor.value);
-      if (Array.isArray(parsed) && typeof parsed[0] === 'number' && typeof parsed[1] === 'string') {
-        place = [parsed[0], parsed[1]];
+      // Exactly what a row's id carries: a count PostgreSQL reads as an int, and a URL it can compare
+      // (no NUL, no lone surrogate, which a JSON escape can spell).
+      if (
+        Array.isArray(parsed) &&
+        parsed.length === 2 &&
+        Number.isSafeInteger(parsed[0]) &&
+        (parsed[0] as number) >= 0 &&
+        (parsed[0] as number) <= INT_MAX &&
+        typeof parsed[1] === 'string' &&
+        findUnstorableText(parsed[1]) === undefined
+      ) {
+        place = [parsed[0] as number, parsed[1]];
       }
     } catch {
       // Not JSON: refused below.

@@ -83,15 +83,57 @@ const CONTACT_FIELDS: Record<string, ValueKind> = {
   created_at: 'timestamp',
 };
 
-/** A date (midnight UTC) or a date and time with Z or an offset: never a time read in the server's zone. */
-const TIMESTAMP = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:?\d{2}))?$/i;
+/**
+ * A date (midnight UTC) or a date and time with Z or an offset: never a time read in the server's zone.
+ * Groups: year, month, day, hour, minute, second, fraction, Z or the offset's sign, hours and minutes.
+ */
+const TIMESTAMP =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?(?:(Z)|([+-])(\d{2}):?(\d{2})))?$/i;
 
-/** A TIMESTAMP whose day exists (Date.parse would read 2026-02-30 as March 2). */
-function isTimestamp(value: string): boolean {
-  if (!TIMESTAMP.test(value) || Number.isNaN(Date.parse(value))) return false;
-  const [year, month, day] = value.slice(0, 10).split('-').map(Number) as [number, number, number];
-  const date = new Date(Date.UTC(year, month - 1, day));
-  return date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+/** The widest offset a timestamp may carry (the zones in use run from -12:00 to +14:00). */
+const OFFSET_MAX_MINUTES = 14 * 60;
+
+const isLeapYear = (year: number) => (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/**
+ * A TIMESTAMP in its one canonical form (`2026-01-31T09:00:00.5+02:00`: date, time with seconds, the
+ * fraction as given, the offset with a colon, `+00:00` for Z and for a date alone), which PostgreSQL
+ * reads as the instant checked here; undefined when it is not one. The year runs from 0001 to 9999
+ * (PostgreSQL refuses year 0), the day exists in its month (2026-02-30 is no day, not March 2), the time
+ * of day from 00:00:00 to 23:59:59, and the offset within ±14:00, the zones in use (PostgreSQL refuses
+ * one past ±15:59). The offset is kept rather than the instant written in UTC, which could fall in year
+ * 0 (0001-01-01T00:00:00+01:00) or in year 10000.
+ */
+export function canonicalTimestamp(value: string): string | undefined {
+  const parts = TIMESTAMP.exec(value);
+  if (parts === null) return undefined;
+  const [
+    ,
+    year,
+    month,
+    day,
+    hour = '00',
+    minute = '00',
+    second = '00',
+    fraction,
+    zulu,
+    sign,
+    offsetHours,
+    offsetMinutes,
+  ] = parts;
+  const [y, m, d] = [Number(year), Number(month), Number(day)];
+  if (y < 1 || m < 1 || m > 12 || d < 1) return undefined;
+  if (d > (m === 2 && isLeapYear(y) ? 29 : DAYS_IN_MONTH[m - 1]!)) return undefined;
+  if (Number(hour) > 23 || Number(minute) > 59 || Number(second) > 59) return undefined;
+  let offset = '+00:00';
+  if (zulu === undefined && sign !== undefined) {
+    if (Number(offsetMinutes) > 59 || Number(offsetHours) * 60 + Number(offsetMinutes) > OFFSET_MAX_MINUTES) {
+      return undefined;
+    }
+    offset = `${sign}${offsetHours}:${offsetMinutes}`;
+  }
+  return `${year}-${month}-${day}T${hour}:${minute}:${second}${fraction === undefined ? '' : `.${fraction}`}${offset}`;
 }
 
 const refuse = (field: string, why: string): never => {
@@ -235,8 +277,12 @@ function checkScalar(value: unknown, kind: ValueKind, operator: FilterOperator, 
       if (typeof value !== 'boolean') return refuse(at, 'must be true or false');
       return;
     case 'timestamp':
-      if (typeof value !== 'string' || !isTimestamp(value)) {
-        return refuse(at, 'must be a date (2026-01-31) or a date and time with its zone (2026-01-31T09:00:00Z)');
+      if (typeof value !== 'string' || canonicalTimestamp(value) === undefined) {
+        return refuse(
+          at,
+          'must be a date (2026-01-31) or a date and time with its zone (2026-01-31T09:00:00Z), ' +
+            'in the years 0001 to 9999, with an offset within ±14:00',
+        );
       }
       return;
     case 'subscription':
@@ -365,11 +411,14 @@ function ruleSql(rule: FilterRule, context: SqlContext): string {
       return comparisonSql(column, rule, 'text', context);
     case 'boolean':
       return comparisonSql(column, rule, 'boolean', context);
-    case 'timestamp':
-      return comparisonSql(column, rule, 'timestamptz', context, (value) =>
-        // As given (microseconds kept), a date alone at midnight UTC whatever the session's zone.
-        String(value).length === 10 ? `${String(value)}T00:00:00Z` : value,
-      );
+    case 'timestamp': {
+      // In its canonical form (microseconds kept, a date alone at midnight UTC whatever the session's
+      // zone), which PostgreSQL reads as checked here; a stored value that is not one (saved before the
+      // check was this strict) matches nobody rather than failing every read of the segment.
+      const canonical = typeof rule.value === 'string' ? canonicalTimestamp(rule.value) : undefined;
+      if (canonical === undefined) return 'false';
+      return comparisonSql(column, { ...rule, value: canonical }, 'timestamptz', context);
+    }
     default:
       return 'false';
   }
@@ -449,10 +498,10 @@ function topicSql(rule: FilterRule, topicId: string, { $, organization }: SqlCon
   const defaultSubscription = `(SELECT t.default_subscription FROM topics t WHERE t.id = ${topic} AND t.organization_id = ${organization})`;
   const chose = (subscription?: string) =>
     `c.id IN (SELECT ct.contact_id FROM contact_topics ct WHERE ct.topic_id = ${topic}${
-      subscription ? ` AND ct.subscription = '${subscription}'` : ''
+      subscription ? ` AND ct.subscription = ${$(subscription, 'text')}` : ''
     })`;
   const effective = (subscription: 'opt_in' | 'opt_out') =>
-    `(${chose(subscription)} OR (coalesce(${defaultSubscription} = '${subscription}', false) AND NOT ${chose()}))`;
+    `(${chose(subscription)} OR (coalesce(${defaultSubscription} = ${$(subscription, 'text')}, false) AND NOT ${chose()}))`;
   const values = (Array.isArray(rule.value) ? rule.value : [rule.value]) as Array<'opt_in' | 'opt_out'>;
   const wanted = new Set(
     rule.operator === 'neq' ? (['opt_in', 'opt_out'] as const).filter((s) => s !== values[0]) : values,
