@@ -28,6 +28,7 @@ export function readUnsubscribeToken(signer: Signer, token: string): Unsubscribe
   const payload = signer.verify('unsubscribe', token);
   if (!payload) return null;
   const { o, a, t, e } = payload;
-  if (typeof o !== 'string' || typeof a !== 'string' || (typeof t !== 'string' && t !== null) || typeof e !== 'string') return null;
+  if (typeof o !== 'string' || typeof a !== 'string' || (typeof t !== 'string' && t !== null) || typeof e !== 'string')
+    return null;
   return { organizationId: o, address: a, topicId: t, emailId: e };
 }
