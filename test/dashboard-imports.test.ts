@@ -174,10 +174,11 @@ describe('contact imports and segment filters', () => {
         );
       await page.getByRole('button', { name: 'Add segment' }).click();
       const row = page.getByRole('row').filter({ hasText: 'Pro plan' });
+      // The row shows once the segment is made: only then does the API list it.
+      await row.getByText('properties.plan eq "pro"').waitFor();
       const expected = ((await api('GET', '/segments')).data as Array<{ name: string; contacts_count: number }>).find(
         (item) => item.name === 'Pro plan',
       )!.contacts_count;
-      await row.getByText('properties.plan eq "pro"').waitFor();
       await row.getByText(expected === 1 ? '1 contact' : `${expected} contacts`).waitFor();
       // ann (imported) and pat match; sam (free) and the imported ben do not.
       assert.equal(expected, 2);
