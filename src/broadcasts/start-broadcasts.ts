@@ -2,7 +2,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import { loadSigner } from '../platform/signing.ts';
-import { startWorker, type Worker } from '../queue/worker.ts';
+import { startBatchJobWorker, type Worker } from '../queue/worker.ts';
 import { fanOutHandler } from './fan-out.ts';
 import { FAN_OUT_QUEUE } from './send-broadcast.ts';
 
@@ -21,17 +21,11 @@ export async function startBroadcastFanOut(
   config: Config,
   log: Pick<Logger, 'error' | 'warn'>,
 ): Promise<Worker> {
-  let stopping = false;
-  const worker = await startWorker(
-    db,
-    { [FAN_OUT_QUEUE]: fanOutHandler({ db, config, signer: await loadSigner(db), stopping: () => stopping }) },
-    { concurrency: FAN_OUT_CONCURRENCY, leaseSeconds: config.jobLeaseSeconds, pollIntervalMs: POLL_INTERVAL_MS, log },
-  );
-  return {
-    poke: () => worker.poke(),
-    async stop() {
-      stopping = true;
-      await worker.stop();
-    },
-  };
+  const signer = await loadSigner(db);
+  return startBatchJobWorker(db, FAN_OUT_QUEUE, (stopping) => fanOutHandler({ db, config, signer, stopping }), {
+    concurrency: FAN_OUT_CONCURRENCY,
+    leaseSeconds: config.jobLeaseSeconds,
+    pollIntervalMs: POLL_INTERVAL_MS,
+    log,
+  });
 }

@@ -31,6 +31,29 @@ export interface Worker {
   poke(): void;
 }
 
+/**
+ * A worker of one queue whose jobs are long, going batch after batch (a broadcast's fan-out, a contact
+ * import). `stop()` first tells the running jobs to end after the batch in flight (`stopping()` turns
+ * true; a job then gives itself back, due at once, to go on here or in another process), then waits for
+ * them: a stop is not held for as long as a whole job takes.
+ */
+export async function startBatchJobWorker(
+  db: Database,
+  queue: QueueName,
+  handlerFor: (stopping: () => boolean) => JobHandler,
+  options: WorkerOptions,
+): Promise<Worker> {
+  let stopping = false;
+  const worker = await startWorker(db, { [queue]: handlerFor(() => stopping) }, options);
+  return {
+    poke: () => worker.poke(),
+    async stop() {
+      stopping = true;
+      await worker.stop();
+    },
+  };
+}
+
 export async function startWorker(
   db: Database,
   handlers: Partial<Record<QueueName, JobHandler>>,

@@ -1,7 +1,7 @@
 import type { Logger } from '../../platform/logger.ts';
 import type { Config } from '../../platform/config.ts';
 import type { Database } from '../../platform/db/database.ts';
-import { startWorker, type Worker } from '../../queue/worker.ts';
+import { startBatchJobWorker, type Worker } from '../../queue/worker.ts';
 import { IMPORT_QUEUE } from './contact-imports.ts';
 import { contactImportHandler } from './run-import.ts';
 
@@ -19,17 +19,10 @@ export async function startContactImports(
   config: Config,
   log: Pick<Logger, 'error' | 'warn'>,
 ): Promise<Worker> {
-  let stopping = false;
-  const worker = await startWorker(
-    db,
-    { [IMPORT_QUEUE]: contactImportHandler(db, () => stopping) },
-    { concurrency: CONCURRENCY, leaseSeconds: config.jobLeaseSeconds, pollIntervalMs: POLL_INTERVAL_MS, log },
-  );
-  return {
-    poke: () => worker.poke(),
-    async stop() {
-      stopping = true;
-      await worker.stop();
-    },
-  };
+  return startBatchJobWorker(db, IMPORT_QUEUE, (stopping) => contactImportHandler(db, stopping), {
+    concurrency: CONCURRENCY,
+    leaseSeconds: config.jobLeaseSeconds,
+    pollIntervalMs: POLL_INTERVAL_MS,
+    log,
+  });
 }
