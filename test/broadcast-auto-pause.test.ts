@@ -28,6 +28,7 @@ import { loadConfig } from '../src/platform/config.ts';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
 import { waitFor } from './helpers/wait.ts';
+import { feedbackReport } from './helpers/delivery-reports.ts';
 
 const RETURN_PATH_DOMAIN = 'bounces.auto-pause.test';
 const log = { error: () => {}, warn: () => {}, info: () => {} };
@@ -278,36 +279,9 @@ async function deliverReport(to: string, raw: string): Promise<string> {
 }
 
 /** An RFC 5965 abuse report about the copy sent to `recipient`. */
-function arf(verp: string, recipient: string): string {
-  return [
-    'From: Feedback Loop <fbl@isp.example.net>',
-    `To: ${verp}`,
-    'Subject: Abuse report',
-    'MIME-Version: 1.0',
-    'Content-Type: multipart/report; report-type=feedback-report; boundary="arf-boundary"',
-    '',
-    '--arf-boundary',
-    'Content-Type: text/plain',
-    '',
-    'This is an email abuse report.',
-    '--arf-boundary',
-    'Content-Type: message/feedback-report',
-    '',
-    'Feedback-Type: abuse',
-    'User-Agent: ExampleFBL/1.0',
-    'Version: 1',
-    `Original-Rcpt-To: ${recipient}`,
-    '',
-    '--arf-boundary',
-    'Content-Type: message/rfc822',
-    'Content-Disposition: inline',
-    '',
-    `From: news@${org.domain}`,
-    `To: ${recipient}`,
-    'Subject: News',
-    '',
-    'Hi',
-    '--arf-boundary--',
-    '',
-  ].join('\r\n');
-}
+const arf = (verp: string, recipient: string) =>
+  feedbackReport(
+    verp,
+    ['Feedback-Type: abuse', 'User-Agent: ExampleFBL/1.0', 'Version: 1', `Original-Rcpt-To: ${recipient}`],
+    { from: `news@${org.domain}`, to: recipient },
+  );

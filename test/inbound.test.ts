@@ -17,7 +17,7 @@ import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
 import { message, send } from './helpers/emails.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
-import { deliveryStatusReport, failedRecipient } from './helpers/delivery-reports.ts';
+import { deliveryStatusReport, failedRecipient, feedbackReport } from './helpers/delivery-reports.ts';
 import { waitFor } from './helpers/wait.ts';
 import { openSmtp } from './helpers/raw-smtp.ts';
 
@@ -114,37 +114,9 @@ const dsn = (verp: string, recipientBlocks: string[][], original = 'someone@exam
   deliveryStatusReport(verp, recipientBlocks, { from: `hello@${org.domain}`, to: original });
 const failed = failedRecipient;
 
-/** An RFC 5965 report; `feedback` are the fields of its machine-readable part. */
-function arf(verp: string, feedback: string[], originalTo: string): string {
-  return [
-    'From: Feedback Loop <fbl@isp.example.net>',
-    `To: ${verp}`,
-    'Subject: Abuse report',
-    'MIME-Version: 1.0',
-    'Content-Type: multipart/report; report-type=feedback-report; boundary="arf-boundary"',
-    '',
-    '--arf-boundary',
-    'Content-Type: text/plain',
-    '',
-    'This is an email abuse report.',
-    '--arf-boundary',
-    'Content-Type: message/feedback-report',
-    '',
-    ...feedback,
-    '',
-    '--arf-boundary',
-    'Content-Type: message/rfc822',
-    'Content-Disposition: inline',
-    '',
-    `From: hello@${org.domain}`,
-    `To: ${originalTo}`,
-    'Subject: Hi',
-    '',
-    'Hello',
-    '--arf-boundary--',
-    '',
-  ].join(CRLF);
-}
+/** An RFC 5965 report of a message from the organization's domain; `feedback` are its machine fields. */
+const arf = (verp: string, feedback: string[], originalTo: string) =>
+  feedbackReport(verp, feedback, { from: `hello@${org.domain}`, to: originalTo });
 
 test('a DSN for one recipient records a hard bounce, suppresses the address and queues email.bounced', async () => {
   const [gone, fine] = [address('gone'), address('fine')];

@@ -1,5 +1,5 @@
-// Bounce reports as a receiving server sends them back to a return path, for tests of the inbound
-// listener: RFC 3464 delivery status notifications.
+// Reports as a receiving server sends them back to a return path, for tests of the inbound listener:
+// RFC 3464 delivery status notifications and RFC 5965 abuse (complaint) reports.
 
 const CRLF = '\r\n';
 
@@ -43,6 +43,38 @@ export function deliveryStatusReport(
     'Subject: Hi',
     '',
     '--dsn-boundary--',
+    '',
+  ].join(CRLF);
+}
+
+/** An RFC 5965 report to `returnPath`; `feedback` are the fields of its machine-readable part. */
+export function feedbackReport(returnPath: string, feedback: string[], original: { from: string; to: string }): string {
+  return [
+    'From: Feedback Loop <fbl@isp.example.net>',
+    `To: ${returnPath}`,
+    'Subject: Abuse report',
+    'MIME-Version: 1.0',
+    'Content-Type: multipart/report; report-type=feedback-report; boundary="arf-boundary"',
+    '',
+    '--arf-boundary',
+    'Content-Type: text/plain',
+    '',
+    'This is an email abuse report.',
+    '--arf-boundary',
+    'Content-Type: message/feedback-report',
+    '',
+    ...feedback,
+    '',
+    '--arf-boundary',
+    'Content-Type: message/rfc822',
+    'Content-Disposition: inline',
+    '',
+    `From: ${original.from}`,
+    `To: ${original.to}`,
+    'Subject: Hi',
+    '',
+    'Hello',
+    '--arf-boundary--',
     '',
   ].join(CRLF);
 }
