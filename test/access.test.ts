@@ -168,6 +168,15 @@ const membershipFixture =
     }))(t, org);
     return `${contactId}/segments/${segmentId}`;
   };
+/** A contact created in an audience (a segment): `<audience id>/contacts/<contact id>`. */
+const audienceContactFixture = async (t: TestApp, org: TestOrganization): Promise<string> => {
+  const audienceId = await segmentFixture(t, org);
+  const contactId = await created(`/audiences/${audienceId}/contacts`, () => ({ email: `u${unique()}@example.com` }))(
+    t,
+    org,
+  );
+  return `${audienceId}/contacts/${contactId}`;
+};
 /** Each test organization's segment that broadcasts are sent to (made in `before`, by organization id). */
 const broadcastSegments = new Map<string, string>();
 const broadcastBody = (org: TestOrganization, extra: Record<string, unknown> = {}) => ({
@@ -601,6 +610,15 @@ export const ROUTES: Row[] = [
     body: () => ({ email: `a${unique()}@example.com` }),
     fixture: segmentFixture,
   },
+  ...(['GET', 'PATCH', 'DELETE'] as const).map((method): Row => ({
+    method,
+    url: '/audiences/:own',
+    registered: '/audiences/:id/contacts/:id_or_email',
+    access: 'full',
+    ok: 200,
+    ...(method === 'PATCH' ? { body: () => ({ first_name: 'Ada' }) } : {}),
+    fixture: audienceContactFixture,
+  })),
   {
     method: 'GET',
     url: '/contacts/:own/segments',

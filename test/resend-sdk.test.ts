@@ -93,6 +93,57 @@ test('topics and contacts, with per-topic subscriptions, through the SDK', async
   assert.equal((await manage.topics.remove(topicId)).error, null);
 });
 
+test("contacts with an audienceId (Resend's older audiences: segments) through the SDK", async () => {
+  const manage = new Resend(org.fullKey, { baseUrl: resend.baseUrl });
+  const audience = await manage.audiences.create({ name: 'Newsletter' });
+  assert.equal(audience.error, null, JSON.stringify(audience.error));
+  const audienceId = audience.data!.id;
+
+  const created = await manage.contacts.create({ audienceId, email: 'member@example.com', firstName: 'Grace' });
+  assert.equal(created.error, null, JSON.stringify(created.error));
+  const id = created.data!.id;
+  // Not a member: the audience's list holds only the contact created in it.
+  assert.equal((await manage.contacts.create({ email: 'outsider@example.com' })).error, null);
+
+  const byEmail = await manage.contacts.get({ audienceId, email: 'member@example.com' });
+  assert.equal(byEmail.error, null, JSON.stringify(byEmail.error));
+  assert.deepEqual([byEmail.data!.id, byEmail.data!.first_name], [id, 'Grace']);
+  assert.equal((await manage.contacts.get({ audienceId, id })).data?.email, 'member@example.com');
+
+  const updated = await manage.contacts.update({ audienceId, id, lastName: 'Hopper', unsubscribed: true });
+  assert.equal(updated.error, null, JSON.stringify(updated.error));
+  const read = await manage.contacts.get({ audienceId, email: 'member@example.com' });
+  assert.deepEqual([read.data?.last_name, read.data?.unsubscribed], ['Hopper', true]);
+
+  const listed = await manage.contacts.list({ audienceId });
+  assert.equal(listed.error, null, JSON.stringify(listed.error));
+  assert.deepEqual(
+    listed.data!.data.map((contact) => contact.email),
+    ['member@example.com'],
+  );
+
+  // Another organization's audience is not found, whatever the contact.
+  const other = await createTestOrganization(t.db, t.config, 'sdk-other');
+  const theirs = await new Resend(other.fullKey, { baseUrl: resend.baseUrl }).audiences.create({ name: 'Theirs' });
+  const foreign = theirs.data!.id;
+  for (const call of [
+    manage.contacts.create({ audienceId: foreign, email: 'x@example.com' }),
+    manage.contacts.get({ audienceId: foreign, email: 'member@example.com' }),
+    manage.contacts.update({ audienceId: foreign, id, firstName: 'X' }),
+    manage.contacts.remove({ audienceId: foreign, id }),
+    manage.contacts.list({ audienceId: foreign }),
+  ]) {
+    const { error } = await call;
+    assert.deepEqual([error?.statusCode, error?.name], [404, 'not_found'], JSON.stringify(error));
+  }
+
+  const removed = await manage.contacts.remove({ audienceId, email: 'member@example.com' });
+  assert.equal(removed.error, null, JSON.stringify(removed.error));
+  const gone = await manage.contacts.get({ audienceId, id });
+  assert.equal(gone.error?.statusCode, 404);
+  assert.equal((await manage.contacts.remove({ email: 'outsider@example.com' })).error, null);
+});
+
 test('domains.update switches tracking per domain; domains.get shows it', async () => {
   const admin = new Resend(org.fullKey, { baseUrl: address });
   const list = await admin.domains.list();

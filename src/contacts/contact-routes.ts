@@ -150,6 +150,56 @@ export async function contactRoutes(app: App) {
     },
   );
 
+  // Resend's SDK, given an audienceId, reads, updates and removes a contact under the audience's path.
+  // An audience is a segment and a contact belongs to the organization, not to a segment: these address
+  // the contact exactly as /contacts/:id_or_email does, once the audience is found to be the
+  // organization's (another organization's audience, or none, is a 404).
+  const AudienceContactParams = Type.Object({ id: Type.String(), id_or_email: Type.String() });
+  const audienceContact = async (organizationId: string, params: { id: string; id_or_email: string }) => {
+    if (!(await findSegment(app.db, organizationId, params.id))) throw notFound('Audience');
+    return params.id_or_email;
+  };
+  app.get(
+    '/audiences/:id/contacts/:id_or_email',
+    {
+      config: { access: 'full' },
+      schema: { summary: 'Read a contact by id or email (under an audience)', params: AudienceContactParams },
+    },
+    async (request) => {
+      const { organizationId } = request.principal;
+      return getContact(app.db, organizationId, await audienceContact(organizationId, request.params));
+    },
+  );
+  app.patch(
+    '/audiences/:id/contacts/:id_or_email',
+    {
+      config: { access: 'full' },
+      schema: {
+        summary: 'Update a contact by id or email (under an audience)',
+        params: AudienceContactParams,
+        body: UpdateBody,
+      },
+    },
+    async (request) => {
+      const { organizationId } = request.principal;
+      const idOrEmail = await audienceContact(organizationId, request.params);
+      const { id } = await updateContact(app.db, organizationId, idOrEmail, request.body);
+      return { object: 'contact', id };
+    },
+  );
+  app.delete(
+    '/audiences/:id/contacts/:id_or_email',
+    {
+      config: { access: 'full' },
+      schema: { summary: 'Delete a contact by id or email (under an audience)', params: AudienceContactParams },
+    },
+    async (request) => {
+      const { organizationId } = request.principal;
+      const { id } = await deleteContact(app.db, organizationId, await audienceContact(organizationId, request.params));
+      return { object: 'contact', id, contact: id, deleted: true };
+    },
+  );
+
   // Resend's SDK reads and sets a contact's topics here (contacts.topics.list / update).
   app.get(
     '/contacts/:id_or_email/topics',
