@@ -12,7 +12,8 @@ import { freePort } from './helpers/server-process.ts';
 import { waitFor } from './helpers/wait.ts';
 import { responseProblems } from './helpers/resend-openapi.ts';
 import { addDomain, trustDomain } from '../src/domains/domains.ts';
-import { metricsRequest, readEmailMetrics } from '../src/emails/metrics.ts';
+import { metricsRequest } from '../src/emails/metrics-request.ts';
+import { readEmailMetrics } from '../src/emails/metrics.ts';
 
 let t: TestApp;
 let org: TestOrganization;

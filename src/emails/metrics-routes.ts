@@ -1,5 +1,6 @@
 import type { App } from '../platform/http/app-types.ts';
-import { MetricsQuerySchema, MetricsSchema, metricsRequest, readEmailMetrics } from './metrics.ts';
+import { MetricsQuerySchema, metricsRequest } from './metrics-request.ts';
+import { MetricsSchema, readEmailMetrics } from './metrics.ts';
 
 /**
  * Resend's email metrics: counts and rates of the organization's mail over a date range, in total and
