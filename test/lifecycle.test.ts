@@ -25,7 +25,11 @@ const silentLog = { error: () => {}, warn: () => {} };
 
 before(async () => {
   dataDir = await mkdtemp(path.join(tmpdir(), 'mailroom-lifecycle-'));
-  t = await buildTestApp({ MAILROOM_TRANSPORT: 'capture', MAILROOM_DATA_DIR: dataDir });
+  t = await buildTestApp({
+    MAILROOM_TRANSPORT: 'capture',
+    MAILROOM_DATA_DIR: dataDir,
+    MAILROOM_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8',
+  });
   org = await createTestOrganization(t.db, t.config, 'life');
   other = await createTestOrganization(t.db, t.config, 'life2');
   transport = createTransport(t.config, t.db);
@@ -142,12 +146,96 @@ test('last_event reads sent once a worker takes the message, until a newer outco
   }
 });
 
-test('the timeline starts with accepted, with evt_ ids', async () => {
-  const id = await sendOne({ scheduled_at: later(3600_000) });
-  const events = await timeline(id);
-  assert.equal(events.length, 1);
-  assert.equal(events[0]!.type, 'accepted');
-  assert.match(events[0]!.id, /^evt_[0-9a-f-]{36}$/);
+test('the timeline starts with accepted, with evt_ ids; a scheduled message then has scheduled', async () => {
+  const queued = await timeline(await sendOne());
+  assert.deepEqual(
+    queued.map((e) => [e.type, e.data]),
+    [['accepted', undefined]],
+  );
+  assert.match(queued[0]!.id, /^evt_[0-9a-f-]{36}$/);
+  const at = later(3600_000);
+  const events = await timeline(await sendOne({ scheduled_at: at }));
+  assert.deepEqual(
+    events.map((e) => [e.type, e.data]),
+    [
+      ['accepted', { scheduled_at: at }],
+      ['scheduled', { scheduled_at: at }],
+    ],
+  );
+  assert.match(events[1]!.id, /^evt_[0-9a-f-]{36}$/);
+});
+
+test('scheduling, each rescheduling and the cancel are on the timeline, each with its webhook event id', async () => {
+  const hook = await t.app.inject({
+    method: 'POST',
+    url: '/webhooks',
+    headers: bearer(org.fullKey),
+    payload: { endpoint: 'http://127.0.0.1:9/timeline', events: [] },
+  });
+  assert.equal(hook.statusCode, 201, hook.body);
+  try {
+    const first = later(3600_000);
+    const second = later(7200_000);
+    const third = later(10_800_000);
+    const id = await sendOne({ scheduled_at: first });
+    assert.equal((await reschedule(id, second)).statusCode, 200);
+    assert.equal((await reschedule(id, third)).statusCode, 200);
+    assert.equal((await cancel(id)).statusCode, 200);
+    const events = await timeline(id);
+    assert.deepEqual(
+      events.map((e) => [e.type, e.data]),
+      [
+        ['accepted', { scheduled_at: first }],
+        ['scheduled', { scheduled_at: first }],
+        ['rescheduled', { scheduled_at: second, previous_scheduled_at: first }],
+        ['rescheduled', { scheduled_at: third, previous_scheduled_at: second }],
+        ['canceled', undefined],
+      ],
+    );
+    // Each entry and the webhook event of the same happening share their evt_ id and their times.
+    const { rows } = await t.db.query<{ payload: { id: string; type: string; data: Record<string, unknown> } }>(
+      'SELECT payload FROM webhook_deliveries WHERE endpoint_id = $1 AND payload @> $2::jsonb',
+      [hook.json().id, JSON.stringify({ data: { email_id: id } })],
+    );
+    const webhooks = new Map(rows.map(({ payload }) => [payload.id, payload]));
+    const types = ['email.accepted', 'email.scheduled', 'email.rescheduled', 'email.rescheduled', 'email.canceled'];
+    assert.equal(webhooks.size, events.length);
+    events.forEach((entry, i) => {
+      const event = webhooks.get(entry.id);
+      assert.equal(event?.type, types[i], `${entry.type} ${entry.id}`);
+      for (const [field, value] of Object.entries(entry.data ?? {})) assert.equal(event!.data[field], value, field);
+    });
+  } finally {
+    await t.app.inject({ method: 'DELETE', url: `/webhooks/${hook.json().id}`, headers: bearer(org.fullKey) });
+  }
+});
+
+test('rescheduling a queued message records no previous time; the timeline reads sent once taken', async () => {
+  const id = await sendOne({ to: 'moved@example.com' });
+  const at = later(3600_000);
+  assert.equal((await reschedule(id, at)).statusCode, 200);
+  assert.deepEqual(
+    (await timeline(id)).map((e) => [e.type, e.data]),
+    [
+      ['accepted', undefined],
+      ['rescheduled', { scheduled_at: at, previous_scheduled_at: null }],
+    ],
+  );
+  assert.equal((await read(id)).json().last_event, 'scheduled');
+  // A worker taking it (its time come) makes it sent, though its newest entry is a rescheduling.
+  await t.db.query(`UPDATE emails SET scheduled_at = now() - interval '1 second' WHERE id = $1`, [id]);
+  const taken = await takeMessage(t.db, id);
+  assert.ok(typeof taken === 'object' && 'email' in taken, 'taken');
+  assert.equal((await read(id)).json().last_event, 'sent');
+  const listed = await t.app.inject({
+    method: 'GET',
+    url: '/emails?last_event=sent&recipient=moved@example.com',
+    headers: bearer(org.fullKey),
+  });
+  assert.deepEqual(
+    listed.json().data.map((item: { id: string }) => item.id),
+    [id],
+  );
 });
 
 test("another organization's message is 404 everywhere; a malformed id too", async () => {
@@ -170,7 +258,7 @@ test('cancel a scheduled message: canceled, timeline entry, job gone; then inval
   assert.equal((await read(id)).json().last_event, 'canceled');
   assert.deepEqual(
     (await timeline(id)).map((e) => e.type),
-    ['accepted', 'canceled'],
+    ['accepted', 'scheduled', 'canceled'],
   );
   const jobs = await t.db.query("SELECT 1 FROM jobs WHERE payload->>'email_id' = $1", [id]);
   assert.equal(jobs.rowCount, 0);

@@ -5,8 +5,6 @@ import { DELIVERY_QUEUE } from './delivery-job.ts';
 import type { EmailStatus } from './statuses.ts';
 import { isUuid } from '../platform/ids.ts';
 import { recordTimelineEntry } from './timeline.ts';
-import { withEvent } from '../webhooks/fan-out.ts';
-import { emailEventFieldsSql } from '../webhooks/event-payloads.ts';
 
 // Cancel and reschedule act only on a message not yet handed to a transport (queued or scheduled). Each
 // takes the message's row lock with a conditional UPDATE, the lock the delivery worker takes to move it
@@ -30,21 +28,24 @@ export async function cancelEmail(db: Database, organizationId: string, id: stri
 export async function rescheduleEmail(db: Database, organizationId: string, id: string, at: Date): Promise<void> {
   if (!isUuid(id)) throw notFound('Email');
   await db.transaction(async (tx) => {
-    // email.rescheduled carries the message's fields, as its other events do, and the new time.
-    const { rowCount } = await tx.query(
-      withEvent(
-        `UPDATE emails SET scheduled_at = $3, status = 'scheduled' WHERE id = $1 AND organization_id = $2 AND ${NOT_YET_SENT}
-         RETURNING id, created_at, "from", "to", subject, message_id, tags, headers, template, broadcast_id`,
-        {
-          org: '$2::uuid',
-          type: `'email.rescheduled'::text`,
-          data: `${emailEventFieldsSql('changed')} || jsonb_build_object('scheduled_at', $4::text)`,
-        },
-      ),
-      [id, organizationId, at, at.toISOString()],
+    // The time it had (null for a message queued to go at once) is read under the row lock the update
+    // takes (FOR UPDATE waits for a concurrent change and reads what it left).
+    const { rows } = await tx.query<{ previous: Date | null }>(
+      `UPDATE emails e SET scheduled_at = $3, status = 'scheduled'
+         FROM (SELECT id, scheduled_at FROM emails WHERE id = $1 AND organization_id = $2 FOR UPDATE) previous
+        WHERE e.id = previous.id AND e.${NOT_YET_SENT}
+        RETURNING previous.scheduled_at AS previous`,
+      [id, organizationId, at],
     );
-    if (rowCount === 0) throw await whyNot(tx, organizationId, id, 'rescheduled');
+    if (rows.length === 0) throw await whyNot(tx, organizationId, id, 'rescheduled');
     await rescheduleJobs(tx, DELIVERY_QUEUE, 'email_id', id, at);
+    // Its email.rescheduled webhook event carries the message's fields and the same two times.
+    await recordTimelineEntry(tx, {
+      emailId: id,
+      organizationId,
+      kind: 'rescheduled',
+      data: { scheduled_at: at.toISOString(), previous_scheduled_at: rows[0]!.previous?.toISOString() ?? null },
+    });
   });
 }
 

@@ -6,10 +6,11 @@ import type { PreparedMessage } from './prepare-message.ts';
 import { TIMELINE_ENTRY_COLUMNS, timelineEntriesFrom, timelineEntryRow } from './timeline.ts';
 
 // Storing accepted messages: each message's row, its recipients, its attachments, its `accepted`
-// timeline entry (with webhook fan-out), its delivery job and the results remembered under the
-// requests' idempotency keys, all by one statement for any number of messages. One statement is one
-// round trip, and outside a transaction its own transaction: a group of messages costs one commit and
-// one exchange with the database, and what it stores commits whole or not at all.
+// timeline entry (and `scheduled` for a message with a scheduled_at) with their webhook fan-out, its
+// delivery job and the results remembered under the requests' idempotency keys, all by one statement
+// for any number of messages. One statement is one round trip, and outside a transaction its own
+// transaction: a group of messages costs one commit and one exchange with the database, and what it
+// stores commits whole or not at all.
 
 export interface MessageToStore {
   organizationId: string;
@@ -62,14 +63,14 @@ export async function storeMessages(db: Queryable, items: MessageToStore[], opti
     reply_address: m.replyAddress ?? null,
     broadcast_id: m.broadcastId ?? null,
   }));
-  const entries = items.map(({ organizationId, message: m }) =>
-    timelineEntryRow({
-      emailId: m.id,
-      organizationId,
-      kind: 'accepted',
-      data: m.scheduledAt ? { scheduled_at: m.scheduledAt.toISOString() } : undefined,
-    }),
-  );
+  // A scheduled message's `scheduled` entry follows its `accepted` one (the order of the rows is the
+  // order they are written in), in this same statement: no round trip more for scheduling.
+  const entries = items.flatMap(({ organizationId, message: m }) => {
+    const scheduled = m.scheduledAt ? { scheduled_at: m.scheduledAt.toISOString() } : undefined;
+    const accepted = timelineEntryRow({ emailId: m.id, organizationId, kind: 'accepted', data: scheduled });
+    if (!scheduled) return [accepted];
+    return [accepted, timelineEntryRow({ emailId: m.id, organizationId, kind: 'scheduled', data: scheduled })];
+  });
   // Attachments are bytes: base64 in JSON (a third larger, and few messages carry any).
   const attachments = items.flatMap(({ message: m }) =>
     m.attachments.map((a, position) => ({

@@ -7,6 +7,8 @@ import { emailEventDetails, emailEventFieldsSql } from '../webhooks/event-payloa
 /** Timeline kinds (GET /emails/:id/events); the webhook event type is `email.<kind>`. */
 export type TimelineKind =
   | 'accepted'
+  | 'scheduled'
+  | 'rescheduled'
   | 'delivered'
   | 'opened'
   | 'clicked'
@@ -43,11 +45,11 @@ const COUNTED: ReadonlySet<TimelineKind> = new Set(COUNTED_KINDS);
 export const EVENT_COUNT_SHARDS = 8;
 
 /**
- * The webhook event type of a timeline entry: email.<kind>, but email.scheduled for a scheduled
- * acceptance and email.suppressed for a suppressed recipient's failure.
+ * The webhook event type of a timeline entry: email.<kind>, but email.suppressed for a suppressed
+ * recipient's failure. A message accepted with a scheduled_at has two entries, `accepted` then
+ * `scheduled`: email.accepted and email.scheduled.
  */
 export function webhookEventType(entry: Pick<TimelineEntry, 'kind' | 'data'>): EventType {
-  if (entry.kind === 'accepted' && entry.data?.scheduled_at) return 'email.scheduled';
   if (entry.kind === 'failed' && entry.data?.reason === 'suppressed') return 'email.suppressed';
   return `email.${entry.kind}`;
 }

@@ -32,7 +32,7 @@ export function fanOutCtes(sql: { org: string; type: string; data: string }): st
 }
 
 /**
- * Records an event that belongs to no message (template.updated, email.rescheduled …): it exists only as
+ * Records an event that belongs to no message (template.updated, contact.created …): it exists only as
  * its webhook deliveries. Call it inside the transaction that makes the change.
  */
 export async function emitEvent(
