@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { publicBaseUrl, type Config } from '../platform/config.ts';
 import { dkimRecordName, dkimRecordValue, publishesDkimKey } from './dkim.ts';
+import { whyNotPublicHost } from './public-host.ts';
 
 /**
  * Which record a status belongs to (the keys of domains.record_status). SPF is the SPF TXT record,
@@ -62,18 +63,22 @@ export interface RecordHosts {
   tracking: string;
 }
 
-export type RecordHostsConfig = Pick<Config, 'heloName' | 'publicUrl' | 'host' | 'port'>;
+export type RecordHostsConfig = Pick<Config, 'mxHost' | 'heloName' | 'publicUrl' | 'host' | 'port'>;
 
 /**
- * The hosts of this installation that records point at. Config has no name of its own for the inbound
- * listener's host, and the listener runs in the API processes (the ones that answer with these records):
- * their host name, MAILROOM_HELO_NAME (which should be the host's public name, matching its PTR), else
- * the machine's host name.
+ * The hosts of this installation that records point at. The inbound listener runs in the API processes
+ * (the ones that answer with these records), so its host is theirs: MAILROOM_MX_HOST, else
+ * MAILROOM_HELO_NAME (which should be the host's public name, matching its PTR), else the host of
+ * MAILROOM_PUBLIC_URL when that is a public name, else the machine's host name. A value that is not a
+ * public name is still shown, with a warning (domain-view.ts).
  */
 export function recordHosts(config: RecordHostsConfig): RecordHosts {
+  const tracking = new URL(publicBaseUrl(config)).hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  const publicUrlHost =
+    config.publicUrl !== undefined && whyNotPublicHost(tracking) === undefined ? tracking : undefined;
   return {
-    inbound: (config.heloName ?? hostname()).toLowerCase(),
-    tracking: new URL(publicBaseUrl(config)).hostname.replace(/^\[|\]$/g, ''),
+    inbound: (config.mxHost ?? config.heloName ?? publicUrlHost ?? hostname()).toLowerCase().replace(/\.$/, ''),
+    tracking,
   };
 }
 

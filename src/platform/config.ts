@@ -191,6 +191,12 @@ const SETTING_TABLE = {
     "Host name Mailroom gives in EHLO. Unset: the machine's host name.",
     optionalText,
   ),
+  mxHost: setting(
+    'MAILROOM_MX_HOST',
+    undefined,
+    "Public host name of the inbound listener: the value of the MX records a domain's owner publishes (a receiving domain's, a custom return path's). Unset: `MAILROOM_HELO_NAME`, else the host of `MAILROOM_PUBLIC_URL` when that is a public name, else the machine's host name. A value that is not a public, fully qualified name is shown with a warning.",
+    optionalDomainName,
+  ),
   smtpTimeoutMs: setting(
     'MAILROOM_SMTP_TIMEOUT_MS',
     '30000',
