@@ -1,6 +1,7 @@
-// POST /emails/batch entries with template and topic_id, through the unmodified Resend SDK, delivered by
-// the worker to a loopback SMTP relay: each entry is prepared by the rules of a single send, and each
-// template and topic is read once per batch.
+// POST /emails/batch entries with template or topic_id, through the unmodified Resend SDK, delivered by
+// the worker to a loopback SMTP relay: such an entry is refused (400 unsupported_in_batch), whether or
+// not its template or topic exists, while the same message sent through POST /emails is rendered or
+// gated as usual. Strict (the SDK's default) refuses the whole request; permissive refuses the entry.
 import { after, before, beforeEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Resend } from 'resend';
@@ -86,134 +87,156 @@ const headerBlock = (tx: ReceivedTransaction) =>
     .split('\r\n\r\n')[0]!
     .replace(/\r\n(?=[ \t])/g, '');
 
-test('template and topic entries mixed with plain ones: each rendered, gated and delivered as a single send', async () => {
-  const { data, error } = await sender.batch.send([
-    { from, to: 'first@example.com', subject: 'Plain one', text: 'plain one' },
-    {
-      to: 'ann@example.com',
-      template: { id: 'order-confirmed', variables: { NAME: 'Ann & Co', ORDER: 42 } },
-    },
-    {
-      from,
-      to: ['reader@example.com', 'gone@example.com'],
-      subject: 'March news',
-      html: '<p>News</p>',
-      topicId,
-    },
-    { from, to: 'last@example.com', subject: 'Plain two', text: 'plain two' },
-  ]);
+const sendThroughPostEmails =
+  /^(template|topic_id) is not supported in a batch entry; send this message through POST \/emails$/;
+
+/** Entries with template or topic_id, existing or not, between plain ones. */
+const mixedEntries = () => [
+  { from, to: 'first@example.com', subject: 'Plain one', text: 'plain one' },
+  { to: 'ann@example.com', template: { id: 'order-confirmed', variables: { NAME: 'Ann', ORDER: 42 } } },
+  { from, to: ['reader@example.com', 'gone@example.com'], subject: 'March news', html: '<p>News</p>', topicId },
+  { from, to: 'last@example.com', subject: 'Plain two', text: 'plain two' },
+  { from, to: 'c@example.com', template: { id: 'no-such-template' } },
+  { from, to: 'd@example.com', subject: 'news', text: 'news', topicId: 'no-such-topic' },
+];
+
+test('permissive: each template or topic entry is refused in its place, existing or not; the plain ones are sent', async () => {
+  const before = await counts(bed.t.db, bed.org.id);
+  const { data, error } = await sender.batch.send(mixedEntries(), { batchValidation: 'permissive' });
   assert.equal(error, null, JSON.stringify(error));
-  const ids = data!.data.map((entry) => entry.id);
-  assert.equal(ids.length, 4);
+  assert.deepEqual(
+    data!.data.map((entry) => (entry.id ? 'email' : 'error')),
+    ['email', 'error', 'error', 'email', 'error', 'error'],
+  );
+  const errors = data!.errors as Array<Record<string, unknown>>;
+  assert.deepEqual(
+    errors.map(({ index, statusCode, name, field }) => ({ index, statusCode, name, field })),
+    [
+      { index: 1, statusCode: 400, name: 'unsupported_in_batch', field: 'template' },
+      { index: 2, statusCode: 400, name: 'unsupported_in_batch', field: 'topic_id' },
+      { index: 4, statusCode: 400, name: 'unsupported_in_batch', field: 'template' },
+      { index: 5, statusCode: 400, name: 'unsupported_in_batch', field: 'topic_id' },
+    ],
+  );
+  for (const refusal of errors) assert.match(String(refusal.message), sendThroughPostEmails);
+  // Only the two plain entries are stored and charged.
+  assert.deepEqual(await counts(bed.t.db, bed.org.id), {
+    emails: before.emails + 2,
+    charged: before.charged + 2,
+  });
+  // The raw answer: each refused entry holds its error in place, with no id, and is listed in errors.
+  const raw = await sendBatch(bed.t.app, bed.org.sendingKey, [
+    { from, to: 'x@example.com', subject: 's', text: 't' },
+    { from, to: 'y@example.com', subject: 's', text: 't', topic_id: topicId },
+  ]);
+  assert.equal(raw.statusCode, 200, raw.body);
+  const refusal = {
+    index: 1,
+    statusCode: 400,
+    name: 'unsupported_in_batch',
+    message: 'topic_id is not supported in a batch entry; send this message through POST /emails',
+    field: 'topic_id',
+  };
+  assert.deepEqual(raw.json().data[1], { object: 'error', id: null, ...refusal });
+  assert.deepEqual(raw.json().errors, [refusal]);
 
-  await waitFor(async () => Object.keys(await outcomes(ids[2]!)).length === 2);
-  await waitFor(() => bed.sink.transactions.length === 4);
+  // The relay gets the plain entries of both batches and nothing else.
+  await waitFor(() => bed.sink.transactions.length === 3);
+  assert.deepEqual(bed.sink.transactions.flatMap((tx) => tx.rcptTo).sort(), [
+    'first@example.com',
+    'last@example.com',
+    'x@example.com',
+  ]);
+  assert.equal((await transactionTo('first@example.com').parse()).subject, 'Plain one');
+});
 
-  const templated = await transactionTo('ann@example.com').parse();
-  assert.equal(templated.subject, 'Order 42 confirmed');
-  assert.equal(String(templated.html).trim(), '<p>Thanks, Ann &amp; Co</p>');
-  assert.equal(templated.text?.trim(), 'Thanks, Ann & Co');
-  assert.deepEqual(templated.from?.value, [{ address: `store@${bed.org.domain}`, name: 'Store' }]);
-  assert.deepEqual(templated.replyTo?.value, [{ address: `help@${bed.org.domain}`, name: '' }]);
+test('strict (the SDK default): one template or topic entry refuses the whole request, naming the field; nothing is stored', async () => {
+  const before = await counts(bed.t.db, bed.org.id);
+  const { data, error } = await sender.batch.send(mixedEntries());
+  assert.equal(data, null);
+  assert.equal(error?.name, 'unsupported_in_batch');
+  assert.equal(
+    error?.message,
+    'Entry 1: template is not supported in a batch entry; send this message through POST /emails',
+  );
 
-  // The same entry sent on its own is stored the same way.
-  const single = await sender.emails.send({
+  const cases: Array<[entry: Record<string, unknown>, field: string]> = [
+    [{ from, to: 'b@example.com', template: { id: 'order-confirmed', variables: { ORDER: 1 } } }, 'template'],
+    [{ from, to: 'b@example.com', template: { id: 'no-such-template' } }, 'template'],
+    [{ from, to: 'b@example.com', subject: 's', text: 't', topic_id: topicId }, 'topic_id'],
+    [{ from, to: 'b@example.com', subject: 's', text: 't', topic_id: 'no-such-topic' }, 'topic_id'],
+  ];
+  for (const [entry, field] of cases) {
+    // An earlier invalid entry does not hide the rule: a batch with either field is refused for it.
+    const entries = [
+      { from, to: 'not an address', subject: 's', text: 't' },
+      { from, to: 'a@example.com', subject: 's', text: 't' },
+      entry,
+    ];
+    const res = await sendBatch(bed.t.app, bed.org.sendingKey, entries, { 'x-batch-validation': 'strict' });
+    assert.equal(res.statusCode, 400, res.body);
+    assert.deepEqual(res.json(), {
+      statusCode: 400,
+      name: 'unsupported_in_batch',
+      message: `Entry 2: ${field} is not supported in a batch entry; send this message through POST /emails`,
+      field,
+    });
+  }
+  assert.deepEqual(await counts(bed.t.db, bed.org.id), before);
+});
+
+test('the same messages sent through POST /emails are rendered and gated as usual', async () => {
+  const templated = await sender.emails.send({
     to: 'ann@example.com',
     template: { id: 'order-confirmed', variables: { NAME: 'Ann & Co', ORDER: 42 } },
   });
-  assert.equal(single.error, null, JSON.stringify(single.error));
-  const stored = async (id: string) => {
-    const { subject, html, text, from, reply_to, template } = (await api(`/emails/${id}`)).json();
-    return { subject, html, text, from, reply_to, template };
-  };
-  assert.deepEqual(await stored(ids[1]!), await stored(single.data!.id));
+  assert.equal(templated.error, null, JSON.stringify(templated.error));
+  const topical = await sender.emails.send({
+    from,
+    to: ['reader@example.com', 'gone@example.com'],
+    subject: 'March news',
+    html: '<p>News</p>',
+    topicId,
+  });
+  assert.equal(topical.error, null, JSON.stringify(topical.error));
 
-  // The topic entry: the opted-out contact is not sent to, as in a single send; the other gets the
-  // one-click unsubscribe headers.
-  assert.deepEqual(await outcomes(ids[2]!), {
+  await waitFor(async () => Object.keys(await outcomes(topical.data!.id)).length === 2);
+  await waitFor(() => bed.sink.transactions.length === 2);
+  const rendered = await transactionTo('ann@example.com').parse();
+  assert.equal(rendered.subject, 'Order 42 confirmed');
+  assert.equal(String(rendered.html).trim(), '<p>Thanks, Ann &amp; Co</p>');
+  assert.deepEqual(rendered.from?.value, [{ address: `store@${bed.org.domain}`, name: 'Store' }]);
+  assert.deepEqual(rendered.replyTo?.value, [{ address: `help@${bed.org.domain}`, name: '' }]);
+
+  // The opted-out contact is not sent to; the other gets the one-click unsubscribe headers.
+  assert.deepEqual(await outcomes(topical.data!.id), {
     'reader@example.com': 'delivered',
     'gone@example.com': 'failed:unsubscribed',
   });
   const topicHeaders = headerBlock(transactionTo('reader@example.com'));
-  assert.match(topicHeaders, /^Subject: March news$/m);
   assert.match(topicHeaders, /^List-Unsubscribe: <https?:\/\/[^>]+\/unsubscribe\/[^>]+>$/m);
   assert.match(topicHeaders, /^List-Unsubscribe-Post: List-Unsubscribe=One-Click$/m);
-  assert.equal((await api(`/emails/${ids[2]}`)).json().topic_id, topicId);
-
-  for (const [address, subject, text] of [
-    ['first@example.com', 'Plain one', 'plain one'],
-    ['last@example.com', 'Plain two', 'plain two'],
-  ] as const) {
-    const tx = transactionTo(address);
-    assert.doesNotMatch(headerBlock(tx), /^List-Unsubscribe/im);
-    const parsed = await tx.parse();
-    assert.equal(parsed.subject, subject);
-    assert.equal(parsed.text?.trim(), text);
-  }
 });
 
-test('an unknown template in entry 2 refuses the whole strict batch, naming the entry; nothing is stored', async () => {
-  const entries = [
-    { from, to: 'a@example.com', subject: 'one', text: 'one' },
-    { to: 'b@example.com', template: { id: 'order-confirmed', variables: { ORDER: 1 } } },
-    { from, to: 'c@example.com', template: { id: 'no-such-template' } },
-    { from, to: 'reader@example.com', subject: 'news', text: 'news', topicId },
-  ];
-  const before = await counts(bed.t.db, bed.org.id);
-  const { data, error } = await sender.batch.send(entries);
-  assert.equal(data, null);
-  assert.equal(error?.name, 'template_not_found');
-  assert.equal(error?.message, 'Entry 2: Template no-such-template not found');
-
-  const raw = await sendBatch(
-    bed.t.app,
-    bed.org.sendingKey,
-    [entries[0], entries[1], { from, to: 'c@example.com', template: { id: 'no-such-template' } }],
-    { 'x-batch-validation': 'strict' },
-  );
-  assert.equal(raw.statusCode, 400);
-  assert.deepEqual(raw.json(), {
-    statusCode: 400,
-    name: 'template_not_found',
-    message: 'Entry 2: Template no-such-template not found',
-    field: '2.template.id',
-  });
-  assert.deepEqual(await counts(bed.t.db, bed.org.id), before);
-
-  // Permissive: only that entry is refused, in its place, with the single send's error.
-  const permissive = await sender.batch.send(entries, { batchValidation: 'permissive' });
-  assert.equal(permissive.error, null, JSON.stringify(permissive.error));
-  assert.deepEqual(
-    permissive.data!.data.map((entry) => (entry.id ? 'email' : 'error')),
-    ['email', 'email', 'error', 'email'],
-  );
-  assert.deepEqual(permissive.data!.errors, [
-    {
-      index: 2,
-      statusCode: 400,
-      name: 'template_not_found',
-      message: 'Template no-such-template not found',
-      field: 'template.id',
-    },
-  ]);
-});
-
-test('a template never published is refused in a batch entry as in a single send', async () => {
+test('a template never published: POST /emails says so and how to publish it; a batch refuses the entry first', async () => {
   const draft = await admin.templates.create({ name: 'Draft', subject: 'Draft', html: '<p>draft</p>' });
   assert.equal(draft.error, null, JSON.stringify(draft.error));
-  const entry = { from, to: 'ann@example.com', template: { id: draft.data!.id } };
-
-  const single = await sender.emails.send(entry);
+  const draftId = draft.data!.id;
+  // Without a from of its own, as with a published template that supplies one.
+  const single = await sender.emails.send({ to: 'ann@example.com', template: { id: draftId } });
   assert.equal(single.error?.name, 'template_not_found');
-  assert.match(single.error!.message, /has never been published: publish it first/);
+  assert.equal(
+    single.error?.message,
+    `Template ${draftId} has never been published: publish it first with POST /templates/${draftId}/publish, ` +
+      'or Publish on its page in the dashboard',
+  );
 
-  const batch = await sender.batch.send([{ from, to: 'x@example.com', subject: 's', text: 't' }, entry]);
+  const batch = await sender.batch.send([{ from, to: 'ann@example.com', template: { id: draftId } }]);
   assert.equal(batch.data, null);
-  assert.equal(batch.error?.name, single.error.name);
-  assert.equal(batch.error?.message, `Entry 1: ${single.error.message}`);
+  assert.equal(batch.error?.name, 'unsupported_in_batch');
 });
 
-test('the entries of a batch read each template and topic once, however many use them', async () => {
+test('a batch of refused template and topic entries reads no template or topic and stores nothing', async () => {
   // Every statement the app runs on its database during the request, in order.
   const db = bed.t.db;
   const query = db.query;
@@ -222,27 +245,23 @@ test('the entries of a batch read each template and topic once, however many use
     statements.push(text);
     return query.call(db, text, params);
   }) as typeof db.query;
-  const scheduledAt = new Date(Date.now() + 3600_000).toISOString();
+  const before = await counts(db, bed.org.id);
   try {
     const entries = Array.from({ length: 100 }, (_, i) =>
       i % 2 === 0
-        ? { to: `t${i}@example.com`, template: { id: templateId, variables: { ORDER: i } }, scheduledAt }
-        : { from, to: `n${i}@example.com`, subject: 'news', text: 'news', topicId, scheduledAt },
+        ? { to: `t${i}@example.com`, template: { id: templateId, variables: { ORDER: i } } }
+        : { from, to: `n${i}@example.com`, subject: 'news', text: 'news', topicId },
     );
-    const { data, error } = await sender.batch.send(entries);
+    const { data, error } = await sender.batch.send(entries, { batchValidation: 'permissive' });
     assert.equal(error, null, JSON.stringify(error));
     assert.equal(data!.data.length, 100);
+    assert.ok(data!.data.every((entry) => !entry.id));
+    assert.equal(data!.errors?.length, 100);
   } finally {
     db.query = query;
   }
   const count = (fragment: string) => statements.filter((sql) => sql.includes(fragment)).length;
-  assert.equal(count('LEFT JOIN template_versions v ON v.id = t.published_version_id'), 1);
-  assert.equal(count('SELECT 1 FROM topics WHERE id = $1'), 1);
-
-  const { rows } = await db.query<{ subject: string }>(
-    "SELECT subject FROM emails WHERE organization_id = $1 AND template->>'id' = $2 ORDER BY subject",
-    [bed.org.id, templateId],
-  );
-  assert.equal(rows.length, 50);
-  assert.ok(rows.every((row) => /^Order \d+ confirmed$/.test(row.subject)));
+  assert.equal(count('FROM templates'), 0);
+  assert.equal(count('FROM topics'), 0);
+  assert.deepEqual(await counts(db, bed.org.id), before);
 });

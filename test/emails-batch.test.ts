@@ -66,13 +66,13 @@ test('a bad entry refuses only itself; its place holds an error; errors are list
     errors.map((e: { index: number; name: string; statusCode: number }) => [e.index, e.statusCode, e.name]),
     [
       [1, 400, 'validation_error'],
-      [2, 400, 'validation_error'],
-      [3, 400, 'validation_error'],
+      [2, 400, 'unsupported_in_batch'],
+      [3, 400, 'unsupported_in_batch'],
       [4, 400, 'invalid_attachment'],
     ],
   );
   assert.deepEqual(data[1], { object: 'error', id: null, ...errors[0] });
-  // template and topic_id are checked as in a single send: with text, and an unknown topic.
+  // template and topic_id are refused in a batch entry, named as the field, whatever else the entry holds.
   assert.equal(errors[1].field, 'template');
   assert.equal(errors[2].field, 'topic_id');
   assert.deepEqual(await counts(t.db, org.id), { emails: before.emails + 2, charged: before.charged + 2 });
@@ -102,8 +102,10 @@ test('x-batch-validation: strict refuses the whole batch for one bad entry, noth
   );
   assert.deepEqual(
     [template.statusCode, template.json().name, template.json().field],
-    [400, 'template_not_found', '1.template.id'],
+    [400, 'unsupported_in_batch', 'template'],
   );
+  assert.match(template.json().message, /^Entry 1: template .*POST \/emails/);
+  assert.deepEqual(await counts(t.db, org.id), before);
   const fine = await sendBatch(t.app, org.fullKey, [message(org), message(org)], { 'x-batch-validation': 'strict' });
   assert.equal(fine.statusCode, 200);
   assert.equal(fine.json().data.length, 2);

@@ -62,7 +62,8 @@ export async function emailRoutes(app: App) {
       schema: {
         summary: 'Send up to 100 emails',
         description:
-          'Each entry is an EmailMessage, template and topic_id included, processed on its own. ' +
+          'Each entry is an EmailMessage without template and topic_id (an entry with either is refused with ' +
+          '400 unsupported_in_batch: send it through POST /emails), processed on its own. ' +
           'With `x-batch-validation: strict` any invalid entry refuses the whole batch.',
         body: Type.Array(Type.Unknown(), { minItems: 1, maxItems: MAX_BATCH }),
         headers: Type.Object({

@@ -29,7 +29,7 @@ export const EmailMessageSchema = Type.Object(
           id: Type.String(),
           variables: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
         },
-        { additionalProperties: false, description: 'Exclusive with html and text.' },
+        { additionalProperties: false, description: 'Exclusive with html and text. Refused in batch entries.' },
       ),
     ),
     cc: Type.Optional(AddressList),
@@ -58,7 +58,7 @@ export const EmailMessageSchema = Type.Object(
     topic_id: Type.Optional(
       Type.String({
         description:
-          'A topic of the organization: sent only to recipients subscribed to it, with a one-click unsubscribe.',
+          'A topic of the organization: sent only to recipients subscribed to it, with a one-click unsubscribe. Refused in batch entries.',
       }),
     ),
     attachments: Type.Optional(

@@ -24,8 +24,8 @@ export interface PreparedMessage extends ValidMessage {
 
 /**
  * What the messages of one request (a send, or a whole batch) share while they are prepared: the budget
- * for attachments given by URL, and the templates and topics already read, so that a batch of 100
- * entries using one template reads it once.
+ * for attachments given by URL, and the templates and topics already read, so that a send reads its
+ * template once for its sender defaults and its rendering.
  */
 export interface RequestScope {
   fetchBudget: FetchBudget;
@@ -69,11 +69,12 @@ export async function prepareMessage(
     once(scope.templates, idOrAlias, () => findPublishedVersion(db, organizationId, idOrAlias));
 
   // A template's from and reply_to are defaults: the send's own take precedence (Resend's rule). A
-  // template that cannot be sent gives none; its rendering below says why, after the message's own checks.
+  // template that cannot be sent gives none; its rendering below says why, after the message's own checks,
+  // unless the message has no from of its own: then why the template gives none is the first thing to say.
   const defaults =
     message.template && (message.from === undefined || message.reply_to === undefined)
       ? await publishedVersion(message.template.id).catch((error: unknown) => {
-          if (error instanceof ServiceError) return undefined;
+          if (error instanceof ServiceError && message.from !== undefined) return undefined;
           throw error;
         })
       : undefined;
@@ -85,7 +86,7 @@ export async function prepareMessage(
           reply_to: message.reply_to ?? defaults.reply_to ?? undefined,
         }
       : message,
-    { now, maxAttachmentBytes: config.attachmentsMaxBytes },
+    { now, maxAttachmentBytes: config.attachmentsMaxBytes, maxScheduleDays: config.maxScheduleDays },
   );
 
   const domain = await findSendingDomain(db, organizationId, valid.from.domain);

@@ -9,7 +9,7 @@ import {
   type IdempotencyKey,
 } from '../platform/idempotency.ts';
 import { acceptMessages, type Outcome } from './accept-messages.ts';
-import { MAX_BATCH, validateBatchEntry } from './batch-entry.ts';
+import { MAX_BATCH, refuseFieldsNotInBatch, validateBatchEntry } from './batch-entry.ts';
 import type { EmailMessage } from './message-schema.ts';
 import { newRequestScope, prepareMessage, type PreparedMessage } from './prepare-message.ts';
 import type { RateLimitState } from './sending-limits.ts';
@@ -114,10 +114,10 @@ async function send(
   }
 
   const entries = checkBatch(request.entries);
+  if (request.strict) refuseUnsupportedInBatch(entries);
   // Each entry is checked on its own, by the rules of a single send; a refused entry does not stop the
-  // others. The entries share one scope: each template and topic is read once for the whole batch. A
-  // file host that did not answer fails the whole request (503, nothing stored), for the client to retry
-  // it whole.
+  // others. A file host that did not answer fails the whole request (503, nothing stored), for the client
+  // to retry it whole.
   const checked: Array<PreparedMessage | ServiceError> = [];
   const scope = newRequestScope(config, request.onlyFromDomainId ?? null);
   for (const entry of entries) {
@@ -167,6 +167,21 @@ function batchResult(checked: Array<PreparedMessage | ServiceError>, outcomes: O
       entry instanceof ServiceError ? { accepted: false, error: entry.detail() } : outcomes[next++]!,
     ),
   };
+}
+
+/**
+ * A strict batch with template or topic_id in any entry is refused for that field before anything is
+ * read or fetched, whatever else its entries hold: the entry's index is in the message.
+ */
+function refuseUnsupportedInBatch(entries: unknown[]): void {
+  for (const [index, entry] of entries.entries()) {
+    try {
+      refuseFieldsNotInBatch(entry);
+    } catch (error) {
+      if (!(error instanceof ServiceError)) throw error;
+      throw new ServiceError(error.name, `Entry ${index}: ${error.message}`, error.field);
+    }
+  }
 }
 
 function strictRefusal(invalid: Array<{ index: number; error: ServiceError }>): ServiceError {

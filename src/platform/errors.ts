@@ -12,6 +12,7 @@ const FINAL_CODES = [
   'template_not_found',
   'too_many_recipients',
   'invalid_idempotency_key',
+  'unsupported_in_batch',
   'invalid_webhook_endpoint',
   'invalid_state',
   'not_found',

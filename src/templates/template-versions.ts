@@ -105,7 +105,8 @@ export async function findPublishedVersion(
   if (!found.published) {
     throw new ServiceError(
       'template_not_found',
-      `Template ${idOrAlias} has never been published: publish it first (POST /templates/${found.template_id}/publish)`,
+      `Template ${idOrAlias} has never been published: publish it first with ` +
+        `POST /templates/${found.template_id}/publish, or Publish on its page in the dashboard`,
       'template.id',
     );
   }

@@ -11,6 +11,7 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   template_not_found: 400,
   too_many_recipients: 400,
   invalid_idempotency_key: 400,
+  unsupported_in_batch: 400,
   invalid_webhook_endpoint: 400,
   invalid_state: 400,
   missing_api_key: 401,
