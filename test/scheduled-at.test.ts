@@ -9,6 +9,7 @@ import { message, send, sendBatch } from './helpers/emails.ts';
 import { responseProblems } from './helpers/resend-openapi.ts';
 import { parseScheduledAt } from '../src/emails/scheduled-at.ts';
 import { ServiceError } from '../src/platform/errors.ts';
+import { loadConfig } from '../src/platform/config.ts';
 
 describe('the grammar, on a fixed clock', () => {
   // Friday 6 March 2026, 10:00 UTC; US clocks go forward on Sunday 8 March, Europe's on 29 March.
@@ -107,6 +108,34 @@ describe('the grammar, on a fixed clock', () => {
   }
 });
 
+describe('the bound, MAILROOM_MAX_SCHEDULE_DAYS', () => {
+  const now = new Date('2026-03-06T10:00:00Z');
+  test('up to the limit is taken, in every form', () => {
+    for (const value of ['in 30 days', 'in 720 hours', '2026-04-05T10:00:00Z', '2026-04-05T12:00:00+02:00']) {
+      assert.equal(parseScheduledAt(value, now, 30)?.toISOString(), '2026-04-05T10:00:00.000Z', value);
+    }
+    assert.equal(parseScheduledAt('in 40 days', now, 45)?.toISOString(), '2026-04-15T10:00:00.000Z');
+  });
+  for (const value of ['in 31 days', 'in 5 weeks', 'in 40 days', '2026-04-05T10:00:01Z', '9999-12-31T23:59:59Z']) {
+    test(`"${value}" is past 30 days: refused, naming the limit`, () => {
+      assert.throws(
+        () => parseScheduledAt(value, now, 30),
+        (error: unknown) =>
+          error instanceof ServiceError &&
+          error.name === 'validation_error' &&
+          error.field === 'scheduled_at' &&
+          error.message.includes('at most 30 days ahead (MAILROOM_MAX_SCHEDULE_DAYS)') &&
+          error.message.includes('the latest now is 2026-04-05T10:00:00.000Z'),
+      );
+    });
+  }
+  test('the setting: 30 unless set, a whole number of days', () => {
+    assert.equal(loadConfig({}).maxScheduleDays, 30);
+    assert.equal(loadConfig({ MAILROOM_MAX_SCHEDULE_DAYS: '365' }).maxScheduleDays, 365);
+    assert.throws(() => loadConfig({ MAILROOM_MAX_SCHEDULE_DAYS: '0' }), /MAILROOM_MAX_SCHEDULE_DAYS/);
+  });
+});
+
 describe('over the API and the Resend SDK', () => {
   let t: TestApp;
   let org: TestOrganization;
@@ -197,6 +226,56 @@ describe('over the API and the Resend SDK', () => {
         assert.deepEqual([res.json().name, res.json().field], ['validation_error', field], value);
       }
     }
+  });
+
+  test('past MAILROOM_MAX_SCHEDULE_DAYS (30 here) is a 400 naming the limit: sends, batch entries, PATCH, broadcasts', async () => {
+    const id = (await send(t.app, org.fullKey, message(org, { scheduled_at: 'in 1 hour' }))).json().id;
+    for (const value of ['in 40 days', new Date(Date.now() + 31 * 86_400_000).toISOString(), '9999-12-31T23:59:59Z']) {
+      const patch = (payload: object) =>
+        t.app.inject({ method: 'PATCH', url: `/emails/${id}`, headers: bearer(org.fullKey), payload });
+      const answers: Array<[string, Awaited<ReturnType<typeof send>>]> = [
+        ['scheduled_at', await send(t.app, org.fullKey, message(org, { scheduled_at: value }))],
+        ['scheduled_at', await patch({ scheduled_at: value })],
+        [
+          '0.scheduled_at',
+          await sendBatch(t.app, org.fullKey, [message(org, { scheduled_at: value })], {
+            'x-batch-validation': 'strict',
+          }),
+        ],
+        [
+          'scheduled_at',
+          await t.app.inject({
+            method: 'POST',
+            url: '/broadcasts',
+            headers: bearer(org.fullKey),
+            payload: { from: `hello@${org.domain}`, subject: 'Far', text: 'Far', send: true, scheduled_at: value },
+          }),
+        ],
+      ];
+      for (const [field, res] of answers) {
+        assert.equal(res.statusCode, 400, `${value}: ${res.body}`);
+        assert.deepEqual([res.json().name, res.json().field], ['validation_error', field], value);
+        assert.match(res.json().message, /at most 30 days ahead \(MAILROOM_MAX_SCHEDULE_DAYS\)/, value);
+      }
+      // A batch without strict validation refuses that entry alone.
+      const batch = await sendBatch(t.app, org.fullKey, [message(org, { scheduled_at: value }), message(org)]);
+      assert.equal(batch.statusCode, 200, batch.body);
+      const [refused, accepted] = batch.json().data;
+      assert.deepEqual([refused.name, typeof accepted.id], ['validation_error', 'string'], value);
+      assert.match(refused.message, /at most 30 days ahead/);
+    }
+    // Within the limit, the same message is moved.
+    assert.equal(
+      (
+        await t.app.inject({
+          method: 'PATCH',
+          url: `/emails/${id}`,
+          headers: bearer(org.fullKey),
+          payload: { scheduled_at: 'in 29 days' },
+        })
+      ).statusCode,
+      200,
+    );
   });
 
   test('the Resend SDK sends with scheduledAt "in 1 min" and moves it to "tomorrow at 9am"', async () => {

@@ -154,7 +154,7 @@ export async function broadcastRoutes(app: App) {
       if (scheduledAtText !== undefined && send !== true) {
         throw new ServiceError('validation_error', 'scheduled_at can only be used with send: true', 'scheduled_at');
       }
-      const scheduledAt = parseScheduledAt(scheduledAtText, now());
+      const scheduledAt = parseScheduledAt(scheduledAtText, now(), app.config.maxScheduleDays);
       const { organizationId } = request.principal;
       const { id } = await createBroadcast(
         app.db,
@@ -220,7 +220,7 @@ export async function broadcastRoutes(app: App) {
       schema: { summary: 'Send a broadcast now, or schedule it', params: IdParams, body: Type.Optional(SendBody) },
     },
     async (request) => {
-      const scheduledAt = parseScheduledAt(optional(request.body).scheduled_at, now());
+      const scheduledAt = parseScheduledAt(optional(request.body).scheduled_at, now(), app.config.maxScheduleDays);
       return sendBroadcast(app.db, request.principal.organizationId, request.params.id, scheduledAt);
     },
   );

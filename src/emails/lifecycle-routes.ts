@@ -44,7 +44,7 @@ export async function lifecycleRoutes(app: App) {
       },
     },
     async (request) => {
-      const at = parseScheduledAt(request.body.scheduled_at, new Date());
+      const at = parseScheduledAt(request.body.scheduled_at, new Date(), app.config.maxScheduleDays);
       if (!at) throw new ServiceError('missing_required_field', 'Missing required field: scheduled_at', 'scheduled_at');
       await rescheduleEmail(app.db, request.principal.organizationId, request.params.id, at);
       return { object: 'email', id: request.params.id };

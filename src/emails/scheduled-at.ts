@@ -69,15 +69,25 @@ const LATEST = Date.UTC(9999, 11, 31, 23, 59, 59);
 
 /** What the API schema says of the field (OpenAPI description). */
 export const SCHEDULED_AT_DESCRIPTION =
-  "In the future: ISO 8601 with an offset, or plain English ('in 1 hour', 'tomorrow at 9am', 'friday at 3pm ET'; UTC unless a zone is given), see docs/sending.md.";
+  "In the future, at most MAILROOM_MAX_SCHEDULE_DAYS (30 unless set) days ahead: ISO 8601 with an offset, or plain English ('in 1 hour', 'tomorrow at 9am', 'friday at 3pm ET'; UTC unless a zone is given), see docs/sending.md.";
 
 const invalid = (why: string) => new ServiceError('validation_error', `scheduled_at ${why}`, 'scheduled_at');
 
-/** When `value` says to send, as an instant after `now`; undefined when no value is given. */
-export function parseScheduledAt(value: string | undefined, now: Date): Date | undefined {
+/**
+ * When `value` says to send, as an instant after `now` and at most `maxDays` days after it (the
+ * server's MAILROOM_MAX_SCHEDULE_DAYS; without it, any time up to the year 9999); undefined when no value
+ * is given.
+ */
+export function parseScheduledAt(value: string | undefined, now: Date, maxDays?: number): Date | undefined {
   if (value === undefined) return undefined;
   const at = ISO_8601_WITH_OFFSET.test(value) ? isoInstant(value) : englishInstant(value, now);
   if (at.getTime() <= now.getTime()) throw invalid(`must be in the future; "${value}" is ${at.toISOString()}`);
+  if (maxDays !== undefined && at.getTime() > now.getTime() + maxDays * UNIT_MS.day!) {
+    const latest = new Date(now.getTime() + maxDays * UNIT_MS.day!).toISOString();
+    throw invalid(
+      `must be at most ${maxDays} days ahead (MAILROOM_MAX_SCHEDULE_DAYS); "${value}" is ${at.toISOString()}, the latest now is ${latest}`,
+    );
+  }
   return at;
 }
 

@@ -85,7 +85,7 @@ const CONTENT_TYPE = /^[A-Za-z0-9][\w!#$&^.+-]{0,126}\/[A-Za-z0-9][\w!#$&^.+-]{0
 
 export function validateMessage(
   message: EmailMessage,
-  options: { now: Date; maxAttachmentBytes: number },
+  options: { now: Date; maxAttachmentBytes: number; maxScheduleDays?: number },
 ): ValidMessage {
   const to = asList(message.to);
   const cc = asList(message.cc);
@@ -143,7 +143,7 @@ export function validateMessage(
     html: message.html,
     text: message.text,
     template: message.template && { id: message.template.id, variables: message.template.variables ?? {} },
-    scheduledAt: parseScheduledAt(message.scheduled_at, options.now),
+    scheduledAt: parseScheduledAt(message.scheduled_at, options.now, options.maxScheduleDays),
     tags: message.tags,
     headers: customHeaders(message.headers),
     topicId: message.topic_id,

@@ -71,6 +71,12 @@ const SETTING_TABLE = {
     "Largest total size of one message's attachments once decoded from base64 (30 MiB); more is 413 `payload_too_large`.",
     integer(0, 1024 ** 3),
   ),
+  maxScheduleDays: setting(
+    'MAILROOM_MAX_SCHEDULE_DAYS',
+    '30',
+    'How far ahead a `scheduled_at` may be, in days (30, as Resend): a later time is 400 `validation_error` naming the limit, for a message (`POST /emails`, a batch entry, `PATCH /emails/:id`) and a broadcast alike.',
+    integer(1, 36_500),
+  ),
   requestTimeoutMs: setting(
     'MAILROOM_REQUEST_TIMEOUT_MS',
     '60000',
