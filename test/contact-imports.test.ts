@@ -4,7 +4,7 @@
 // import resumed after its server was killed with SIGKILL.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { Resend } from 'resend';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
@@ -13,7 +13,7 @@ import { databaseForProcesses } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 import { startServerProcess } from './helpers/server-process.ts';
 import { waitFor } from './helpers/wait.ts';
-import { contactImportHandler, runImport } from '../src/contacts/imports/run-import.ts';
+import { runImport } from '../src/contacts/imports/run-import.ts';
 import { startContactImports } from '../src/contacts/imports/start-imports.ts';
 
 /** A multipart/form-data body as curl -F sends it. */
@@ -85,7 +85,7 @@ describe('contact imports', () => {
     assert.equal(answer.status, 201, JSON.stringify(answer.body));
     assert.deepEqual(Object.keys(answer.body).sort(), ['id', 'object']);
     assert.equal(answer.body.object, 'contact_import');
-    assert.equal(await runImport(t.db, answer.body.id, { batchRows }), 'finished');
+    assert.notEqual(await runImport(t.db, answer.body.id, { batchRows }), 'stopped');
     const view = await call('GET', `/contacts/imports/${answer.body.id}`);
     assert.equal(view.status, 200);
     return view.body;
@@ -269,7 +269,11 @@ describe('contact imports', () => {
     assert.match(mapped.failure_reason, /"Mail"/);
     const broken = await imported({}, 'email,first_name\nbefore@broken.example,A\nafter@broken.example,"unclosed\n', 1);
     assert.equal(broken.status, 'failed');
-    assert.match(broken.failure_reason, /not readable CSV after row 2/);
+    assert.equal(
+      broken.failure_reason,
+      'row 3: a quote opens a field and is never closed (a quote inside a quoted field is written twice: ' +
+        '"5"" screen"); the rows before it were imported',
+    );
     assert.equal(broken.counts.created, 1);
     assert.ok(await contact('before@broken.example'));
   });
@@ -305,28 +309,78 @@ describe('contact imports', () => {
     assert.deepEqual((await call('GET', `/contacts/imports/${answer.body.id}`)).body.counts, view.counts);
   });
 
-  test('an import whose job fails claim after claim (not for an outage) ends failed, not retried for ever', async () => {
+  test('a file that is not CSV text fails at once, with a reason that says what to do; its file is dropped', async () => {
+    const cases: Array<[string, Buffer, string]> = [
+      [
+        'a quote in the header',
+        Buffer.from('em"ail,first_name\nx@example.org,X\n'),
+        'row 1 (the header row): a quote inside a field that does not start with one (remove it, or quote the ' +
+          'whole field: a quote inside a quoted field is written twice: "5"" screen")',
+      ],
+      [
+        'a spreadsheet sent by mistake (2 MB of binary data)',
+        randomBytes(2 * 1024 * 1024),
+        'not a CSV file: the upload looks like binary data (a spreadsheet? export it as CSV)',
+      ],
+      [
+        'Latin-1 text',
+        Buffer.from('email,first_name\nrene@latin.example,Ren\xe9\n', 'latin1'),
+        'not a CSV file in UTF-8: the upload has bytes that are not UTF-8 text (export or save it as "CSV UTF-8")',
+      ],
+      [
+        'UTF-16 text',
+        Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('email\nutf16@text.example\n', 'utf16le')]),
+        'not a CSV file in UTF-8: the upload is UTF-16 text (export it as "CSV UTF-8")',
+      ],
+    ];
+    for (const [what, file, reason] of cases) {
+      const answer = await upload({}, file);
+      assert.equal(answer.status, 201, what);
+      assert.deepEqual(await runImport(t.db, answer.body.id), { failed: reason }, what);
+      const view = (await call('GET', `/contacts/imports/${answer.body.id}`)).body;
+      assert.equal(view.status, 'failed', what);
+      assert.equal(view.failure_reason, reason, what);
+      assert.equal(view.counts.total, 0, what);
+      const { rows } = await t.db.query('SELECT 1 FROM contact_import_chunks WHERE import_id = $1', [answer.body.id]);
+      assert.equal(rows.length, 0, what);
+    }
+  });
+
+  test('an import whose job fails run after run (not for an outage) ends failed after MAILROOM_JOB_MAX_ATTEMPTS', async () => {
     const answer = await upload({}, 'email\nstuck@attempts.example\n');
     // A stored column map the reader cannot walk: every run of the job throws.
     await t.db.query(`UPDATE contact_imports SET column_map = '{"email": "email", "properties": null}' WHERE id = $1`, [
       answer.body.id,
     ]);
-    const handler = contactImportHandler(t.db, () => false);
-    const job = (attempts: number) => ({
-      id: 0,
-      queue: 'contact-import' as const,
-      payload: { import_id: answer.body.id },
-      attempts,
-      groupKey: null,
-      leaseId: randomUUID(),
-      leaseEndsAt: Date.now() + 60_000,
-    });
-    await assert.rejects(handler(job(1)));
-    assert.equal((await call('GET', `/contacts/imports/${answer.body.id}`)).body.status, 'in_progress');
-    assert.deepEqual(await handler(job(10)), { done: true });
-    const view = (await call('GET', `/contacts/imports/${answer.body.id}`)).body;
-    assert.equal(view.status, 'failed');
-    assert.match(view.failure_reason, /^stopped after 10 attempts: /);
+    const logged: string[] = [];
+    const log = {
+      warn: () => void logged.push('warn'),
+      error: () => void logged.push('error'),
+      info: () => {},
+    };
+    const worker = await startContactImports(t.db, { ...t.config, jobMaxAttempts: 2 }, log);
+    try {
+      const job = async () =>
+        (
+          await t.db.query<{ id: string; failed_runs: number | null; failed_at: Date | null; last_error: string }>(
+            `SELECT id, failed_runs, failed_at, last_error FROM jobs WHERE payload ->> 'import_id' = $1`,
+            [answer.body.id],
+          )
+        ).rows[0]!;
+      await waitFor(async () => (await job()).failed_runs === 1);
+      assert.equal((await call('GET', `/contacts/imports/${answer.body.id}`)).body.status, 'in_progress');
+      // The retry is 2 s away: brought forward rather than waited for.
+      await t.db.query('UPDATE jobs SET run_at = now() WHERE id = $1', [(await job()).id]);
+      worker.poke();
+      await waitFor(async () => (await job()).failed_at !== null);
+      const view = (await call('GET', `/contacts/imports/${answer.body.id}`)).body;
+      assert.equal(view.status, 'failed');
+      assert.match(view.failure_reason, /^stopped after 2 failed attempts: /);
+      assert.equal((await job()).last_error, view.failure_reason);
+      assert.deepEqual(logged, ['warn', 'error']);
+    } finally {
+      await worker.stop();
+    }
   });
 
   test('a file over 50 MB is a 413, and what had arrived of it is removed', async () => {

@@ -27,5 +27,6 @@ export async function startBroadcastFanOut(
     leaseSeconds: config.jobLeaseSeconds,
     pollIntervalMs: POLL_INTERVAL_MS,
     log,
+    maxAttempts: config.jobMaxAttempts,
   });
 }

@@ -25,6 +25,7 @@ export async function startDelivery(
       leaseSeconds: config.jobLeaseSeconds,
       pollIntervalMs: POLL_INTERVAL_MS,
       log,
+      maxAttempts: config.jobMaxAttempts,
     },
   );
 }

@@ -311,6 +311,12 @@ const SETTING_TABLE = {
     'How long a worker holds a job it claimed unless it renews the claim, which it does every third of this while the job runs. If the worker dies (or loses the database), another takes its jobs once this has passed.',
     integer(1, 86_400),
   ),
+  jobMaxAttempts: setting(
+    'MAILROOM_JOB_MAX_ATTEMPTS',
+    '10',
+    'Runs of a background job (an import, a fan-out, a webhook or email delivery) that may fail before it fails for good, kept as failed: `mailroom jobs list --failed`, `mailroom_jobs_failed_total` (docs/operations.md). Retries wait 2, 4, 8 s… up to 5 minutes (about 14 minutes in all by default). An error that cannot change fails a job at once; a database outage does not count. Delivery deferrals keep their own schedule.',
+    integer(1, 1000),
+  ),
   mxAllowCidrs: setting(
     'MAILROOM_MX_ALLOW_CIDRS',
     undefined,

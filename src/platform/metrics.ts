@@ -72,6 +72,13 @@ export const webhookAttempts = new Counter({
   registers: [registry],
 });
 
+export const jobsFailed = new Counter({
+  name: 'mailroom_jobs_failed_total',
+  help: 'Jobs that failed for good (a permanent error, or MAILROOM_JOB_MAX_ATTEMPTS failed runs), by kind (queue)',
+  labelNames: ['kind'] as const,
+  registers: [registry],
+});
+
 export const webhookDeliveryLag = new Histogram({
   name: 'mailroom_webhook_delivery_lag_seconds',
   help: 'From an event to its successful delivery to an endpoint',

@@ -11,6 +11,7 @@ import {
   releaseJobs,
   runJob,
   type ClaimedRow,
+  type FailedJobHook,
   type Job,
   type JobResult,
 } from './leases.ts';
@@ -49,6 +50,8 @@ export interface GroupedJobHandler<T> {
    * over; the job's result may come later.
    */
   run(job: Job, loaded: T, slotFree: () => void): Promise<JobResult>;
+  /** Records a job's failure for good on what it acts on (FailurePolicy.failed). */
+  failed?: FailedJobHook;
 }
 
 export interface GroupedWorkerOptions {
@@ -66,6 +69,8 @@ export interface GroupedWorkerOptions {
    */
   sliceMs?: number;
   log: Pick<Logger, 'error' | 'warn'>;
+  /** Failed runs (database outages aside) before a job fails for good: MAILROOM_JOB_MAX_ATTEMPTS. */
+  maxAttempts?: number;
 }
 
 interface Group<T> {
@@ -397,7 +402,10 @@ export async function startGroupedWorker<T>(
         slotFree(); // a handler that threw frees its slot too
       }
     };
-    await runJob(db, job, handle, options.log, () => void claimAndRun(true));
+    await runJob(db, job, handle, options.log, () => void claimAndRun(true), {
+      maxAttempts: options.maxAttempts,
+      failed: handler.failed,
+    });
     running -= 1;
     if (running === 0) idle?.();
     // The group's last job done: the next claim renews it, refills it or lets it go.

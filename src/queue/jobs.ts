@@ -113,7 +113,7 @@ export async function groupChanged(tx: Queryable, queue: QueueName, groupKey: st
   );
 }
 
-/** Moves the jobs of a queue whose payload names `value` under `key` to run at `runAt`. */
+/** Moves the jobs of a queue whose payload names `value` under `key` to run at `runAt` (failed ones stay failed). */
 export async function rescheduleJobs(
   tx: Queryable,
   queue: QueueName,
@@ -121,11 +121,10 @@ export async function rescheduleJobs(
   value: string,
   runAt: Date,
 ): Promise<void> {
-  await tx.query(`${WAKE} UPDATE jobs SET run_at = $3 WHERE payload ->> '${key}' = $1 AND queue = $2`, [
-    value,
-    queue,
-    runAt,
-  ]);
+  await tx.query(
+    `${WAKE} UPDATE jobs SET run_at = $3 WHERE payload ->> '${key}' = $1 AND queue = $2 AND failed_at IS NULL`,
+    [value, queue, runAt],
+  );
 }
 
 /** Removes the jobs of a queue whose payload names any of `values` under `key` (a bulk cancelJobs). */
@@ -145,12 +144,13 @@ export async function holdSharedJobs(tx: Queryable, queue: QueueName, shareKey: 
   ]);
 }
 
-/** Makes the jobs holdSharedJobs held due now. */
+/** Makes the jobs holdSharedJobs held due now (not those failed for good, also due never). */
 export async function releaseSharedJobs(tx: Queryable, queue: QueueName, shareKey: string): Promise<void> {
-  await tx.query(`${WAKE} UPDATE jobs SET run_at = now() WHERE queue = $1 AND share_key = $2 AND run_at = 'infinity'`, [
-    queue,
-    shareKey,
-  ]);
+  await tx.query(
+    `${WAKE} UPDATE jobs SET run_at = now()
+      WHERE queue = $1 AND share_key = $2 AND run_at = 'infinity' AND failed_at IS NULL`,
+    [queue, shareKey],
+  );
 }
 
 /**
@@ -173,10 +173,13 @@ export async function countSoonDueSharedJobs(
   return rows[0]!.due;
 }
 
-/** When the soonest job of a queue with this share key is due (held ones included), or null for none. */
+/**
+ * When the soonest job of a queue with this share key is due (held ones included, failed ones not: they
+ * wait for an operator), or null for none.
+ */
 export async function soonestSharedJob(db: Queryable, queue: QueueName, shareKey: string): Promise<Date | null> {
   const { rows } = await db.query<{ run_at: Date }>(
-    'SELECT run_at FROM jobs WHERE queue = $1 AND share_key = $2 ORDER BY run_at LIMIT 1',
+    'SELECT run_at FROM jobs WHERE queue = $1 AND share_key = $2 AND failed_at IS NULL ORDER BY run_at LIMIT 1',
     [queue, shareKey],
   );
   return rows[0]?.run_at ?? null;

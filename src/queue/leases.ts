@@ -9,6 +9,7 @@ import {
 import { batcherPerDatabase } from '../platform/db/batcher.ts';
 import { workerBatchSize } from '../platform/metrics.ts';
 import type { QueueName } from './jobs.ts';
+import { DEFAULT_MAX_ATTEMPTS, markJobFailed, PermanentJobError } from './failures.ts';
 
 // What both workers (worker.ts, and grouped-worker.ts for jobs run per group) share: a claimed job
 // under its lease, and how it is settled. A claim sets a new lease_id; finishing or rescheduling a job
@@ -21,6 +22,8 @@ export interface Job {
   payload: Record<string, unknown>;
   /** How many times the job has been claimed, this claim included. */
   attempts: number;
+  /** Its runs so far that ended in an error (database outages aside). */
+  failedRuns: number;
   /** The group it belongs to (a webhook endpoint), if any. */
   groupKey: string | null;
   leaseId: string;
@@ -39,8 +42,8 @@ export type JobResult = ({ done: true } | { retryAt: Date; reason: string }) & {
 export const LEASE =
   'locked_until = now() + make_interval(secs => $3), attempts = attempts + 1, lease_id = gen_random_uuid()';
 /** A job nobody holds (never claimed, or its lease ran out) and due. */
-export const CLAIMABLE = 'run_at <= now() AND (locked_until IS NULL OR locked_until < now())';
-export const CLAIMED = 'RETURNING id, queue, payload, attempts, lease_id, group_key';
+export const CLAIMABLE = 'run_at <= now() AND (locked_until IS NULL OR locked_until < now()) AND failed_at IS NULL';
+export const CLAIMED = 'RETURNING id, queue, payload, attempts, lease_id, group_key, failed_runs';
 
 export interface ClaimedRow {
   id: number;
@@ -49,6 +52,7 @@ export interface ClaimedRow {
   attempts: number;
   lease_id: string;
   group_key: string | null;
+  failed_runs: number | null;
 }
 
 /** `leaseEndsAt` is taken before the claim, so the lease as reckoned here never outlasts the database's. */
@@ -57,46 +61,81 @@ export const jobOf = (row: ClaimedRow, leaseEndsAt: number): Job => ({
   queue: row.queue,
   payload: row.payload,
   attempts: row.attempts,
+  failedRuns: row.failed_runs ?? 0,
   groupKey: row.group_key,
   leaseId: row.lease_id,
   leaseEndsAt,
 });
 
 /**
- * When a job whose handler threw runs again. A bug backs off, doubling per claim up to 5 minutes. The
+ * When a job whose handler threw runs again. A bug backs off, doubling per failed run up to 5 minutes. The
  * database being unreachable or too busy to answer says nothing about the job: it runs again a second
  * later, and its claims so far do not push it further out. Otherwise the jobs a worker took while the
  * database was coming back (a restart, a network cut) would each have waited 2, 4, 8, 16 s and more
  * after it was back. While the database stays away, claims fail too, which paces the retries.
  */
-export function failedJobDelayMs(error: unknown, attempts: number): number {
-  if (isConnectionLost(error) || waitedTooLong(error)) return DATABASE_RETRY_MS;
-  return Math.min(300, 2 ** Math.min(attempts, 9)) * 1000;
+export function failedJobDelayMs(error: unknown, failedRuns: number): number {
+  if (isOutage(error)) return DATABASE_RETRY_MS;
+  return Math.min(300, 2 ** Math.min(failedRuns, 9)) * 1000;
 }
+
+const isOutage = (error: unknown) => isConnectionLost(error) || waitedTooLong(error);
 
 const DATABASE_RETRY_MS = 1000;
 
+/** What a kind of job does with its errors. */
+export interface FailurePolicy {
+  /** Failed runs (database outages aside) before the job fails for good (default DEFAULT_MAX_ATTEMPTS). */
+  maxAttempts?: number;
+  /**
+   * The kind's hook: records why the job failed for good on what it acts on (an import: `failed` with
+   * its reason), in the transaction that marks the job failed.
+   */
+  failed?: FailedJobHook;
+}
+
+export type FailedJobHook = (tx: Queryable, job: Job, reason: string) => Promise<void>;
+
 /**
  * Runs a claimed job (`handle` calls its handler) and settles what the handler decided. A handler that
- * throws has its job run again later (failedJobDelayMs). A retry due within a minute (webhook attempts 1, 2, 4, 8 s apart) calls `wake` at its time, so that it is
+ * throws has its job run again later (failedJobDelayMs), logged as a warning, unless the error is a
+ * PermanentJobError or the job has now failed `maxAttempts` times: then it fails for good (failures.ts),
+ * logged once as an error. An outage of the database is not the job's failure and is not counted. A
+ * retry due within a minute (webhook attempts 1, 2, 4, 8 s apart) calls `wake` at its time, so that it is
  * looked for then, not at the next poll.
  */
 export async function runJob(
   db: Database,
   job: Job,
   handle: () => Promise<JobResult>,
-  log: Pick<Logger, 'error'>,
+  log: Pick<Logger, 'error' | 'warn'>,
   wake: () => void,
+  policy: FailurePolicy = {},
 ): Promise<void> {
   let result: JobResult;
+  let failedRuns: number | undefined;
   try {
     result = await handle();
   } catch (error) {
-    log.error({ err: error, jobId: job.id, queue: job.queue }, 'job failed');
-    result = { retryAt: new Date(Date.now() + failedJobDelayMs(error, job.attempts)), reason: String(error) };
+    const maxAttempts = policy.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+    failedRuns = isOutage(error) ? job.failedRuns : job.failedRuns + 1;
+    const fields = { err: error, jobId: job.id, queue: job.queue, failedRuns, maxAttempts };
+    if (error instanceof PermanentJobError || failedRuns >= maxAttempts) {
+      const reason =
+        error instanceof PermanentJobError
+          ? error.message
+          : `stopped after ${failedRuns} failed attempts: ${error instanceof Error ? error.message : String(error)}`;
+      log.error({ ...fields, reason }, 'job failed for good; it is kept as failed (mailroom jobs list --failed)');
+      await failForGood(db, job, reason, failedRuns, policy.failed).catch((cause: unknown) =>
+        log.error({ err: cause, jobId: job.id, queue: job.queue }, 'could not mark the job failed'),
+      );
+      return;
+    }
+    log.warn(fields, 'job failed; it runs again later');
+    result = { retryAt: new Date(Date.now() + failedJobDelayMs(error, failedRuns)), reason: String(error) };
   }
   try {
-    await settleJob(db, job, result);
+    await settleJob(db, job, result, failedRuns);
   } catch (error) {
     log.error({ err: error, jobId: job.id, queue: job.queue }, 'could not settle job');
     return;
@@ -105,6 +144,14 @@ export async function runJob(
     const delay = result.retryAt.getTime() - Date.now();
     if (delay < 60_000) setTimeout(wake, Math.max(0, delay)).unref();
   }
+}
+
+/** Marks the job failed with its kind's record of it, retried while the database is away, within the lease. */
+async function failForGood(db: Database, job: Job, reason: string, failedRuns: number, hook?: FailedJobHook) {
+  await retryWhileUnreachable(
+    () => markJobFailed(db, job, reason, failedRuns, hook && ((tx) => hook(tx, job, reason))),
+    job.leaseEndsAt,
+  );
 }
 
 /** Jobs deleted by one statement at most. */
@@ -130,7 +177,7 @@ const finisher = batcherPerDatabase<Job, void>({
  * a job handled during an outage would stay claimed, untouched, until its lease ran out. Still
  * unreachable then, it throws, and the job comes back as a dead worker's would.
  */
-async function settleJob(db: Database, job: Job, result: JobResult): Promise<void> {
+async function settleJob(db: Database, job: Job, result: JobResult, failedRuns?: number): Promise<void> {
   if (result.settled) return;
   if ('done' in result) {
     await retryWhileUnreachable(() => finisher(db).add(job), job.leaseEndsAt);
@@ -139,8 +186,10 @@ async function settleJob(db: Database, job: Job, result: JobResult): Promise<voi
   await retryWhileUnreachable(
     () =>
       db.query(
-        'UPDATE jobs SET run_at = $3, locked_until = NULL, lease_id = NULL, last_error = $4 WHERE id = $1 AND lease_id = $2',
-        [job.id, job.leaseId, result.retryAt, result.reason.slice(0, 1000)],
+        `UPDATE jobs SET run_at = $3, locked_until = NULL, lease_id = NULL, last_error = $4,
+                failed_runs = coalesce($5, failed_runs)
+          WHERE id = $1 AND lease_id = $2`,
+        [job.id, job.leaseId, result.retryAt, result.reason.slice(0, 1000), failedRuns || null],
       ),
     job.leaseEndsAt,
   );

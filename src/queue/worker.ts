@@ -2,9 +2,20 @@ import type { Logger } from '../platform/logger.ts';
 import type { Database } from '../platform/db/database.ts';
 import { workerBatchSize } from '../platform/metrics.ts';
 import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
-import { CLAIMABLE, CLAIMED, jobOf, LEASE, runJob, type ClaimedRow, type Job, type JobResult } from './leases.ts';
+import {
+  CLAIMABLE,
+  CLAIMED,
+  jobOf,
+  LEASE,
+  runJob,
+  type ClaimedRow,
+  type FailedJobHook,
+  type Job,
+  type JobResult,
+} from './leases.ts';
 
-export type { Job, JobResult } from './leases.ts';
+export type { FailedJobHook, Job, JobResult } from './leases.ts';
+export { PermanentJobError } from './failures.ts';
 
 // A worker claims due jobs with FOR UPDATE SKIP LOCKED (so several workers, in several processes, never
 // take the same job), under a short lease that it renews every third of the lease while the job runs:
@@ -22,6 +33,10 @@ export interface WorkerOptions {
   leaseSeconds: number;
   pollIntervalMs: number;
   log: Pick<Logger, 'error' | 'warn'>;
+  /** Failed runs (database outages aside) before a job fails for good: MAILROOM_JOB_MAX_ATTEMPTS. */
+  maxAttempts?: number;
+  /** Per queue, the hook that records a job's failure for good on what it acts on. */
+  failed?: Partial<Record<QueueName, FailedJobHook>>;
 }
 
 export interface Worker {
@@ -41,10 +56,14 @@ export async function startBatchJobWorker(
   db: Database,
   queue: QueueName,
   handlerFor: (stopping: () => boolean) => JobHandler,
-  options: WorkerOptions,
+  options: Omit<WorkerOptions, 'failed'> & { failed?: FailedJobHook },
 ): Promise<Worker> {
   let stopping = false;
-  const worker = await startWorker(db, { [queue]: handlerFor(() => stopping) }, options);
+  const worker = await startWorker(
+    db,
+    { [queue]: handlerFor(() => stopping) },
+    { ...options, failed: options.failed && { [queue]: options.failed } },
+  );
   return {
     poke: () => worker.poke(),
     async stop() {
@@ -104,6 +123,7 @@ export async function startWorker(
       () => handlers[job.queue]!(job),
       options.log,
       () => void claimAndRun(),
+      { maxAttempts: options.maxAttempts, failed: options.failed?.[job.queue] },
     );
     runningJobs.delete(job);
     running -= 1;

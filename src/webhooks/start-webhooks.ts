@@ -28,6 +28,7 @@ export async function startWebhookDelivery(
     jobSeconds: Math.ceil(config.webhookTimeoutMs / 1000),
     pollIntervalMs: 250,
     log,
+    maxAttempts: config.jobMaxAttempts,
   });
   return {
     ...worker,

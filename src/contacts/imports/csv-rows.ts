@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { parse, type Info } from 'csv-parse';
+import { CsvError, parse, type Info } from 'csv-parse';
 import type { Queryable } from '../../platform/db/database.ts';
 import { parseMailbox } from '../../platform/addresses.ts';
 import { PROPERTY_STRING_MAX, type PropertyValue } from '../contact-properties.ts';
@@ -68,8 +68,50 @@ export async function* csvRecords(file: Readable): AsyncGenerator<CsvRecord> {
   if (syntaxError) throw syntaxError;
 }
 
-export const isCsvError = (error: unknown) =>
-  typeof (error as { code?: unknown } | null)?.code === 'string' && (error as { code: string }).code.startsWith('CSV_');
+export const isCsvError = (error: unknown): error is CsvError => error instanceof CsvError;
+
+/** What is wrong with the file, for a person to fix: the row it is on (the header is row 1) and what to do. */
+export function describeCsvError(error: CsvError): string {
+  const row = Number((error as CsvError & { records?: number }).records ?? 0) + 1;
+  const where = row === 1 ? 'row 1 (the header row)' : `row ${row}`;
+  const what = CSV_PROBLEMS[error.code.replace(/^CSV_/, '')] ?? error.message;
+  return `${where}: ${what}${row > 1 ? '; the rows before it were imported' : ''}`;
+}
+
+const DOUBLE_IT = 'a quote inside a quoted field is written twice: "5"" screen"';
+const CSV_PROBLEMS: Record<string, string> = {
+  INVALID_OPENING_QUOTE: `a quote inside a field that does not start with one (remove it, or quote the whole field: ${DOUBLE_IT})`,
+  QUOTE_NOT_CLOSED: `a quote opens a field and is never closed (${DOUBLE_IT})`,
+  INVALID_CLOSING_QUOTE: `text after the closing quote of a field (${DOUBLE_IT})`,
+  MAX_RECORD_SIZE: 'a row longer than 1 MiB (a quote never closed?)',
+};
+
+/**
+ * Why a stored upload is not a CSV file at all, read from its first chunk (about 1 MiB) before any
+ * parsing, or undefined: binary data (NUL bytes: a spreadsheet, a zip, an image) or bytes that are not
+ * UTF-8 (a file saved in a Windows code page would otherwise import as garbled names).
+ */
+export async function notCsvReason(db: Queryable, importId: string): Promise<string | undefined> {
+  const { rows } = await db.query<{ head: Uint8Array }>(
+    'SELECT data AS head FROM contact_import_chunks WHERE import_id = $1 AND seq = 0',
+    [importId],
+  );
+  if (!rows[0]) return undefined;
+  const head = Buffer.from(rows[0].head.buffer, rows[0].head.byteOffset, rows[0].head.byteLength);
+  if ((head[0] === 0xff && head[1] === 0xfe) || (head[0] === 0xfe && head[1] === 0xff)) {
+    return 'not a CSV file in UTF-8: the upload is UTF-16 text (export it as "CSV UTF-8")';
+  }
+  if (head.includes(0)) {
+    return 'not a CSV file: the upload looks like binary data (a spreadsheet? export it as CSV)';
+  }
+  try {
+    // `stream`: a character cut by the chunk's end is not an error.
+    new TextDecoder('utf-8', { fatal: true }).decode(head, { stream: true });
+  } catch {
+    return 'not a CSV file in UTF-8: the upload has bytes that are not UTF-8 text (export or save it as "CSV UTF-8")';
+  }
+  return undefined;
+}
 
 /** Where each field is in the records, found from the header row. */
 export interface ColumnPositions {

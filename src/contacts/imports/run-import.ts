@@ -1,12 +1,14 @@
-import { isConnectionLost, waitedTooLong, type Database, type Queryable } from '../../platform/db/database.ts';
-import type { Job, JobResult } from '../../queue/worker.ts';
+import type { Database, Queryable } from '../../platform/db/database.ts';
+import { PermanentJobError, type FailedJobHook, type Job, type JobResult } from '../../queue/worker.ts';
 import type { TopicChoice } from '../contact-topics.ts';
 import type { ColumnMap, OnConflict } from './import-options.ts';
 import {
   columnPositions,
   contactOfRow,
   csvRecords,
+  describeCsvError,
   isCsvError,
+  notCsvReason,
   storedFile,
   type ColumnPositions,
   type ContactFields,
@@ -22,8 +24,10 @@ import {
 //
 // A row that cannot be a contact gets one error (contact_import_errors) and the rest go on. The same
 // address twice in one file: the first row wins, later ones are errors naming it. Only a file that
-// cannot be read fails the import: no header row, a column the map names missing, a CSV syntax error.
-// Rows before a syntax error stay imported.
+// cannot be read fails the import: not text (binary, or not UTF-8), no header row, a column the map
+// names missing, a CSV syntax error. Rows before a syntax error stay imported. Such a failure cannot
+// change: the job fails at once (PermanentJobError) and is kept as failed. A job that fails for any
+// other reason, MAILROOM_JOB_MAX_ATTEMPTS times, fails its import too (importFailed).
 //
 // An import emits no contact.created or contact.updated webhook events: a large file would be as many
 // deliveries to every endpoint. Its progress and result are read with GET /contacts/imports/:id.
@@ -43,41 +47,45 @@ interface ImportToRun {
 /**
  * The job handler: runs the import its payload names to the end (or to its failure). When the process
  * is stopping (`stopping()`), it stops after the batch being written and puts its job back, to go on
- * from there in this process's next start or in another process.
+ * from there in this process's next start or in another process. A file that cannot be read fails the
+ * job for good with the import's failure reason.
  */
 export function contactImportHandler(db: Database, stopping: () => boolean): (job: Job) => Promise<JobResult> {
   return async (job) => {
-    const importId = String(job.payload.import_id);
-    try {
-      const outcome = await runImport(db, importId, { stopping });
-      return outcome === 'stopped' ? { retryAt: new Date(), reason: 'the process stopped' } : { done: true };
-    } catch (error) {
-      // The database away says nothing about the import: the job runs again (and again) until it is back.
-      // Anything else that fails the same batch claim after claim would never pass: the import fails.
-      if (error instanceof ProgressMovedOn || isConnectionLost(error) || waitedTooLong(error)) throw error;
-      if (job.attempts < MAX_ATTEMPTS) throw error;
-      await db.query(
-        `UPDATE contact_imports SET status = 'failed', completed_at = now(), failure_reason = $2
-          WHERE id = $1 AND status IN ('queued', 'in_progress')`,
-        [importId, `stopped after ${job.attempts} attempts: ${(error as Error).message}`.slice(0, 1000)],
-      );
-      await db.query('DELETE FROM contact_import_chunks WHERE import_id = $1', [importId]);
-      return { done: true };
-    }
+    const outcome = await runImport(db, String(job.payload.import_id), { stopping });
+    if (outcome === 'stopped') return { retryAt: new Date(), reason: 'the process stopped' };
+    if (outcome !== 'finished') throw new PermanentJobError(outcome.failed);
+    return { done: true };
   };
 }
 
-/** Claims of one import's job that end in an error (not an outage) before the import is failed. */
-const MAX_ATTEMPTS = 10;
+/**
+ * The kind's hook for a job failed for good: its import is `failed` with the reason (unless it ended
+ * already) and its file is dropped. Rows imported before stay.
+ */
+export const importFailed: FailedJobHook = async (tx, job, reason) => {
+  const importId = String(job.payload.import_id);
+  await tx.query(
+    `UPDATE contact_imports SET status = 'failed', completed_at = now(), failure_reason = $2
+      WHERE id = $1 AND status IN ('queued', 'in_progress')`,
+    [importId, reason.slice(0, 1000)],
+  );
+  await tx.query('DELETE FROM contact_import_chunks WHERE import_id = $1', [importId]);
+};
 
 /** Another run of the same import (after this one's lease ran out) wrote a batch: this run stops. */
 class ProgressMovedOn extends Error {}
+
+/** The file could not be read: the import is failed with this reason. */
+export interface ImportFailure {
+  failed: string;
+}
 
 export async function runImport(
   db: Database,
   importId: string,
   { batchRows = BATCH_ROWS, stopping = () => false }: { batchRows?: number; stopping?: () => boolean } = {},
-): Promise<'finished' | 'stopped'> {
+): Promise<'finished' | 'stopped' | ImportFailure> {
   const { rows } = await db.query<ImportToRun>(
     `UPDATE contact_imports SET status = 'in_progress', started_at = coalesce(started_at, now())
       WHERE id = $1 AND status IN ('queued', 'in_progress')
@@ -89,6 +97,10 @@ export async function runImport(
   const resumeAfter = Number(target.rows_done);
   const batch = new Batch(db, importId, target, resumeAfter);
   let positions: ColumnPositions | undefined;
+  if (resumeAfter === 0) {
+    const notCsv = await notCsvReason(db, importId);
+    if (notCsv) return await batch.fail(notCsv);
+  }
   try {
     for await (const record of csvRecords(storedFile(db, importId))) {
       if (!positions) {
@@ -111,7 +123,7 @@ export async function runImport(
     }
   } catch (error) {
     if (!isCsvError(error)) throw error;
-    return await batch.fail(`the file is not readable CSV after row ${batch.lastRow + 1}: ${(error as Error).message}`);
+    return await batch.fail(describeCsvError(error));
   }
   if (!positions) return await batch.fail('the file has no header row');
   await batch.write({ finish: 'completed' });
@@ -166,9 +178,9 @@ class Batch {
     this.contacts.push(contact);
   }
 
-  async fail(reason: string): Promise<'finished'> {
+  async fail(reason: string): Promise<ImportFailure> {
     await this.write({ finish: 'failed', reason });
-    return 'finished';
+    return { failed: reason };
   }
 
   /** Writes the rows read so far with the progress; `finish` also ends the import and drops its file. */

@@ -3,7 +3,7 @@ import type { Config } from '../../platform/config.ts';
 import type { Database } from '../../platform/db/database.ts';
 import { startBatchJobWorker, type Worker } from '../../queue/worker.ts';
 import { IMPORT_QUEUE } from './contact-imports.ts';
-import { contactImportHandler } from './run-import.ts';
+import { contactImportHandler, importFailed } from './run-import.ts';
 
 /** Imports at once per process: each is one long job writing batch after batch. */
 const CONCURRENCY = 2;
@@ -24,5 +24,7 @@ export async function startContactImports(
     leaseSeconds: config.jobLeaseSeconds,
     pollIntervalMs: POLL_INTERVAL_MS,
     log,
+    maxAttempts: config.jobMaxAttempts,
+    failed: importFailed,
   });
 }
