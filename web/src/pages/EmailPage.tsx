@@ -20,6 +20,7 @@ import { useAction, useApiGet } from '../hooks.ts';
 import { Link } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
 import { EventStatus } from './EmailsPage.tsx';
+import { Timeline, type TimelineEvent } from './EmailTimeline.tsx';
 
 // One message: its fields, each recipient's timeline, its HTML in a sandboxed frame, its text, raw source
 // and attachments, and (while it has not left yet) cancel and reschedule. Everything from the message is
@@ -42,14 +43,6 @@ interface Email {
   last_event: string | null;
   message_id: string;
   body_pruned_at?: string;
-}
-
-interface TimelineEvent {
-  id: string;
-  type: string;
-  created_at: string;
-  recipient?: string;
-  data?: Record<string, unknown>;
 }
 
 interface Attachment {
@@ -85,31 +78,6 @@ function tagsOf(tags: unknown): Array<{ name: string; value?: string }> {
     return Object.entries(tags as Record<string, unknown>).map(([name, value]) => ({ name, value: String(value) }));
   }
   return [];
-}
-
-/** A timeline entry's details in words (SMTP answer, bounce, reason, link). */
-function eventDetails(event: TimelineEvent): string {
-  const data = event.data ?? {};
-  const parts: string[] = [];
-  const bounce = data.bounce as { type?: unknown; smtp_code?: unknown; diagnostic?: unknown } | undefined;
-  if (bounce) {
-    parts.push(`${String(bounce.type ?? '')} bounce`.trim());
-    if (bounce.diagnostic) parts.push(String(bounce.diagnostic));
-    else if (bounce.smtp_code) parts.push(`SMTP ${String(bounce.smtp_code)}`);
-  }
-  if (data.response) parts.push(String(data.response));
-  if (data.reason) parts.push(`reason: ${String(data.reason).replace(/_/g, ' ')}`);
-  // The egress source it went through, when the install declares sources (and whether as the overflow).
-  if (data.source)
-    parts.push(`from source ${String(data.source)}${data.overflow ? ' (overflow of a warming pool)' : ''}`);
-  if (data.attempt) parts.push(`attempt ${String(data.attempt)}`);
-  if (data.next_attempt_at) parts.push(`next try ${new Date(String(data.next_attempt_at)).toLocaleString()}`);
-  const click = data.click as { link?: unknown } | undefined;
-  if (click?.link) parts.push(String(click.link));
-  if (data.feedback_type) parts.push(`feedback: ${String(data.feedback_type)}`);
-  if (data.user_agent) parts.push(String(data.user_agent));
-  if (data.scheduled_at) parts.push(`scheduled for ${new Date(String(data.scheduled_at)).toLocaleString()}`);
-  return parts.join(' · ');
 }
 
 /** An ISO instant as the value of a datetime-local input (local time, minutes). */
@@ -270,51 +238,6 @@ function Schedule({ email, onChanged }: { email: Email; onChanged: () => void })
       >
         Cancel email
       </ConfirmButton>
-    </section>
-  );
-}
-
-function Timeline({
-  events,
-  error,
-  loading,
-  onRetry,
-}: {
-  events: TimelineEvent[] | undefined;
-  error: unknown;
-  loading: boolean;
-  onRetry: () => void;
-}) {
-  // The message's own entries (accepted, canceled) first, then one timeline per recipient.
-  const groups = new Map<string, TimelineEvent[]>();
-  for (const event of events ?? []) {
-    const key = event.recipient ?? '';
-    groups.set(key, [...(groups.get(key) ?? []), event]);
-  }
-  const ordered = [...groups.entries()].sort(([a], [b]) => (a === '' ? -1 : b === '' ? 1 : 0));
-  return (
-    <section className="card" aria-labelledby="email-timeline">
-      <h2 id="email-timeline">Timeline</h2>
-      <ErrorBanner error={error} title="The timeline could not be loaded" onRetry={onRetry} />
-      {!events && loading ? <Loading label="Loading the timeline…" /> : null}
-      {events && events.length === 0 ? <p className="muted">Nothing has happened to this message yet.</p> : null}
-      {ordered.map(([recipient, entries]) => (
-        <div key={recipient || 'message'} className="timeline-group">
-          <h3 className="break-anywhere">{recipient || 'The message'}</h3>
-          <ol className="timeline" aria-label={recipient ? `Timeline of ${recipient}` : 'Timeline of the message'}>
-            {entries.map((event) => {
-              const details = eventDetails(event);
-              return (
-                <li key={event.id} className="timeline-entry">
-                  <EventStatus event={event.type} />
-                  <Timestamp value={event.created_at} />
-                  {details ? <span className="timeline-details break-anywhere">{details}</span> : null}
-                </li>
-              );
-            })}
-          </ol>
-        </div>
-      ))}
     </section>
   );
 }
