@@ -500,10 +500,12 @@ describe('sending, preview and test', () => {
 
   test('send, then cancel through the SDK; a create whose schedule is refused creates nothing', async () => {
     const id = await draft();
-    const sent = await resend.broadcasts.send(id, { scheduledAt: '2099-01-01T09:00:00Z' });
+    // Within MAILROOM_MAX_SCHEDULE_DAYS (30): ten days ahead, in whole seconds.
+    const at = new Date(Math.floor(Date.now() / 1000) * 1000 + 10 * 86_400_000).toISOString();
+    const sent = await resend.broadcasts.send(id, { scheduledAt: at.replace('.000Z', 'Z') });
     assert.equal(sent.error, null, JSON.stringify(sent.error));
     assert.deepEqual(sent.data, { id });
-    assert.equal((await resend.broadcasts.get(id)).data!.scheduled_at, '2099-01-01T09:00:00.000Z');
+    assert.equal((await resend.broadcasts.get(id)).data!.scheduled_at, at);
     const canceled = await resend.broadcasts.cancel(id);
     assert.equal(canceled.error, null, JSON.stringify(canceled.error));
     assert.deepEqual(canceled.data, { object: 'broadcast', id });
