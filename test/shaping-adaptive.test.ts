@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import {
   DEFAULT_HOLDS,
   HOLD_REPEAT_WINDOW_MS,
+  RATE_QUIET_MS,
   SUCCESSES_PER_STEP,
   initialState,
   isHeld,
@@ -242,6 +243,9 @@ test('successes win back the connections and the rate up to the configured limit
   state = onSuccess(state, lower, time.now());
   assert.equal(state.connectionLimit, 2);
   assert.equal(state.messageRatePerMinute, 10);
+  // A rate no longer configured: kept while the site's last throttle is recent, lifted after a quiet spell.
+  assert.equal(onSuccess(state, { connectionLimit: 2 }, time.now()).messageRatePerMinute, 10);
+  time.advance(RATE_QUIET_MS);
   const unlimited = onSuccess(state, { connectionLimit: 2 }, time.now());
   assert.equal(unlimited.messageRatePerMinute, undefined);
 });

@@ -47,6 +47,8 @@ test('without a file: 10 × 100 everywhere, providers at their published limits,
     yahoo_tss04: 2 * 3_600_000,
     throttle: 5 * 60_000,
     sender_fault: 30 * 60_000,
+    sending_quota: 3_600_000,
+    rate_throttle: 1_000,
     max: 4 * 3_600_000,
   });
   assert.deepEqual(policy.rules, []);
@@ -277,7 +279,7 @@ test('every check names the key at fault, after the file', () => {
     [
       '[holds]\nmicrosoft = "1h"',
       'holds.microsoft',
-      /unknown key \(expected one of google_rate_limit, yahoo_tss04, throttle, sender_fault, max\)/,
+      /unknown key \(expected one of google_rate_limit, yahoo_tss04, throttle, sender_fault, sending_quota, rate_throttle, max\)/,
     ],
     ['[holds]\nyahoo_tss04 = "5h"', 'holds.yahoo_tss04', /holds.yahoo_tss04 \(5h\) is longer than holds.max \(4h\)/],
     ['[holds]\nmax = "1h"', 'holds.max', /holds.yahoo_tss04 \(2h\) is longer than holds.max \(1h\)/],

@@ -20,11 +20,14 @@ interface Sample {
   class: ReplyClass;
   rule: string;
   hold?: ReplyHold;
+  /** The reply asks for a slower message rate, not a pause. */
+  rateLimit?: true;
 }
 
 const GOOGLE: ReplyHold = { scope: 'site', key: 'google_rate_limit' };
 const YAHOO: ReplyHold = { scope: 'site', key: 'yahoo_tss04' };
 const SENDER: ReplyHold = { scope: 'sender', key: 'sender_fault' };
+const QUOTA: ReplyHold = { scope: 'site', key: 'sending_quota' };
 
 // Multi-line replies are written as nodemailer reports them: lines joined by \n, each with its code.
 const SAMPLES: Sample[] = [
@@ -277,6 +280,7 @@ const SAMPLES: Sample[] = [
     text: '550-5.4.5 Daily user sending limit exceeded. For more information on Gmail\n550-5.4.5 sending limits go to\n550 5.4.5  https://support.google.com/a/answer/166852 a1si123 - gsmtp',
     class: 'throttled',
     rule: 'sending-quota',
+    hold: QUOTA,
   },
   {
     source: 'Gmail 550 5.7.1 custom policy',
@@ -613,16 +617,18 @@ const SAMPLES: Sample[] = [
   {
     source: 'SES 454 rate',
     code: 454,
-    text: '454 Throttling failure: Maximum sending rate exceeded',
+    text: '454 Throttling failure: Maximum sending rate exceeded.',
     class: 'throttled',
-    rule: 'ses-throttling',
+    rule: 'ses-sending-rate',
+    rateLimit: true,
   },
   {
     source: 'SES 454 daily quota',
     code: 454,
-    text: '454 Throttling failure: Daily message quota exceeded',
+    text: '454 Throttling failure: Daily message quota exceeded.',
     class: 'throttled',
-    rule: 'ses-throttling',
+    rule: 'ses-daily-quota',
+    hold: QUOTA,
   },
 
   // Any server.
@@ -646,6 +652,14 @@ const SAMPLES: Sample[] = [
     text: '421 Too many concurrent SMTP connections; please try again later.',
     class: 'too_many_connections',
     rule: 'too-many-connections',
+  },
+  {
+    source: 'Exchange receive connector MessageRateLimit',
+    code: 421,
+    text: '421 4.4.2 Message submission rate for this client has exceeded the configured limit',
+    class: 'throttled',
+    rule: 'message-rate',
+    rateLimit: true,
   },
   {
     source: 'Postfix message rate limit',
@@ -762,6 +776,7 @@ for (const sample of SAMPLES) {
       class: sample.class,
       rule: sample.rule,
       ...(sample.hold === undefined ? {} : { hold: sample.hold }),
+      ...(sample.rateLimit ? { rateLimit: true } : {}),
     });
   });
 }

@@ -4,6 +4,10 @@
 // so every worker computes the same thing from the same history and tests drive time by hand.
 //
 // - A throttle reply halves the connections and the message rate (never below 1) and pauses briefly.
+// - A rate throttle (a message over a rate the site counts per second or minute) halves only the
+//   message rate, setting one where none is configured, and pauses for a second: a slower pace is
+//   the answer, not minutes of silence. A rate set that way is lifted after RATE_QUIET_MS without a
+//   throttle.
 // - Successes win them back one step at a time: one more connection and 10% more rate after every
 //   SUCCESSES_PER_STEP deliveries, never above the configured limits.
 // - A provider hold pauses the site (or the sending domain at the site) for the hold's duration,
@@ -40,6 +44,8 @@ export interface AdaptiveState {
   lastHoldUntil?: Date | undefined;
   /** Successes since the last step up (or the last throttle or hold). */
   successes: number;
+  /** When the site last answered with a throttle (of any kind, or a shaping-file rule's match). */
+  lastThrottleAt?: Date | undefined;
 }
 
 /**
@@ -67,6 +73,12 @@ export const HOLD_REPEAT_WINDOW_MS = HOUR;
 const RATE_STEP = 1.1;
 /** The slowest a throttled rate goes: one message a minute (or the configured rate, if slower). */
 const MIN_RATE_PER_MINUTE = 1;
+/**
+ * A rate a rate throttle set at a site with no configured rate is lifted once the site has gone this
+ * long without a throttle: the provider's limit may have been raised, and a lowered rate is no longer
+ * what it asks for.
+ */
+export const RATE_QUIET_MS = 10 * MINUTE;
 
 /** A site's state before any reply: at its configured limits, not paused. */
 export function initialState(limits: AdaptiveLimits): AdaptiveState {
@@ -103,32 +115,69 @@ export function onThrottle(
     pausedUntil: keepPause ? state.pausedUntil : until,
     pauseReason: keepPause ? state.pauseReason : 'throttled',
     successes: 0,
+    lastThrottleAt: now,
+  };
+}
+
+/**
+ * A rate throttle: halve the message rate in force (where the site has none, the rate it was being
+ * sent at, `sendingPerMinute`), keep the connections, and pause for `holds.rate_throttle` while the
+ * provider's window passes. A rate throttle during a pause (the replies to messages sent before the
+ * rate was lowered, or a hold) lowers nothing more.
+ */
+export function onRateThrottle(
+  state: AdaptiveState,
+  limits: AdaptiveLimits,
+  now: Date,
+  sendingPerMinute: number,
+  holds: HoldDurations = DEFAULT_HOLDS,
+): AdaptiveState {
+  if (!mayStart(state, now)) return { ...state, successes: 0, lastThrottleAt: now };
+  const inForce = rateInForce(state, limits) ?? Math.max(MIN_RATE_PER_MINUTE, sendingPerMinute);
+  const pause = Math.min(durationOf('rate_throttle', holds), maxOf(holds));
+  return {
+    ...state,
+    messageRatePerMinute: Math.max(Math.min(MIN_RATE_PER_MINUTE, inForce), inForce / 2),
+    pausedUntil: new Date(now.getTime() + pause),
+    pauseReason: 'throttled',
+    successes: 0,
+    lastThrottleAt: now,
   };
 }
 
 /**
  * A delivery went through: after every SUCCESSES_PER_STEP of them, one more connection and 10% more
- * rate, up to the configured limits (and at once down to them, if the limits were lowered). A success
- * during a pause answers a delivery that started before it: it neither ends the pause nor counts.
+ * rate, up to the configured limits (and at once down to them, if the limits were lowered). A rate
+ * that a rate throttle set where none is configured climbs the same way, with no ceiling, and is lifted
+ * once RATE_QUIET_MS have passed since the last throttle. A success during a pause answers a delivery
+ * that started before it: it neither ends the pause nor counts.
  */
 export function onSuccess(state: AdaptiveState, limits: AdaptiveLimits, now: Date): AdaptiveState {
   if (!mayStart(state, now)) return state;
   const configuredRate = configuredRatePerMinute(limits);
+  if (configuredRate === undefined && state.messageRatePerMinute !== undefined && isQuiet(state, now)) {
+    state = { ...state, messageRatePerMinute: undefined };
+  }
   const atLimits =
     state.connectionLimit >= limits.connectionLimit &&
-    (configuredRate === undefined || (state.messageRatePerMinute ?? 0) >= configuredRate);
+    (configuredRate === undefined
+      ? state.messageRatePerMinute === undefined
+      : (state.messageRatePerMinute ?? 0) >= configuredRate);
   if (atLimits) return { ...state, ...clamped(state, limits), successes: 0 };
   const successes = state.successes + 1;
   if (successes < SUCCESSES_PER_STEP) return { ...state, ...clamped(state, limits), successes };
+  const rate = state.messageRatePerMinute ?? configuredRate;
   return {
     ...state,
     connectionLimit: Math.max(1, Math.min(limits.connectionLimit, state.connectionLimit + 1)),
-    messageRatePerMinute:
-      configuredRate === undefined
-        ? undefined
-        : Math.min(configuredRate, (state.messageRatePerMinute ?? configuredRate) * RATE_STEP),
+    messageRatePerMinute: rate === undefined ? undefined : Math.min(configuredRate ?? Infinity, rate * RATE_STEP),
     successes: 0,
   };
+}
+
+/** Whether the site has gone RATE_QUIET_MS without a throttle. */
+function isQuiet(state: AdaptiveState, now: Date): boolean {
+  return state.lastThrottleAt === undefined || now.getTime() - state.lastThrottleAt.getTime() >= RATE_QUIET_MS;
 }
 
 /**
@@ -200,14 +249,15 @@ export function configuredRatePerMinute(limits: AdaptiveLimits): number | undefi
   return ratePerMinute(limits.maxMessageRate);
 }
 
-function halvedRate(state: AdaptiveState, limits: AdaptiveLimits | undefined): number | undefined {
+/** The message rate in force: the state's, never above the configured one; undefined: none. */
+function rateInForce(state: AdaptiveState, limits: AdaptiveLimits | undefined): number | undefined {
   const configured = limits === undefined ? undefined : configuredRatePerMinute(limits);
-  const current =
-    state.messageRatePerMinute === undefined
-      ? configured
-      : configured === undefined
-        ? state.messageRatePerMinute
-        : Math.min(configured, state.messageRatePerMinute);
+  if (state.messageRatePerMinute === undefined) return configured;
+  return configured === undefined ? state.messageRatePerMinute : Math.min(configured, state.messageRatePerMinute);
+}
+
+function halvedRate(state: AdaptiveState, limits: AdaptiveLimits | undefined): number | undefined {
+  const current = rateInForce(state, limits);
   if (current === undefined) return undefined;
   // A rate configured below the floor stays where it is: halving never goes under either.
   return Math.max(Math.min(MIN_RATE_PER_MINUTE, current), current / 2);
@@ -220,8 +270,11 @@ function clamped(
   const configuredRate = configuredRatePerMinute(limits);
   return {
     connectionLimit: Math.max(1, Math.min(limits.connectionLimit, state.connectionLimit)),
+    // Without a configured rate, a rate a rate throttle set stays until it is lifted (onSuccess).
     messageRatePerMinute:
-      configuredRate === undefined ? undefined : Math.min(configuredRate, state.messageRatePerMinute ?? configuredRate),
+      configuredRate === undefined
+        ? state.messageRatePerMinute
+        : Math.min(configuredRate, state.messageRatePerMinute ?? configuredRate),
   };
 }
 

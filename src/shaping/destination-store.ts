@@ -26,6 +26,8 @@ export interface SiteState {
   capUntil: Date | undefined;
   capConnectionLimit: number | undefined;
   capMessageRate: number | undefined;
+  /** When the site last answered with a throttle: written by updateSite with the reply, read only here. */
+  lastThrottleAt?: Date | undefined;
 }
 
 interface SiteRow {
@@ -41,10 +43,11 @@ interface SiteRow {
   capped_until: Date | null;
   cap_connection_limit: number | null;
   cap_message_rate: number | null;
+  last_reply_at: Date | null;
 }
 
 const SITE_COLUMNS =
-  'connection_limit, message_rate, paused_until, pause_reason, pause_reply, hold_count, last_hold_ms, last_hold_until, successes, capped_until, cap_connection_limit, cap_message_rate';
+  'connection_limit, message_rate, paused_until, pause_reason, pause_reply, hold_count, last_hold_ms, last_hold_until, successes, capped_until, cap_connection_limit, cap_message_rate, last_reply_at';
 
 const stateOf = (row: SiteRow): SiteState => ({
   connectionLimit: row.connection_limit,
@@ -59,6 +62,7 @@ const stateOf = (row: SiteRow): SiteState => ({
   capUntil: row.capped_until ?? undefined,
   capConnectionLimit: row.cap_connection_limit ?? undefined,
   capMessageRate: row.cap_message_rate ?? undefined,
+  lastThrottleAt: row.last_reply_at ?? undefined,
 });
 
 /** The configured limits a site's row starts from. */

@@ -69,6 +69,12 @@ export const BUILT_IN_HOLDS = {
   // The site refused the sending domain itself (its SPF, DKIM or DMARC): that domain's mail to the site
   // waits while the owner fixes its DNS, other senders' mail goes on.
   sender_fault: 30 * 60_000,
+  // A relay's or provider's daily or hourly sending quota is spent (SES's "Daily message quota
+  // exceeded"): every message would get the same answer until its period turns.
+  sending_quota: 3_600_000,
+  // A message came over a rate counted per second (SES's "Maximum sending rate exceeded"): the site's
+  // rate is lowered, and the site waits this long for the provider's window to pass.
+  rate_throttle: 1_000,
   max: 4 * 3_600_000,
 } as const;
 

@@ -40,6 +40,11 @@ export interface ClassifiedReply {
   /** The name of the table row that decided, e.g. 'gmail-4.7.28'. */
   rule: string;
   hold?: ReplyHold;
+  /**
+   * The site counts messages per second (or minute) and this one came over its rate: lower the site's
+   * message rate and try again within seconds, instead of pausing it for minutes.
+   */
+  rateLimit?: true;
 }
 
 /** One row of the table. Every condition given must hold; a row with none matches every reply of its codes. */
@@ -53,11 +58,13 @@ export interface ReplyRule {
   text?: RegExp;
   class: ReplyClass;
   hold?: ReplyHold;
+  rateLimit?: true;
 }
 
 const GOOGLE_RATE_LIMIT: ReplyHold = { scope: 'site', key: 'google_rate_limit' };
 const YAHOO_TSS04: ReplyHold = { scope: 'site', key: 'yahoo_tss04' };
 const SENDER_FAULT: ReplyHold = { scope: 'sender', key: 'sender_fault' };
+const SENDING_QUOTA: ReplyHold = { scope: 'site', key: 'sending_quota' };
 
 const TEMPORARY = ['4xx'] as const;
 const PERMANENT = ['5xx'] as const;
@@ -193,17 +200,34 @@ export const REPLY_RULES: readonly ReplyRule[] = [
   },
   { name: 'apple-local-policy', codes: EITHER, text: /rejected due to local policy/i, class: 'policy_block' },
 
-  // Amazon SES as a relay (https://docs.aws.amazon.com/ses/latest/dg/manage-sending-quotas-errors.html).
-  { name: 'ses-throttling', codes: ['454'], text: /throttling failure/i, class: 'throttled' },
+  // Amazon SES as a relay (https://docs.aws.amazon.com/ses/latest/dg/manage-sending-quotas-errors.html):
+  // its sending rate is counted per second, so a message over it only needs a slower pace; its daily
+  // quota is spent until its 24 hours roll on, so the relay stops.
+  {
+    name: 'ses-sending-rate',
+    codes: ['454'],
+    text: /throttling failure: maximum sending rate exceeded/i,
+    class: 'throttled',
+    rateLimit: true,
+  },
+  {
+    name: 'ses-daily-quota',
+    codes: ['454'],
+    text: /throttling failure: daily message quota exceeded/i,
+    class: 'throttled',
+    hold: SENDING_QUOTA,
+  },
 
   // Any server: greylisting is an ordinary deferral, whatever code it borrows.
   { name: 'greylisted', codes: TEMPORARY, text: /gr[ae]y-?list/i, class: 'deferred' },
-  // A relay's (or a provider's) sending quota: it comes back when the quota's period turns, even after a 5xx.
+  // A relay's (or a provider's) sending quota: it comes back when the quota's period turns, even after a
+  // 5xx; until then every message would get the same answer, so the site waits.
   {
     name: 'sending-quota',
     codes: EITHER,
     text: /sending (quota|limit) exceeded|(daily|hourly) (user )?(sending|message) (quota|limit)/i,
     class: 'throttled',
+    hold: SENDING_QUOTA,
   },
   // Any server: concurrency and rate limits (Postfix, Exim, Exchange and others word them alike).
   {
@@ -211,6 +235,15 @@ export const REPLY_RULES: readonly ReplyRule[] = [
     codes: TEMPORARY,
     text: /too many (concurrent |simultaneous |open )?(smtp )?connections|maximum number of (concurrent )?(server )?connections|connection (count )?limit (exceeded|reached)/i,
     class: 'too_many_connections',
+  },
+  // A message rate counted per second or minute (Exchange's MessageRateLimit, "sending too fast"): a
+  // slower pace is the answer, not a pause.
+  {
+    name: 'message-rate',
+    codes: TEMPORARY,
+    text: /(message|sending|submission) rate (for this client )?(has )?(been )?exceeded|(maximum|max) (message|sending) rate|sending too fast/i,
+    class: 'throttled',
+    rateLimit: true,
   },
   {
     name: 'rate-limited',
@@ -315,9 +348,12 @@ export function classifyReply(code: number | undefined, text: string): Classifie
     if (!rule.codes.some((pattern) => codeMatches(pattern, codeText))) continue;
     if (rule.status !== undefined && (reply.status === undefined || !rule.status.test(reply.status))) continue;
     if (rule.text !== undefined && !rule.text.test(reply.text)) continue;
-    return rule.hold === undefined
-      ? { class: rule.class, rule: rule.name }
-      : { class: rule.class, rule: rule.name, hold: { ...rule.hold } };
+    return {
+      class: rule.class,
+      rule: rule.name,
+      ...(rule.hold === undefined ? {} : { hold: { ...rule.hold } }),
+      ...(rule.rateLimit ? { rateLimit: true as const } : {}),
+    };
   }
   // Unreachable while the table ends with rows for every code; kept so a missing row cannot bounce anyone.
   return { class: 'deferred', rule: 'unmatched' };

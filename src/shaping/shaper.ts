@@ -17,7 +17,15 @@ import {
 } from './destination-store.ts';
 
 type SenderHold = { pausedUntil: Date; reply: string };
-import { DEFAULT_HOLDS, onHold, onSuccess, onThrottle, type AdaptiveState, type HoldDurations } from './adaptive.ts';
+import {
+  DEFAULT_HOLDS,
+  onHold,
+  onRateThrottle,
+  onSuccess,
+  onThrottle,
+  type AdaptiveState,
+  type HoldDurations,
+} from './adaptive.ts';
 import type { ClassifiedReply } from './reply-classes.ts';
 import type { ShapingRule } from './shaping-file.ts';
 import { destinationThrottles } from '../platform/metrics.ts';
@@ -194,6 +202,7 @@ const adaptiveOf = (state: SiteState): AdaptiveState => ({
   lastHoldMs: state.lastHoldMs,
   lastHoldUntil: state.lastHoldUntil,
   successes: state.successes,
+  lastThrottleAt: state.lastThrottleAt,
 });
 const storedOf = (before: SiteState, after: AdaptiveState, pauseReply?: string): SiteState => ({
   ...before,
@@ -246,6 +255,9 @@ function warmupKind(cls: ClassifiedReply): WarmupReply | undefined {
  */
 const SITE_READ_MS = 500;
 
+/** The window over which a process counts the messages it started to a site: a rate throttle's "now". */
+const SENDING_WINDOW_MS = 1_000;
+
 export function createShaper(options: ShaperOptions): Shaper {
   const { db } = options;
   const rules = options.rules ?? [];
@@ -290,6 +302,20 @@ export function createShaper(options: ShaperOptions): Shaper {
   const idleMs = options.idleMs ?? 2_000;
   const holder = randomUUID();
   const pools = new Map<string, SitePool>();
+  /** Per site, when this process started its messages there within the last SENDING_WINDOW_MS. */
+  const started = new Map<string, number[]>();
+  const noteStart = (key: SiteKey) => {
+    const at = now().getTime();
+    const times = (started.get(idOf(key)) ?? []).filter((time) => at - time < SENDING_WINDOW_MS);
+    times.push(at);
+    started.set(idOf(key), times);
+  };
+  /** The rate this process was sending to the site at, as messages a minute (at least the one answered). */
+  const sendingPerMinute = (key: SiteKey) => {
+    const at = now().getTime();
+    const recent = (started.get(idOf(key)) ?? []).filter((time) => at - time < SENDING_WINDOW_MS).length;
+    return (Math.max(1, recent) * 60_000) / SENDING_WINDOW_MS;
+  };
   /** Per site, this process's messages waiting for the site's pace: how many, and the last one's turn to ask. */
   const paceLines = new Map<string, { waiting: number; tail: Promise<void> }>();
   let closed = false;
@@ -469,7 +495,11 @@ export function createShaper(options: ShaperOptions): Shaper {
     const state = await readSite(key, configured).state;
     if (state.pausedUntil && state.pausedUntil > now()) {
       const reason = state.pauseReason === 'throttled' ? 'throttled' : 'site_paused';
-      return held(state.pausedUntil, reason, state.pauseReply ?? `${key.site} is paused`);
+      const pause = held(state.pausedUntil, reason, state.pauseReply ?? `${key.site} is paused`);
+      // A throttle's pause that ends within a moment (a rate throttle's second) is a wait like the
+      // site's pace, not a hold to tell anyone about.
+      const moment = reason === 'throttled' && state.pausedUntil.getTime() - now().getTime() <= maxInlineWaitMs;
+      return moment ? { ...pause, quiet: true } : pause;
     }
     const senderHeld = (await readHolds(request.destination ?? request.site)).get(request.senderDomain);
     if (senderHeld && senderHeld.pausedUntil > now()) {
@@ -543,6 +573,34 @@ export function createShaper(options: ShaperOptions): Shaper {
     // Lowered: a temporary refusal waits a moment for the slower pace instead of spending an attempt.
     if (reply.code !== undefined && reply.code >= 500) return undefined;
     return { ...held(new Date(now().getTime() + 5_000), 'throttled', reply.text), quiet: true };
+  }
+
+  /**
+   * A message came over the site's rate (counted per second or minute): the rate is lowered and the
+   * message waits quietly for the site's short pause to pass, then goes at the slower pace; the try
+   * does not count.
+   */
+  async function rateThrottle(key: SiteKey, reply: { code: number | undefined; text: string }) {
+    const limits = options.limitsFor(key.site, key.source);
+    const sending = sendingPerMinute(key);
+    const after = await updateSite(
+      db,
+      key,
+      configuredLimits(limits),
+      now(),
+      (state) => {
+        const ceiling = cappedLimits(limits, state, now());
+        return storedOf(state, onRateThrottle(adaptiveOf(state), ceiling, now(), sending, holds), reply.text);
+      },
+      { code: reply.code, text: reply.text, throttle: true },
+    );
+    remember(key, after);
+    const pausedUntil = after.pausedUntil && after.pausedUntil > now() ? after.pausedUntil : now();
+    if (after.pauseReason === 'site_paused') return held(pausedUntil, 'site_paused', reply.text);
+    // Spread over one turn of the new pace, so that the messages throttled together do not all return at once.
+    const turnMs = after.messageRate === undefined ? 1_000 : 60_000 / after.messageRate;
+    const until = new Date(pausedUntil.getTime() + Math.random() * Math.min(turnMs, 5_000));
+    return { ...held(until, 'throttled', reply.text), quiet: true };
   }
 
   const renewal = setInterval(() => {
@@ -672,6 +730,7 @@ export function createShaper(options: ShaperOptions): Shaper {
       }
       const pool = poolOf(key);
       pool.served.set(request.organizationId, Date.now());
+      noteStart(key);
       try {
         const value = await use(entry.connection as C, target);
         entry.deliveries += 1;
@@ -711,6 +770,7 @@ export function createShaper(options: ShaperOptions): Shaper {
       const throttle = cls.class === 'throttled' || cls.class === 'too_many_connections';
       if (!cls.hold && !throttle) return undefined;
       destinationThrottles.inc({ site: siteLabel(request.site), class: cls.class });
+      if (cls.rateLimit && !cls.hold) return rateThrottle(key, reply);
       const limits = options.limitsFor(key.site, key.source);
       const after = await updateSite(
         db,
