@@ -109,7 +109,10 @@ after(async () => {
  * copies made and the rest of the audience still pending: the broadcast stays queued (no fan-out worker
  * runs in this file), as a large broadcast is while its first copies are delivered.
  */
-async function broadcastUnderWay(count: number): Promise<{ id: string; tag: string }> {
+async function broadcastUnderWay(
+  count: number,
+  address = (i: number, tag: string) => `c${i}@${tag}.example`,
+): Promise<{ id: string; tag: string }> {
   label += 1;
   const tag = `ap${label}`;
   const { rows: segment } = await t.db.query<{ id: string }>(
@@ -117,11 +120,9 @@ async function broadcastUnderWay(count: number): Promise<{ id: string; tag: stri
     [org.id, tag],
   );
   await t.db.query(
-    `WITH made AS (
-       INSERT INTO contacts (organization_id, email)
-       SELECT $1, 'c' || i || '@' || $3 || '.example' FROM generate_series(1, $2::int) AS i RETURNING id)
-     INSERT INTO contact_segments (contact_id, segment_id) SELECT id, $4 FROM made`,
-    [org.id, count, tag, segment[0]!.id],
+    `WITH made AS (INSERT INTO contacts (organization_id, email) SELECT $1, unnest($2::text[]) RETURNING id)
+     INSERT INTO contact_segments (contact_id, segment_id) SELECT id, $3 FROM made`,
+    [org.id, Array.from({ length: count }, (_, i) => address(i + 1, tag)), segment[0]!.id],
   );
   const { rows } = await t.db.query<{ id: string }>(
     `INSERT INTO broadcasts (organization_id, name, segment_id, "from", subject, html, text)
@@ -285,3 +286,31 @@ const arf = (verp: string, recipient: string) =>
     ['Feedback-Type: abuse', 'User-Agent: ExampleFBL/1.0', 'Version: 1', `Original-Rcpt-To: ${recipient}`],
     { from: `news@${org.domain}`, to: recipient },
   );
+
+test("copies to Resend's test addresses count nowhere: their simulated bounces and complaints pause nothing", async () => {
+  // 10 real contacts, delivered, beside 20 bounced@ and 10 complained@ test addresses: counted, the test
+  // copies would be 20 hard bounces and 10 complaints of 40 copies.
+  const { id } = await broadcastUnderWay(40, (i, tag) =>
+    i <= 10 ? `c${i}@${tag}.example` : i <= 30 ? `bounced+${tag}-${i}@resend.dev` : `complained+${tag}-${i}@resend.dev`,
+  );
+  await startWorker();
+  try {
+    await waitFor(async () => {
+      const settled = await outcomes(id);
+      return settled.delivered === 20 && settled.bounced === 20;
+    }, 30_000);
+  } finally {
+    await stopWorker();
+  }
+  await autoPause.idle();
+  assert.notEqual((await broadcastRow(id)).status, 'paused');
+  const { rows } = await t.db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM email_events ev JOIN emails e ON e.id = ev.email_id
+      WHERE e.broadcast_id = $1 AND ev.type = 'complained'`,
+    [id],
+  );
+  assert.equal(rows[0]!.n, 10, 'the timeline keeps the test complaints');
+  const verdict = await checkBroadcast(t.db, autoPauseSettings(t.config), id);
+  assert.deepEqual(verdict, { kind: 'healthy', counts: { copies: 10, hard_bounces: 0, complaints: 0 } });
+  assert.equal(pausedEvents(id).length, 0);
+});

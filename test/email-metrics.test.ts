@@ -1,7 +1,10 @@
 // GET /emails/metrics through the unmodified Resend SDK against a listening app: outcomes produced by the
-// real delivery path (a loopback SMTP relay, Resend's test addresses, the suppression list, a tracking
-// pixel fetched over HTTP), counted in total, per sending domain, per message and per period in several
-// time zones; every answer checked against Resend's OpenAPI schema; bad parameters refused with 400.
+// real delivery path (a loopback SMTP relay that refuses some recipients, a complaint sent back over SMTP
+// to the inbound listener, the suppression list, a tracking pixel fetched over HTTP), counted in total,
+// per sending domain, per message and per period in several time zones; every answer checked against
+// Resend's OpenAPI schema; bad parameters refused with 400. Resend's test addresses sit beside the real
+// recipients and count nowhere: not in the metrics, the overview or the doctor's complaint rate, though
+// the email list and the timeline show them.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Resend } from 'resend';
@@ -11,6 +14,10 @@ import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
 import { freePort } from './helpers/server-process.ts';
 import { waitFor } from './helpers/wait.ts';
 import { responseProblems } from './helpers/resend-openapi.ts';
+import { startDnsServer, type DnsServer } from './helpers/dns-server.ts';
+import { feedbackReport } from './helpers/delivery-reports.ts';
+import { createTransport as nodemailerTransport } from 'nodemailer';
+import { startInboundServer, type InboundServer } from '../src/inbound/inbound-server.ts';
 import { addDomain, trustDomain } from '../src/domains/domains.ts';
 import { metricsRequest } from '../src/emails/metrics-request.ts';
 import { readEmailMetrics } from '../src/emails/metrics.ts';
@@ -19,6 +26,8 @@ let t: TestApp;
 let org: TestOrganization;
 let other: TestOrganization;
 let sink: SmtpSink;
+let inbound: InboundServer;
+let dns: DnsServer;
 let delivery: TestDelivery;
 let resend: Resend;
 let base: string;
@@ -65,12 +74,49 @@ async function moveTimeline(emailId: string, at: string): Promise<void> {
   await t.db.query('UPDATE email_events SET created_at = $2 WHERE email_id = $1', [emailId, at]);
 }
 
+/** A spam complaint (RFC 5965) about the copy sent to `recipient`, sent to its return path on the inbound listener. */
+async function complain(emailId: string, recipient: string): Promise<void> {
+  const copy = sink.transactions.find((tx) => tx.rcptTo.includes(recipient))!;
+  const report = feedbackReport(copy.mailFrom, ['Feedback-Type: abuse', 'Version: 1'], {
+    from: `hello@${org.domain}`,
+    to: recipient,
+  });
+  const client = nodemailerTransport({ host: '127.0.0.1', port: inbound.port, secure: false, ignoreTLS: true });
+  try {
+    await client.sendMail({ envelope: { from: '', to: [copy.mailFrom] }, raw: report });
+  } finally {
+    client.close();
+  }
+  await waitFor(async () => {
+    const { rowCount } = await t.db.query(
+      `SELECT 1 FROM email_events WHERE email_id = $1 AND recipient = $2 AND type = 'complained'`,
+      [emailId, recipient],
+    );
+    return rowCount === 1;
+  }, 10_000);
+}
+
 before(async () => {
   sink = await startSmtpSink({ starttls: false });
+  // An empty zone: the doctor's DNS look-ups find nothing, at once, without leaving the machine.
+  dns = await startDnsServer();
   const port = await freePort();
   base = `http://127.0.0.1:${port}`;
-  t = await buildTestApp({ MAILROOM_TRANSPORT: 'smtp', MAILROOM_SMTP_URL: sink.url, MAILROOM_PUBLIC_URL: base });
+  t = await buildTestApp({
+    MAILROOM_TRANSPORT: 'smtp',
+    MAILROOM_SMTP_URL: sink.url,
+    MAILROOM_PUBLIC_URL: base,
+    MAILROOM_RETURN_PATH_DOMAIN: 'bounces.metrics.test',
+    MAILROOM_DNS_SERVERS: dns.address,
+  });
   await t.app.listen({ port, host: '127.0.0.1' });
+  inbound = await startInboundServer({
+    db: t.db,
+    signer: t.app.signer,
+    host: '127.0.0.1',
+    port: 0,
+    log: { error: () => {}, warn: () => {}, info: () => {} },
+  });
   org = await createTestOrganization(t.db, t.config, 'metrics');
   other = await createTestOrganization(t.db, t.config, 'elsewhere');
   delivery = await startTestDelivery(t);
@@ -90,8 +136,11 @@ before(async () => {
   });
   assert.equal(tracking.statusCode, 200, tracking.body);
 
-  // Today, from the main domain: every kind of outcome once.
+  // Today, from the main domain: every kind of outcome once, and Resend's test addresses beside them,
+  // whose simulated outcomes count nowhere.
   sink.replyToRecipient('blocked@example.com', { code: 550, message: '5.7.1 Message rejected as spam' });
+  sink.replyToRecipient('nobody@example.com', { code: 550, message: '5.1.1 No such user' });
+  sink.replyToRecipient('gone@example.com', { code: 550, message: '5.1.1 No such user' });
   const suppressed = await t.app.inject({
     method: 'POST',
     url: '/suppressions',
@@ -110,9 +159,13 @@ before(async () => {
       'alice@example.com',
       'blocked@example.com',
       'kept-out@example.com',
+      'dave@example.com',
+      'nobody@example.com',
+      'erin@example.com',
     ],
     links,
   );
+  await complain(today, 'erin@example.com');
   // Alice opens it (her copy's pixel, fetched over HTTP) and clicks both links, one of them twice.
   const copy = sink.transactions.find((tx) => tx.rcptTo.includes('alice@example.com'))!;
   const html = String((await copy.parse()).html);
@@ -124,21 +177,28 @@ before(async () => {
 
   // Another organization's mail never counts here.
   await sendAndWait(new Resend(other.fullKey, { baseUrl: base }), `x@${other.domain}`, [
-    'delivered@resend.dev',
-    'bounced@resend.dev',
+    'xavier@example.com',
+    'gone@example.com',
+    'complained@resend.dev',
+    'bounced+other@resend.dev',
   ]);
 
   // Two messages moved to known instants of March 2025.
-  sink.replyToRecipient('gone@example.com', { code: 550, message: '5.1.1 No such user' });
-  saturday = await sendAndWait(resend, `news@${secondDomain.name}`, ['delivered+two@resend.dev', 'bob@example.com']);
+  saturday = await sendAndWait(resend, `news@${secondDomain.name}`, [
+    'delivered+two@resend.dev',
+    'bob@example.com',
+    'dan@example.com',
+  ]);
   monday = await sendAndWait(resend, `hello@${org.domain}`, ['carol@example.com', 'gone@example.com']);
   await moveTimeline(saturday, '2025-03-01T23:30:00Z');
   await moveTimeline(monday, '2025-03-03T00:30:00Z');
 });
 after(async () => {
   await delivery?.stop();
+  await inbound?.close();
   await t?.close();
   await sink?.close();
+  await dns?.close();
 });
 
 describe('totals', () => {
@@ -157,7 +217,7 @@ describe('totals', () => {
       assert.equal(missing in answer.totals, false);
     }
     assert.deepEqual(answer.totals, {
-      delivered: 3, // delivered@, complained@ (delivered, then the complaint), alice
+      delivered: 3, // alice, dave, erin (delivered, then the complaint); not delivered@ or complained@
       complained: 1,
       suppressed: 1, // kept-out@, never sent to
       bounced: 1,
@@ -168,7 +228,7 @@ describe('totals', () => {
       clicked: 2, // two links; the second click of the first is not a new click
       delivery_delayed: 0,
       failed: 1, // blocked@, refused for a reason that is not the recipient's
-      sent: 5, // tried: 3 delivered, 1 bounced, 1 refused
+      sent: 5, // tried: 3 delivered, 1 bounced (nobody@, not bounced@), 1 refused
       unique_opened: 1,
       unique_clicked: 1, // one recipient clicked
       delivery_rate: 60,
@@ -214,6 +274,68 @@ describe('totals', () => {
     assert.deepEqual(answer.totals, { sent: 4, delivered: 3 }); // the two March messages
     const future = metricsRequest({ start_date: '2025-03-01', end_date: '2031-01-01' }, now);
     assert.equal(future.end.toISOString(), now.toISOString());
+  });
+});
+
+describe("Resend's test addresses", () => {
+  const KINDS = ['delivered', 'bounced', 'complained', 'failed', 'opened', 'clicked'] as const;
+  async function overviewTotals(token: string): Promise<Record<string, number>> {
+    const res = await t.app.inject({ method: 'GET', url: '/overview', headers: bearer(token) });
+    assert.equal(res.statusCode, 200, res.body);
+    const daily = res.json().daily as Array<Record<string, number>>;
+    return Object.fromEntries(KINDS.map((kind) => [kind, daily.reduce((sum, day) => sum + day[kind]!, 0)]));
+  }
+  async function complaintFinding(token: string, domainId: string) {
+    const res = await t.app.inject({ method: 'POST', url: `/domains/${domainId}/check`, headers: bearer(token) });
+    assert.equal(res.statusCode, 200, res.body);
+    return (res.json().findings as Array<{ check: string; status: string; summary: string }>).find(
+      (finding) => finding.check === 'complaint_rate',
+    )!;
+  }
+
+  test('the overview counts the real outcomes only (counted when recorded: the March messages too)', async () => {
+    assert.deepEqual(await overviewTotals(org.fullKey), {
+      delivered: 6, // alice, dave, erin today; bob and dan on Saturday; carol on Monday
+      bounced: 2, // nobody@, gone@
+      complained: 1, // erin
+      failed: 2, // blocked@ (refused), kept-out@ (suppressed)
+      opened: 1,
+      clicked: 2, // alice, once per link
+    });
+    assert.deepEqual(await overviewTotals(other.fullKey), {
+      delivered: 1,
+      bounced: 1,
+      complained: 0,
+      failed: 0,
+      opened: 0,
+      clicked: 0,
+    });
+  });
+
+  test("the doctor's complaint rate counts real complaints only: a complaint of complained@ passes", async () => {
+    const { rows } = await t.db.query<{ id: string }>('SELECT id FROM domains WHERE name = $1', [other.domain]);
+    const theirs = await complaintFinding(other.fullKey, rows[0]!.id);
+    assert.equal(theirs.status, 'pass', theirs.summary);
+    assert.equal(theirs.summary, 'complaint rate 0.00% (0 complaints of 1 delivered, 30 days)');
+    const ours = await complaintFinding(org.fullKey, mainDomainId);
+    assert.equal(ours.status, 'fail');
+    assert.match(ours.summary, /^complaint rate 16\.67% \(1 complaints of 6 delivered, 30 days\)/);
+  });
+
+  test('the email list and the timeline still show them, with their outcomes', async () => {
+    const list = await t.app.inject({ method: 'GET', url: '/emails', headers: bearer(org.fullKey) });
+    assert.equal(list.statusCode, 200, list.body);
+    const listed = (list.json().data as Array<{ id: string; to: string[] }>).find((email) => email.id === today);
+    assert.ok(listed?.to.includes('complained@resend.dev'), list.body);
+
+    const res = await t.app.inject({ method: 'GET', url: `/emails/${today}/events`, headers: bearer(org.fullKey) });
+    assert.equal(res.statusCode, 200, res.body);
+    const events = res.json().data as Array<{ type: string; recipient?: string }>;
+    const of = (recipient: string) => events.filter((e) => e.recipient === recipient).map((e) => e.type);
+    assert.deepEqual(of('delivered@resend.dev'), ['delivered']);
+    assert.deepEqual(of('bounced@resend.dev'), ['bounced']);
+    assert.deepEqual(of('complained@resend.dev'), ['delivered', 'complained']);
+    assert.deepEqual(of('erin@example.com'), ['delivered', 'complained']);
   });
 });
 

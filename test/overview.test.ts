@@ -110,7 +110,8 @@ test('outcomes recorded by delivery and tracking are counted once each, in the c
   });
   assert.equal(suppressed.statusCode, 201, suppressed.body);
 
-  // Captured (delivered), and Resend's test addresses: delivered, bounced, delivered then complained.
+  // Captured (delivered), and Resend's test addresses (delivered, bounced, delivered then complained),
+  // whose simulated outcomes the timeline shows but the overview does not count.
   const first = await send(
     t.app,
     a.fullKey,
@@ -123,7 +124,11 @@ test('outcomes recorded by delivery and tracking are counted once each, in the c
   const second = await send(t.app, a.fullKey, message(a, { to: 'blocked@example.com' }));
   assert.equal(second.statusCode, 200, second.body);
   // Another organization's outcomes never count in a's overview.
-  const others = await send(t.app, b.fullKey, message(b, { to: ['delivered@resend.dev', 'bounced@resend.dev'] }));
+  const others = await send(
+    t.app,
+    b.fullKey,
+    message(b, { to: ['other@example.com', 'delivered@resend.dev', 'bounced@resend.dev'] }),
+  );
   assert.equal(others.statusCode, 200, others.body);
   for (const res of [first, second, others]) await settled(res.json().id);
 
@@ -137,17 +142,21 @@ test('outcomes recorded by delivery and tracking are counted once each, in the c
   }
 
   const body = await overview(a.fullKey);
-  const expected = { delivered: 3, bounced: 1, complained: 1, failed: 1, opened: 1, clicked: 1 };
+  const expected = { delivered: 1, bounced: 0, complained: 0, failed: 1, opened: 1, clicked: 1 };
   for (const kind of KINDS) {
     assert.equal(total(body.hourly, kind), expected[kind], `hourly ${kind}`);
     assert.equal(total(body.daily, kind), expected[kind], `daily ${kind}`);
   }
-  // The same numbers the timeline holds.
-  const { rows } = await t.db.query<{ type: Kind; n: number }>(
-    `SELECT type, count(*)::int AS n FROM email_events WHERE organization_id = $1 GROUP BY type`,
+  // The same numbers the timeline holds, less the test addresses' entries, which it keeps.
+  const { rows } = await t.db.query<{ type: Kind; n: number; tests: number }>(
+    `SELECT type, count(*) FILTER (WHERE recipient NOT LIKE '%@resend.dev')::int AS n,
+            count(*) FILTER (WHERE recipient LIKE '%@resend.dev')::int AS tests
+       FROM email_events WHERE organization_id = $1 GROUP BY type`,
     [a.id],
   );
   for (const kind of KINDS) assert.equal(rows.find((row) => row.type === kind)?.n ?? 0, expected[kind], kind);
+  const tests = Object.fromEntries(rows.map((row) => [row.type, row.tests]));
+  assert.deepEqual([tests.delivered, tests.bounced, tests.complained], [2, 1, 1]);
 
   // The quota is what sending charged: one per recipient (4 + 1), against the limit it enforces.
   assert.equal((await counts(t.db, a.id)).charged, 5);
@@ -158,8 +167,8 @@ test('outcomes recorded by delivery and tracking are counted once each, in the c
 
   const theirs = await overview(b.session);
   assert.equal(total(theirs.daily, 'delivered'), 1);
-  assert.equal(total(theirs.daily, 'bounced'), 1);
-  assert.equal(theirs.quota.used, 2);
+  assert.equal(total(theirs.daily, 'bounced'), 0);
+  assert.equal(theirs.quota.used, 3, 'test recipients are charged like any');
 });
 
 test('a quota used up reads remaining 0, and sending refuses as the overview says', async () => {
@@ -264,6 +273,81 @@ test('upgrading counts the outcomes the timeline already holds', async () => {
         ['2026-03-01T10:00:00.000Z', 'delivered', 1],
         ['2026-03-01T10:00:00.000Z', 'opened', 1],
         ['2026-03-01T11:00:00.000Z', 'opened', 1],
+      ],
+    );
+  } finally {
+    await close();
+  }
+});
+
+test("upgrading takes the test addresses' outcomes of the last 30 days out of the counts", async () => {
+  const { db, close } = await openTestDatabase({ migrated: false });
+  try {
+    // The database as it was before 0038: test addresses' outcomes counted with the others.
+    await db.transaction(async (tx) => {
+      await tx.exec(
+        'CREATE TABLE mailroom_migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())',
+      );
+      for (const m of (await loadMigrations()).filter((m) => m.id < 38)) {
+        await tx.exec(m.sql);
+        await tx.query('INSERT INTO mailroom_migrations (id, name) VALUES ($1, $2)', [m.id, m.name]);
+      }
+    });
+    const org = (
+      await db.query<{ id: string }>(
+        "INSERT INTO organizations (name, monthly_quota, rate_limit) VALUES ('o', 100, 10) RETURNING id",
+      )
+    ).rows[0]!.id;
+    const email = (
+      await db.query<{ id: string }>(
+        `INSERT INTO emails (id, organization_id, "from", "to", subject, message_id, status, recipient_count)
+         VALUES (gen_random_uuid(), $1, 'a@example.test', '["b@example.com"]', 's', '<m@example.test>', 'sent', 4)
+         RETURNING id`,
+        [org],
+      )
+    ).rows[0]!.id;
+    const { rows: now } = await db.query<{ hour: Date }>(`SELECT date_trunc('hour', now(), 'UTC') AS hour`);
+    const recent = new Date(now[0]!.hour.getTime() - 2 * 86_400_000);
+    const old = new Date(now[0]!.hour.getTime() - 40 * 86_400_000);
+    for (const [type, recipient, at] of [
+      ['delivered', 'b@example.com', recent],
+      ['delivered', 'complained@resend.dev', recent],
+      ['complained', 'complained@resend.dev', recent],
+      ['bounced', 'Bounced+x@Resend.dev', recent],
+      ['delivered', 'delivered@resend.dev', old],
+    ] as const) {
+      await db.query(
+        `INSERT INTO email_events (id, email_id, organization_id, type, recipient, created_at)
+         VALUES (gen_random_uuid(), $1, $2, $3, $4, $5)`,
+        [email, org, type, recipient, at],
+      );
+    }
+    // As counted then: an hour's count spread over shards.
+    for (const [at, type, shard, count] of [
+      [recent, 'delivered', 0, 1],
+      [recent, 'delivered', 3, 1],
+      [recent, 'complained', 5, 1],
+      [recent, 'bounced', 2, 1],
+      [old, 'delivered', 0, 1],
+    ] as const) {
+      await db.query(
+        'INSERT INTO email_event_counts (organization_id, hour, type, shard, count) VALUES ($1, $2, $3, $4, $5)',
+        [org, at, type, shard, count],
+      );
+    }
+    await migrate(db);
+    const { rows } = await db.query<{ hour: Date; type: string; count: number }>(
+      'SELECT hour, type, sum(count)::int AS count FROM email_event_counts WHERE organization_id = $1 GROUP BY 1, 2 ORDER BY 1, 2',
+      [org],
+    );
+    // The real delivery stays; the old count (read by nothing now) is left as it was.
+    assert.deepEqual(
+      rows.map((row) => [row.hour.toISOString(), row.type, row.count]),
+      [
+        [old.toISOString(), 'delivered', 1],
+        [recent.toISOString(), 'bounced', 0],
+        [recent.toISOString(), 'complained', 0],
+        [recent.toISOString(), 'delivered', 1],
       ],
     );
   } finally {

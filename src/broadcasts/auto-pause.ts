@@ -3,6 +3,7 @@ import type { Database, Queryable } from '../platform/db/database.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { fanOutCtes } from '../webhooks/fan-out.ts';
 import { broadcastPausedDataSql } from '../webhooks/event-payloads.ts';
+import { countsInRatesSql } from '../emails/test-addresses.ts';
 import { pauseBroadcast } from './send-broadcast.ts';
 
 // The automatic pause: a broadcast that hurts the sender's reputation stops before it reaches everyone.
@@ -11,7 +12,8 @@ import { pauseBroadcast } from './send-broadcast.ts';
 // `hardBounceRate` of those copies, or whose complaints are more than `complaintRate` of them, is paused
 // (pauseBroadcast, with a reason naming the rate and the threshold) and broadcast.paused is emitted, in
 // one transaction. It is checked again as later outcomes arrive (complaints come in hours after the
-// copy), on the copies with an outcome by then.
+// copy), on the copies with an outcome by then. Copies to Resend's test addresses (at resend.dev, whose
+// outcomes are simulated) count nowhere: neither as copies nor as bounces or complaints.
 //
 // Cost. The check counts the broadcast's copies through its index (emails.broadcast_id), their
 // recipients and their bounce and complaint entries: for a large broadcast a scan of every copy (about
@@ -216,12 +218,14 @@ export async function checkBroadcast(db: Database, settings: AutoPauseSettings, 
     `WITH copies AS (SELECT e.id FROM emails e WHERE e.broadcast_id = $1)
      SELECT b.organization_id, b.status, b.auto_paused_at IS NOT NULL AS auto,
             (SELECT count(*) FROM copies JOIN email_recipients r ON r.email_id = copies.id
-              WHERE r.status IN ('delivered', 'bounced')
-                 OR (r.status = 'failed' AND r.failure_reason IN ('refused', 'retries_exhausted')))::int AS copies,
+              WHERE (r.status IN ('delivered', 'bounced')
+                 OR (r.status = 'failed' AND r.failure_reason IN ('refused', 'retries_exhausted')))
+                AND ${countsInRatesSql('r.address')})::int AS copies,
             (SELECT count(DISTINCT ev.email_id) FROM copies JOIN email_events ev ON ev.email_id = copies.id
-              WHERE ev.type = 'bounced' AND ev.data #>> '{bounce,type}' = 'hard')::int AS hard_bounces,
+              WHERE ev.type = 'bounced' AND ev.data #>> '{bounce,type}' = 'hard'
+                AND ${countsInRatesSql('ev.recipient')})::int AS hard_bounces,
             (SELECT count(DISTINCT ev.email_id) FROM copies JOIN email_events ev ON ev.email_id = copies.id
-              WHERE ev.type = 'complained')::int AS complaints
+              WHERE ev.type = 'complained' AND ${countsInRatesSql('ev.recipient')})::int AS complaints
        FROM broadcasts b WHERE b.id = $1`,
     [broadcastId],
   );

@@ -9,12 +9,14 @@ import {
   type Metric,
   type MetricsRequest,
 } from './metrics-request.ts';
+import { countsInRatesSql } from './test-addresses.ts';
 
 // GET /emails/metrics (Resend's shape): what happened to the organization's mail in a date range, in
 // total and broken down by period, sending domain, message or broadcast (its copies, emails.broadcast_id;
 // mail that is no broadcast's copy counts in the totals only, as a message whose domain is gone does in
-// a domain breakdown). Everything is counted per recipient from
-// the timeline (email_events), when each entry was recorded:
+// a domain breakdown). Everything is counted per recipient from the timeline (email_events), when each
+// entry was recorded, except the recipients at resend.dev (Resend's test addresses, whose outcomes are
+// simulated: test-addresses.ts):
 // - sent: recipients Mailroom tried to deliver whose attempt ended (delivered, bounced when sent, or
 //   failed after being tried: refused or retries exhausted);
 // - delivered, complained, opened, clicked, delivery_delayed: their timeline entries (opens are kept once
@@ -197,7 +199,7 @@ export async function readEmailMetrics(
        FROM email_events ev
        ${needsMessage ? 'JOIN emails e ON e.id = ev.email_id' : ''}
       WHERE ev.organization_id = $1 AND ev.created_at >= $2 AND ev.created_at < $3
-        AND ev.type IN ${COUNTED_TYPES}
+        AND ev.type IN ${COUNTED_TYPES} AND ${countsInRatesSql('ev.recipient')}
         ${filters.map((filter) => `AND ${filter}`).join(' ')}
       ${groups.length > 0 ? `GROUP BY GROUPING SETS ((${groups.join(', ')}), ()) ORDER BY 1 DESC LIMIT ${maxRows + 2}` : ''}`,
     params,

@@ -32,3 +32,13 @@ export function testOutcome(address: string): TestOutcome | undefined {
   const key = addressKey(address);
   return TEST_LOCAL_PART.exec(key.slice(0, key.lastIndexOf('@')))?.[1] as TestOutcome | undefined;
 }
+
+/**
+ * SQL that is true unless the address in `column` is at resend.dev: a recipient whose outcomes count in
+ * the rates and counts that judge deliverability (the overview, GET /emails/metrics, the doctor, the
+ * automatic pause of a broadcast). Every recipient at resend.dev gets a simulated outcome, so the domain
+ * alone decides; an entry without a recipient counts. It compares the row already read (no index needed)
+ * and is the same rule as isTestDomainAddress for the parsed addresses stored.
+ */
+export const countsInRatesSql = (column: string): string =>
+  `(${column} IS NULL OR lower(${column}) NOT LIKE '%@${TEST_DOMAIN}')`;

@@ -3,6 +3,7 @@ import type { Queryable } from '../platform/db/database.ts';
 import { fanOutCtes } from '../webhooks/fan-out.ts';
 import type { EventType } from '../webhooks/event-types.ts';
 import { emailEventDetails, emailEventFieldsSql } from '../webhooks/event-payloads.ts';
+import { countsInRatesSql } from './test-addresses.ts';
 
 /** Timeline kinds (GET /emails/:id/events); the webhook event type is `email.<kind>`. */
 export type TimelineKind =
@@ -37,7 +38,10 @@ export interface TimelineEntry {
   webhook?: Record<string, unknown>;
 }
 
-/** The outcomes GET /overview counts per hour (email_event_counts, kept by recordTimelineEntry). */
+/**
+ * The outcomes GET /overview counts per hour (email_event_counts, kept by recordTimelineEntry), those of
+ * Resend's test addresses excepted.
+ */
 export const COUNTED_KINDS = ['delivered', 'bounced', 'complained', 'failed', 'opened', 'clicked'] as const;
 export type CountedKind = (typeof COUNTED_KINDS)[number];
 const COUNTED: ReadonlySet<TimelineKind> = new Set(COUNTED_KINDS);
@@ -88,12 +92,13 @@ export async function recordTimelineEntry(tx: Queryable, entry: TimelineEntry): 
   return rows.length === 0 ? null : id;
 }
 
-// Counts only what the timeline took: a `once` repeat returns no row from `event`, so adds nothing.
+// Counts only what the timeline took: a `once` repeat returns no row from `event`, so adds nothing; nor
+// does an outcome of a test address (simulated, it says nothing of deliverability).
 const COUNT_CTE = `
      counted AS (
        INSERT INTO email_event_counts AS c (organization_id, hour, type, shard, count)
        SELECT $3, date_trunc('hour', event.created_at, 'UTC'), $4, floor(random() * ${EVENT_COUNT_SHARDS})::smallint, 1
-         FROM event
+         FROM event WHERE ${countsInRatesSql('$5::text')}
        ON CONFLICT (organization_id, hour, type, shard) DO UPDATE SET count = c.count + 1
      ),`;
 
@@ -137,8 +142,9 @@ export function timelineEntryRow(entry: TimelineEntry): TimelineEntryRow {
  * - each entry is fanned out to its organization's webhook endpoints, with the message's fields read
  *   from `messages.from` (a relation with the columns of `emails`, joined on the entry's email_id: the
  *   stored messages, or the rows a statement is storing, whose `createdAt` is then given);
- * - the outcomes the overview counts are counted in their hour, one row per organization, kind and hour,
- *   written in that order: two such statements lock count rows in the same order, so they cannot deadlock.
+ * - the outcomes the overview counts (not a test address's) are counted in their hour, one row per
+ *   organization, kind and hour, written in that order: two such statements lock count rows in the same
+ *   order, so they cannot deadlock.
  */
 export function timelineEntriesFrom(from: string, messages: { from: string; createdAt?: string }): string {
   const data = `${emailEventFieldsSql('m', messages.createdAt)} || ${from}.webhook_data`;
@@ -146,13 +152,14 @@ export function timelineEntriesFrom(from: string, messages: { from: string; crea
        INSERT INTO email_events (id, email_id, organization_id, type, recipient, data)
        SELECT event_id, email_id, organization_id, kind, recipient, nullif(data, 'null'::jsonb) FROM ${from} ORDER BY n
        ON CONFLICT DO NOTHING
-       RETURNING id, created_at, organization_id, type
+       RETURNING id, created_at, organization_id, type, recipient
      ),
      counted AS (
        INSERT INTO email_event_counts AS c (organization_id, hour, type, shard, count)
        SELECT organization_id, date_trunc('hour', created_at, 'UTC') AS hour, type,
               floor(random() * ${EVENT_COUNT_SHARDS})::smallint, count(*)
          FROM recorded WHERE type IN (${COUNTED_KINDS.map((kind) => `'${kind}'`).join(', ')})
+          AND ${countsInRatesSql('recipient')}
         GROUP BY organization_id, hour, type
         ORDER BY organization_id, type COLLATE "C", hour
        ON CONFLICT (organization_id, hour, type, shard) DO UPDATE SET count = c.count + excluded.count
