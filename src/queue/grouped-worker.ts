@@ -3,18 +3,8 @@ import type { Logger } from '../platform/logger.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { workerBatchSize } from '../platform/metrics.ts';
 import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
-import {
-  CLAIMABLE,
-  CLAIMED,
-  jobOf,
-  LEASE,
-  releaseJobs,
-  runJob,
-  type ClaimedRow,
-  type FailedJobHook,
-  type Job,
-  type JobResult,
-} from './leases.ts';
+import { jobOf, releaseJobs, runJob, type FailedJobHook, type Job, type JobResult } from './leases.ts';
+import { CLAIM_SETTINGS, claimGroupJobs, letGroupsGo, renewAndTakeGroups, type OwnedRow } from './group-claims.ts';
 import type { Worker } from './worker.ts';
 
 // A worker for jobs that run per group (a webhook endpoint's deliveries), at most `groupLimit` of a
@@ -31,12 +21,7 @@ import type { Worker } from './worker.ts';
 // worker can take the group over, so the limit holds even then. A dead owner's ownership runs out after
 // `jobSeconds` + 30 s, its claimed jobs' leases after three times `jobSeconds` + 30 s.
 //
-// A claim's commit is not waited for (synchronous_commit off: the claim is on every slot's path, and
-// the disk flush was most of its time). A database crash can therefore lose the claims of its last
-// moment: a worker whose claim fails starts no job until a claim succeeds again, so what is repeated is
-// at most the jobs in their slots at the crash, as after a worker's kill -9 (and while they run, their
-// group may see up to twice its limit). What a job did is recorded by its handler with a commit that is
-// waited for, and only while the job's lease is still the handler's.
+// A claim's commit is not waited for (group-claims.ts says what a database crash can therefore repeat).
 //
 // A worker owns at most as many groups as it has slots, sharing the slots between them in turn, and
 // takes the longest-waiting groups first; when it has no room for more, a group it has fed for
@@ -88,22 +73,9 @@ interface Group<T> {
   takenAt: number;
 }
 
-interface OwnedRow {
-  group_key: string;
-  version: number;
-}
-
 /** Slack on a lease or an ownership: a job starts only if it leaves this much after the job's longest run. */
 const MARGIN_MS = 5_000;
-/** Due jobs looked at to find groups no one owns. */
-const GROUP_WINDOW = 1000;
 const SLICE_MS = 10_000;
-
-// A group's due jobs are read in (run_at, id) order from its index, stopping at the batch: a backlog that
-// arrived faster than statistics are gathered looks tiny to the planner, which would otherwise gather all
-// of it through a bitmap and sort it (2 ms a claim at 5,000 jobs instead of 0.06 ms). The claim's commit
-// is not waited for (see above).
-const CLAIM_SETTINGS = { enable_bitmapscan: 'off', synchronous_commit: 'off' };
 
 const jobsOf = (waiting: Array<{ job: Job }>) => waiting.map(({ job }) => job);
 
@@ -183,41 +155,14 @@ export async function startGroupedWorker<T>(
     let claimed: { owned: OwnedRow[]; fill: Map<string, number>; jobs: Job[]; loaded: T[] };
     try {
       claimed = await db.transaction(async (tx) => {
-        const { rows: owned } = await tx.query<OwnedRow>(
-          `WITH renewed AS (
-             UPDATE job_group_owners SET owned_until = now() + make_interval(secs => $5)
-              WHERE queue = $1 AND owner = $2 AND group_key = ANY($3::text[]) AND owned_until > now()
-             RETURNING group_key, version
-           ),
-           unowned AS (
-             SELECT group_key FROM (
-               SELECT group_key, min(run_at) AS due FROM (
-                 SELECT group_key, run_at FROM jobs j
-                  WHERE queue = $1 AND group_key IS NOT NULL AND ${CLAIMABLE} AND group_key <> ALL($6::text[])
-                    AND NOT EXISTS (SELECT 1 FROM job_group_owners o
-                                     WHERE o.queue = $1 AND o.group_key = j.group_key
-                                       AND o.owned_until > now() AND o.owner <> $2)
-                  ORDER BY run_at, id LIMIT ${GROUP_WINDOW}) oldest
-                GROUP BY group_key ORDER BY due LIMIT $4) longest_waiting
-             ORDER BY group_key -- two workers lock the rows they share in one order
-           ),
-           taken AS (
-             INSERT INTO job_group_owners (queue, group_key, owner, owned_until)
-             SELECT $1, group_key, $2, now() + make_interval(secs => $5) FROM unowned
-             ON CONFLICT (queue, group_key) DO UPDATE SET owner = excluded.owner, owned_until = excluded.owned_until
-              WHERE job_group_owners.owned_until < now() OR job_group_owners.owner = excluded.owner
-             RETURNING group_key, version
-           )
-           SELECT * FROM renewed UNION ALL SELECT * FROM taken`,
-          [
-            queue,
-            owner,
-            mine.map((group) => group.key),
-            Math.max(0, room),
-            ownSeconds,
-            [...mine.map((group) => group.key), ...restingKeys()],
-          ],
-        );
+        const owned = await renewAndTakeGroups(tx, {
+          queue,
+          owner,
+          mine: mine.map((group) => group.key),
+          room: Math.max(0, room),
+          ownSeconds,
+          skip: [...mine.map((group) => group.key), ...restingKeys()],
+        });
         for (const { group_key, version } of owned) {
           const group = groups.get(group_key);
           if (group && group.version !== version) dropped.push([group, group.waiting.splice(0)]);
@@ -239,17 +184,7 @@ export async function startGroupedWorker<T>(
             .filter(([, wanted]) => wanted > 0),
         );
         if (fill.size === 0) return { owned, fill, jobs: [], loaded: [] };
-        const { rows } = await tx.query<ClaimedRow>(
-          `UPDATE jobs SET ${LEASE}
-            WHERE id IN (
-              SELECT due.id FROM unnest($1::text[], $2::int[]) AS wanted(group_key, n)
-               CROSS JOIN LATERAL (
-                 SELECT id FROM jobs
-                  WHERE group_key = wanted.group_key AND queue = $4 AND ${CLAIMABLE}
-                  ORDER BY run_at, id LIMIT wanted.n FOR UPDATE SKIP LOCKED) due)
-            ${CLAIMED}`,
-          [[...fill.keys()], [...fill.values()], leaseSeconds, queue],
-        );
+        const rows = await claimGroupJobs(tx, queue, fill, leaseSeconds);
         const jobs = rows.map((row) => jobOf(row, startedAt + leaseSeconds * 1000)).sort(byId);
         return { owned, fill, jobs, loaded: jobs.length > 0 ? await handler.load(tx, jobs) : [] };
       }, CLAIM_SETTINGS);
@@ -308,13 +243,9 @@ export async function startGroupedWorker<T>(
     );
     if (letGo.length > 0) {
       // Failing, the rows run out on their own; meanwhile this worker may take them again itself.
-      await db
-        .query('DELETE FROM job_group_owners WHERE queue = $1 AND group_key = ANY($2::text[]) AND owner = $3', [
-          queue,
-          letGo,
-          owner,
-        ])
-        .catch((error: unknown) => options.log.warn({ err: error, queue }, 'could not let groups go'));
+      await letGroupsGo(db, queue, owner, letGo).catch((error: unknown) =>
+        options.log.warn({ err: error, queue }, 'could not let groups go'),
+      );
     }
   };
 
@@ -429,7 +360,7 @@ export async function startGroupedWorker<T>(
         options.log.warn({ err: error, queue }, 'could not give back claimed jobs; they return when their lease ends'),
       );
       if (running > 0) await new Promise<void>((resolve) => (idle = resolve));
-      await db.query('DELETE FROM job_group_owners WHERE queue = $1 AND owner = $2', [queue, owner]).catch(() => {});
+      await letGroupsGo(db, queue, owner).catch(() => {});
     },
   };
 }
