@@ -42,6 +42,11 @@ const EXCLUDED: { file: string; contains: string; reason: string }[] = [
     reason: 'apt-get needs root and the network; the test files it runs are part of the suite',
   },
   {
+    file: 'docs/webhooks.md',
+    contains: 'MAILROOM_WEBHOOK_ALLOW_CIDRS=127.0.0.0/8 npm start',
+    reason: 'the server runs until stopped; the one these blocks run against is started with the same setting',
+  },
+  {
     file: 'docs/operations.md',
     contains: 'npx mailroom serve --role api',
     reason: 'each serve runs until stopped (the server process tests start serve --role api and worker)',
@@ -99,6 +104,8 @@ function assertSafe(block: Block) {
 interface Values {
   httpPort: number;
   submissionPort: number;
+  /** A free port for the webhook receiver docs/webhooks.md runs on port 4000. */
+  receiverPort: number;
   /** A full_access key of the development organization (the one that has example.test verified). */
   fullAccessKey: string;
   /** An email sent by that organization. */
@@ -118,6 +125,8 @@ const SUBSTITUTIONS: [RegExp, (values: Values) => string][] = [
   // The server listens on a free port, not the default 3000; its SMTP submission port is free too.
   [/\b(?:localhost|127\.0\.0\.1):3000\b/g, (v) => `127.0.0.1:${v.httpPort}`],
   [/\b127\.0\.0\.1:2587\b/g, (v) => `127.0.0.1:${v.submissionPort}`],
+  // The webhook receiver's port, where it listens and where its endpoint points.
+  [/(?<=\.listen\(|\b127\.0\.0\.1:)4000\b/g, (v) => String(v.receiverPort)],
   // The full_access key the first start prints.
   [/\bmr_3kq…/g, (v) => v.fullAccessKey],
   // "the id it printed": an email's, a template's, an organization's.
@@ -176,6 +185,11 @@ function runBlock(code: string, env: Record<string, string>): Promise<BlockRun> 
 // Checks beyond "every command succeeded", for blocks whose point is an answer.
 const EXPECTED_OUTPUT: { contains: string; stdout: RegExp; why: string }[] = [
   { contains: 'swaks ', stdout: /^<~ +250 2\.0\.0 OK <[0-9a-f-]{36}>/m, why: 'the message was accepted (TLS on)' },
+  {
+    contains: 'wait $RECEIVER',
+    stdout: /^(?=.*"type":"email\.delivered")(?=.*"to":\["you@example\.com"\]).*"id":"evt_[0-9a-f-]{36}"/m,
+    why: 'the local receiver printed the email.delivered event of the message sent',
+  },
 ];
 
 test('every sh block of the docs is run here or excluded with a reason', async () => {
@@ -296,6 +310,7 @@ test("the docs' sh blocks run as written", async (t: TestContext) => {
   const values: Values = {
     httpPort: Number(new URL(server.base).port),
     submissionPort,
+    receiverPort: await freePort(),
     fullAccessKey: key,
     emailId: email.id as string,
     templateId: template.id as string,
