@@ -5,8 +5,10 @@ import { SCHEDULED_AT_DESCRIPTION } from './scheduled-at.ts';
 // The shape of one message, as the spec's table gives it. Only types and sizes are checked here (and
 // feed the OpenAPI document); everything that needs reasoning is in validate-message.ts.
 
+// errorMessage: what a value of neither form is told (platform/validation.ts).
 const AddressList = Type.Union([Type.String(), Type.Array(Type.String())], {
   description: 'One address or a list; each `address` or `Name <address>`.',
+  errorMessage: 'must be an address or an array of addresses, e.g. ["ada@example.com", "Bob <bob@example.com>"]',
 });
 
 const TagValue = Type.Union([Type.String({ maxLength: 256 }), Type.Number(), Type.Boolean()]);
@@ -43,16 +45,23 @@ export const EmailMessageSchema = Type.Object(
     ),
     scheduled_at: Type.Optional(Type.String({ description: SCHEDULED_AT_DESCRIPTION })),
     tags: Type.Optional(
-      Type.Union([
-        Type.Record(Type.String({ maxLength: 256 }), TagValue),
-        Type.Array(
-          Type.Union([
-            Type.String({ maxLength: 256 }),
-            Type.Object({ name: Type.String({ maxLength: 256 }), value: TagValue }, { additionalProperties: false }),
-          ]),
-          { maxItems: 50 },
-        ),
-      ]),
+      Type.Union(
+        [
+          Type.Record(Type.String({ maxLength: 256 }), TagValue),
+          Type.Array(
+            Type.Union([
+              Type.String({ maxLength: 256 }),
+              Type.Object({ name: Type.String({ maxLength: 256 }), value: TagValue }, { additionalProperties: false }),
+            ]),
+            { maxItems: 50 },
+          ),
+        ],
+        {
+          errorMessage:
+            'must be an object of name → value, e.g. {"category": "receipt"}, or an array of { name, value }, ' +
+            'e.g. [{"name": "category", "value": "receipt"}]',
+        },
+      ),
     ),
     headers: Type.Optional(Type.Record(Type.String(), Type.String())),
     topic_id: Type.Optional(

@@ -163,7 +163,38 @@ function refuseUnknownTestAddress(address: string, field: string): void {
 }
 
 function parseAll(list: string[], field: string): Mailbox[] {
-  return list.map((entry, i) => parseMailbox(entry, list.length > 1 ? `${field}.${i}` : field));
+  return list.map((entry, i) => parseAddress(entry, list.length > 1 ? `${field}.${i}` : field));
+}
+
+/**
+ * One address. A string that is several addresses separated by commas or semicolons (as a mail
+ * client's To line is written) is told to be an array instead, each address an item of its own: also
+ * when it would read as one address with a display name (`a@example.com, Bob <b@example.com>`), which
+ * would send to Bob alone.
+ */
+function parseAddress(entry: string, field: string): Mailbox {
+  const parts = entry
+    .split(/[,;]/)
+    .map((part) => part.trim())
+    .filter((part) => part !== '');
+  if (parts.length > 1 && parts.every(isMailbox)) {
+    throw new ServiceError(
+      'validation_error',
+      `${field} holds several addresses in one string: pass an array of addresses instead, one per item: ` +
+        JSON.stringify(parts),
+      field,
+    );
+  }
+  return parseMailbox(entry, field);
+}
+
+function isMailbox(text: string): boolean {
+  try {
+    parseMailbox(text, '');
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Whether Mailroom writes the header itself (so a message cannot set it). */
