@@ -118,15 +118,16 @@ export async function runJob(
     result = await handle();
   } catch (error) {
     const maxAttempts = policy.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
-    failedRuns = isOutage(error) ? job.failedRuns : job.failedRuns + 1;
+    const outage = isOutage(error);
+    failedRuns = outage ? job.failedRuns : job.failedRuns + 1;
     const fields = { err: error, jobId: job.id, queue: job.queue, failedRuns, maxAttempts };
-    if (error instanceof PermanentJobError || failedRuns >= maxAttempts) {
+    if (!outage && (error instanceof PermanentJobError || failedRuns >= maxAttempts)) {
       const reason =
         error instanceof PermanentJobError
           ? error.message
           : `stopped after ${failedRuns} failed attempts: ${error instanceof Error ? error.message : String(error)}`;
       log.error({ ...fields, reason }, 'job failed for good; it is kept as failed (mailroom jobs list --failed)');
-      await failForGood(db, job, reason, failedRuns, policy.failed).catch((cause: unknown) =>
+      await failForGood(db, job, reason, failedRuns, policy.failed, log).catch((cause: unknown) =>
         log.error({ err: cause, jobId: job.id, queue: job.queue }, 'could not mark the job failed'),
       );
       return;
@@ -146,12 +147,31 @@ export async function runJob(
   }
 }
 
-/** Marks the job failed with its kind's record of it, retried while the database is away, within the lease. */
-async function failForGood(db: Database, job: Job, reason: string, failedRuns: number, hook?: FailedJobHook) {
-  await retryWhileUnreachable(
-    () => markJobFailed(db, job, reason, failedRuns, hook && ((tx) => hook(tx, job, reason))),
-    job.leaseEndsAt,
-  );
+/**
+ * Marks the job failed with its kind's record of it, retried while the database is away, within the
+ * lease. A hook that fails does not keep the job from failing (it would come back and fail again for
+ * ever): the job is then marked failed without it.
+ */
+async function failForGood(
+  db: Database,
+  job: Job,
+  reason: string,
+  failedRuns: number,
+  hook: FailedJobHook | undefined,
+  log: Pick<Logger, 'error'>,
+) {
+  const mark = (record?: FailedJobHook) =>
+    retryWhileUnreachable(
+      () => markJobFailed(db, job, reason, failedRuns, record && ((tx) => record(tx, job, reason))),
+      job.leaseEndsAt,
+    );
+  try {
+    await mark(hook);
+  } catch (error) {
+    if (!hook || isOutage(error)) throw error;
+    log.error({ err: error, jobId: job.id, queue: job.queue }, 'could not record the failure on what the job acts on');
+    await mark();
+  }
 }
 
 /** Jobs deleted by one statement at most. */
