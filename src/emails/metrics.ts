@@ -30,7 +30,8 @@ import { countsInRatesSql } from './test-addresses.ts';
 // `received`, `unsubscribed` and `unsubscribe_rate` are not recorded per message, so they are left out of
 // the answer (its `metrics` says what it holds) rather than answered with a zero that would be a guess.
 //
-// Cost: one range scan of email_events_metrics_idx (organization, time) over the range's entries, plus
+// Cost: one range scan of email_events_metrics_idx (organization, time) over the range's entries (the
+// test-address rule is a comparison of each entry's recipient once read, no index of its own), plus
 // the message row of each for a domain or broadcast breakdown or filter; one statement for totals and rows together
 // (GROUPING SETS), and the periods are generated, not scanned.
 
