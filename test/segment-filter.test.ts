@@ -4,7 +4,8 @@ import { randomUUID } from 'node:crypto';
 import { Resend } from 'resend';
 import { buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { assertRefused, checkedCaller } from './helpers/checked-calls.ts';
-import { segmentAudienceCondition, type SegmentFilter } from '../src/contacts/segment-filter.ts';
+import type { SegmentFilter } from '../src/contacts/segment-filter.ts';
+import { segmentAudienceCondition } from '../src/contacts/segment-filter-sql.ts';
 
 // Segment filters (docs/audience.md): the grammar and its refusals, each operator evaluated by the
 // database (directly through segmentAudienceCondition, and through the API's lists and counts), the

@@ -1,5 +1,6 @@
 import type { Database, Queryable } from '../platform/db/database.ts';
-import { segmentAudienceCondition, type SegmentFilter } from '../contacts/segment-filter.ts';
+import type { SegmentFilter } from '../contacts/segment-filter.ts';
+import { segmentAudienceCondition } from '../contacts/segment-filter-sql.ts';
 import type { BroadcastStatus } from './broadcast-status.ts';
 
 // The audience of a broadcast is taken once, when its send is due (not when it was asked for: a contact

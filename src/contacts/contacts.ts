@@ -22,7 +22,7 @@ import {
   type PropertyValue,
 } from './contact-properties.ts';
 import { addMemberships, checkSegmentsExist, checkedSegmentIds, findSegment } from './segments.ts';
-import { segmentAudienceCondition } from './segment-filter.ts';
+import { segmentAudienceCondition } from './segment-filter-sql.ts';
 
 // A contact is a person the organization keeps in its audience: one per address (without case), with
 // a global `unsubscribed` switch and an explicit choice per topic where they made one. Who a topic send

@@ -3,12 +3,8 @@ import { isForeignKeyViolation } from '../platform/db/database.ts';
 import { ServiceError, notFound } from '../platform/errors.ts';
 import { isUuid } from '../platform/ids.ts';
 import { keysetPage, type Page, type PageRequest } from '../platform/db/keyset-page.ts';
-import {
-  checkFilterReferences,
-  parseSegmentFilter,
-  segmentAudienceCondition,
-  type SegmentFilter,
-} from './segment-filter.ts';
+import { checkFilterReferences, parseSegmentFilter, type SegmentFilter } from './segment-filter.ts';
+import { segmentAudienceCondition } from './segment-filter-sql.ts';
 
 // A segment is a named group of an organization's contacts (Resend's /segments). Its contacts are those
 // added to it (POST /contacts with `segments`, or POST /contacts/:id/segments/:segment_id), who stay
