@@ -2,7 +2,7 @@ import type { Queryable } from '../platform/db/database.ts';
 import type { DestinationStats } from '../platform/metrics.ts';
 import { siteLabel } from './sites.ts';
 import type { ShapingPolicy } from './shaping-file.ts';
-import { configuredLimits } from './shaper.ts';
+import { configuredLimits } from './site-replies.ts';
 import { updateSite, type SiteKey } from './destination-store.ts';
 import type { Database } from '../platform/db/database.ts';
 
