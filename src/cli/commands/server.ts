@@ -1,0 +1,42 @@
+// Running the service and bringing its database up to date: always in the CLI's own process.
+import { migrate } from '../../platform/db/migrate.ts';
+import { openDatabase } from '../../platform/db/open.ts';
+import { runServer, type Role } from '../../server.ts';
+import { text, UsageError, type Command } from '../command.ts';
+
+export const serverCommands: Record<string, Command> = {
+  serve: {
+    usage: 'serve [--role all|api|worker]',
+    description: 'run the service: the HTTP API, the SMTP listeners and the workers of the role',
+    options: {
+      role: { type: 'string', default: 'all', help: 'all, api (listeners only) or worker (background work only)' },
+    },
+    local: true,
+    async run({ config, values }) {
+      const role = text(values, 'role');
+      if (!['all', 'api', 'worker'].includes(role)) throw new UsageError('--role is all, api or worker');
+      await runServer(config, role as Role);
+    },
+  },
+
+  migrate: {
+    usage: 'migrate',
+    description: 'apply the database migrations not yet applied (serve does it at start too)',
+    options: {},
+    local: true,
+    async run({ config }) {
+      const db = await openDatabase(config);
+      try {
+        const applied = await migrate(db);
+        return {
+          json: { applied },
+          text: applied.length
+            ? `applied ${applied.length} migration(s): ${applied.join(', ')}`
+            : 'database is up to date',
+        };
+      } finally {
+        await db.close();
+      }
+    },
+  },
+};
