@@ -1,6 +1,7 @@
 import type { Queryable } from '../platform/db/database.ts';
 import { addressKey } from '../platform/address-key.ts';
-import { compileRoute, type InboundRouteRow } from './inbound-routes.ts';
+import type { InboundRouteRow } from './inbound-routes.ts';
+import { compileRoute } from './inbound-routes-matching.ts';
 import { forwardCopies } from './forward.ts';
 import { notifyRouteEndpoints, type ReceivedEvent } from './route-webhooks.ts';
 import type { RouteAction, RouteOutcome, RoutingResult } from './route-types.ts';
