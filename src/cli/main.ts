@@ -76,7 +76,7 @@ function readArguments(command: Command, rest: string[]): { values: Values; posi
 function failure(error: unknown): { code: number; error: { name: string; message: string } } {
   const message = (error as Error).message;
   if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-    return { code: 2, error: { name: 'usage', message } };
+    return { code: 2, error: { name: 'usage', message: usageMessage(error as Error) } };
   }
   if (error instanceof ServiceError) return { code: 1, error: { name: error.name, message } };
   if (error instanceof ConfigError) return { code: 1, error: { name: 'configuration', message } };
@@ -109,27 +109,86 @@ export async function execute(argv: string[], db: Database, config: Config): Pro
   }
 }
 
+const HELP_FLAGS = new Set(['--help', '-h']);
+
+/** The top-level help: every command on a line with what it does. */
 function help(): string {
-  return ['usage: mailroom <command> [--json]', ...Object.values(COMMANDS).map((c) => `  mailroom ${c.usage}`)].join(
-    '\n',
-  );
+  const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length));
+  return [
+    'usage: mailroom <command> [options] [--json]',
+    '',
+    'commands:',
+    ...Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(width)}  ${command.description}`),
+    '',
+    'mailroom <command> --help shows its options. --json prints the result (or the error) as one JSON object.',
+  ].join('\n');
+}
+
+/** One command's help: its usage, then a line per argument and option (what it is, required or its default). */
+function commandHelp(name: string, command: Command): string {
+  const entries: Array<[string, string]> = [
+    ...(command.positionals ?? []).map((positional): [string, string] => [positional.name, positional.help]),
+    ...Object.entries(command.options).map(([option, spec]): [string, string] => {
+      const flag = spec.type === 'string' ? `--${option} <value>` : `--${option}`;
+      const note = spec.required
+        ? ' (required)'
+        : spec.default !== undefined && spec.type === 'string'
+          ? ` (default ${String(spec.default)})`
+          : '';
+      return [flag, `${spec.help}${note}`];
+    }),
+    ['--json', 'print the result as one JSON object'],
+  ];
+  const width = Math.max(...entries.map(([flag]) => flag.length));
+  return [
+    `usage: mailroom ${command.usage}`,
+    '',
+    `${command.description[0]!.toUpperCase()}${command.description.slice(1)}.`,
+    '',
+    ...entries.map(([flag, line]) => `  ${flag.padEnd(width)}  ${line}`),
+  ].join('\n');
+}
+
+/** A command-line mistake in one plain line (parseArgs' own messages are long and name its internals). */
+function usageMessage(error: Error & { code?: string }): string {
+  if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const option = /'([^']+)'/.exec(error.message)?.[1] ?? 'option';
+    return `unknown option ${option}`;
+  }
+  if (error.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    const option = /'(--?[\w-]+)/.exec(error.message)?.[1];
+    return option ? `${option} takes a value` : error.message;
+  }
+  return error.message;
 }
 
 export async function main(argv: string[]): Promise<number> {
   const json = argv.includes('--json');
   const args = argv.filter((arg) => arg !== '--json');
-  const found = findCommand(args);
   const fail = (error: { name: string; message: string }, code = 1) => {
     if (json) process.stdout.write(`${JSON.stringify({ error })}\n`);
     else process.stderr.write(`mailroom: ${error.message}\n`);
     return code;
   };
+  const print = (text: string, code: number) => {
+    process.stdout.write(`${text}\n`);
+    return code;
+  };
+  // Without a command the help is printed, as a mistake (exit 2): a script that forgot its command fails.
+  if (args.length === 0) return print(help(), 2);
+  if (args.length === 1 && (args[0] === 'help' || HELP_FLAGS.has(args[0]!))) return print(help(), 0);
+  const asked = args[0] === 'help' ? args.slice(1) : args;
+  const found = findCommand(asked);
   if (!found) {
-    if (args.length === 0 || args[0] === 'help' || args[0] === '--help') {
-      process.stdout.write(`${help()}\n`);
-      return args.length === 0 ? 2 : 0;
-    }
-    return fail({ name: 'usage', message: `unknown command "${args.slice(0, 2).join(' ')}"\n${help()}` }, 2);
+    const words = asked
+      .filter((arg) => !arg.startsWith('-'))
+      .slice(0, 2)
+      .join(' ');
+    return fail({ name: 'usage', message: `unknown command "${words}" (see mailroom --help)` }, 2);
+  }
+  const hint = ` (see mailroom ${found.name} --help)`;
+  if (args[0] === 'help' || found.rest.some((arg) => HELP_FLAGS.has(arg))) {
+    return print(commandHelp(found.name, found.command), 0);
   }
   try {
     const { values, positionals } = readArguments(found.command, found.rest);
@@ -140,6 +199,6 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   } catch (error) {
     const { code, error: reason } = failure(error);
-    return fail(reason, code);
+    return fail(reason.name === 'usage' ? { ...reason, message: `${reason.message}${hint}` } : reason, code);
   }
 }

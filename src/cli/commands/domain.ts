@@ -4,7 +4,7 @@ import { doctorContext } from '../../doctor/doctor-routes.ts';
 import { addDomain, findDomainByName, trustDomain, updateDomain, verifyDomain } from '../../domains/domains.ts';
 import { requireOrganization, text, UsageError, type Command } from '../command.ts';
 
-const org = { type: 'string', required: true, help: 'the organization (its id)' } as const;
+const org = { type: 'string', required: true, help: "the organization's id" } as const;
 const domainName = { name: 'NAME', help: 'the domain, e.g. example.com' };
 
 export const domainCommands: Record<string, Command> = {

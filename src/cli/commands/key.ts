@@ -8,7 +8,7 @@ export const keyCommands: Record<string, Command> = {
     usage: 'key create --org ID --name N --permission full_access|sending_access [--domain NAME]',
     description: 'create an API key and print its token (shown only this once)',
     options: {
-      org: { type: 'string', required: true, help: 'the organization (its id)' },
+      org: { type: 'string', required: true, help: "the organization's id" },
       name: { type: 'string', required: true, help: 'a name for the key' },
       permission: {
         type: 'string',
@@ -46,7 +46,7 @@ export const keyCommands: Record<string, Command> = {
   'key list': {
     usage: 'key list --org ID',
     description: "list an organization's API keys (never their tokens)",
-    options: { org: { type: 'string', required: true, help: 'the organization (its id)' } },
+    options: { org: { type: 'string', required: true, help: "the organization's id" } },
     async run({ values, withDatabase }) {
       const keys = await withDatabase(async (db) => {
         await requireOrganization(db, text(values, 'org'));

@@ -8,7 +8,7 @@ import {
 } from '../../receiving/inbound-routes.ts';
 import { listing, requireOrganization, text, UsageError, wholeNumber, type Command } from '../command.ts';
 
-const org = { type: 'string', required: true, help: 'the organization (its id)' } as const;
+const org = { type: 'string', required: true, help: "the organization's id" } as const;
 
 /** One route in a line: priority, what it matches, what it does. */
 function routeLine(route: InboundRouteView): string {

@@ -8,7 +8,7 @@ export const sessionCommands: Record<string, Command> = {
     usage: 'session create --org ID --email E',
     description: 'create a dashboard session for a user and print its token',
     options: {
-      org: { type: 'string', required: true, help: 'the organization (its id)' },
+      org: { type: 'string', required: true, help: "the organization's id" },
       email: { type: 'string', required: true, help: "the user's email address" },
     },
     async run({ config, values, withDatabase }) {

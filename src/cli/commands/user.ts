@@ -3,7 +3,7 @@ import { createUser, listUsers, setUserPassword } from '../../tenancy/users.ts';
 import { generatePassword } from '../../tenancy/passwords.ts';
 import { listing, requireOrganization, text, UsageError, type Command, type Output, type Values } from '../command.ts';
 
-const org = { type: 'string', required: true, help: 'the organization (its id)' } as const;
+const org = { type: 'string', required: true, help: "the organization's id" } as const;
 const email = { type: 'string', required: true, help: "the user's email address (their sign-in)" } as const;
 const password = { type: 'string', help: 'the password (default: one generated and printed once)' } as const;
 
