@@ -1,5 +1,6 @@
 // The only file that listens: `mailroom serve` (and so `npm start`) calls runServer().
 import type { Config } from './platform/config.ts';
+import type { Database } from './platform/db/database.ts';
 import { openDatabase } from './platform/db/open.ts';
 import { migrate } from './platform/db/migrate.ts';
 import { buildApp, buildOpsApp } from './app.ts';
@@ -23,7 +24,13 @@ import { listenOrExplain } from './platform/listen-error.ts';
 
 export type Role = 'all' | 'api' | 'worker';
 
-export async function runServer(config: Config, role: Role = 'all'): Promise<void> {
+/**
+ * Started once everything runs when the process holds the embedded database, closed first at stop: how
+ * CLI commands reach a database no other process can open (the CLI's admin socket).
+ */
+export type AdminListener = (db: Database) => Promise<{ close(): Promise<void> }>;
+
+export async function runServer(config: Config, role: Role = 'all', admin?: AdminListener): Promise<void> {
   const db = await openDatabase(config);
   await migrate(db);
   const app = await buildApp({ db, config, runsWorkers: role !== 'api' });
@@ -108,6 +115,13 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
       dashboardUrl(config.host, typeof address === 'object' && address ? address.port : config.port),
     );
   }
+  const adminSocket =
+    db.kind === 'pglite' && admin
+      ? await admin(db).catch((error: Error) => {
+          app.log.warn({ err: error }, 'no admin socket: CLI commands must wait until the server stops');
+          return undefined;
+        })
+      : undefined;
   app.log.info(
     {
       role,
@@ -131,6 +145,7 @@ export async function runServer(config: Config, role: Role = 'all'): Promise<voi
     }, config.shutdownTimeoutMs);
     deadline.unref();
     await app.close(); // stops accepting, waits for in-flight requests
+    await adminSocket?.close(); // and the CLI commands being run
     await ops?.close();
     await inbound?.close(); // and the SMTP sessions handing in reports
     for (const listener of submission) await listener.close(); // and those handing in messages

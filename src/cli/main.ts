@@ -10,6 +10,7 @@ import { openDatabase } from '../platform/db/open.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { StartupError } from '../platform/listen-error.ts';
 import { ShapingFileError } from '../shaping/shaping-file.ts';
+import { askServer } from './admin-socket.ts';
 import { UsageError, type Command, type CommandReply, type Values } from './command.ts';
 import { serverCommands } from './commands/server.ts';
 import { organizationCommands } from './commands/org.ts';
@@ -31,6 +32,17 @@ const COMMANDS: Record<string, Command> = {
   ...routeCommands,
   ...shapingCommands,
 };
+
+/** The error a command run by the server ended with, as the server worded it. */
+class ReplyError extends Error {
+  readonly code: number;
+  readonly reason: { name: string; message: string };
+  constructor(code: number, reason: { name: string; message: string }) {
+    super(reason.message);
+    this.code = code;
+    this.reason = reason;
+  }
+}
 
 /** Opens the configured database, migrated, for the length of one command. */
 async function withOwnDatabase<T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> {
@@ -194,11 +206,21 @@ export async function main(argv: string[]): Promise<number> {
     const { values, positionals } = readArguments(found.command, found.rest);
     const config = loadConfig();
     const withDatabase = <T>(fn: (db: Database) => Promise<T>) => withOwnDatabase(config, fn);
-    const output = await found.command.run({ config, values, positionals, withDatabase, execute });
+    const output = await found.command
+      .run({ config, values, positionals, withDatabase, execute })
+      .catch(async (error: Error) => {
+        // The embedded database is held by a running server: the command is run there instead.
+        if (error.name !== 'DataDirInUseError' || found.command.local) throw error;
+        const reply = await askServer(config.dataDir, args);
+        if (!reply) throw error;
+        if (!reply.ok) throw new ReplyError(reply.code, reply.error);
+        return reply.output ?? undefined;
+      });
     if (output) process.stdout.write(`${json ? JSON.stringify(output.json) : output.text}\n`);
     return 0;
   } catch (error) {
-    const { code, error: reason } = failure(error);
+    const { code, error: reason } =
+      error instanceof ReplyError ? { code: error.code, error: error.reason } : failure(error);
     return fail(reason.name === 'usage' ? { ...reason, message: `${reason.message}${hint}` } : reason, code);
   }
 }

@@ -2,6 +2,7 @@
 import { migrate } from '../../platform/db/migrate.ts';
 import { openDatabase } from '../../platform/db/open.ts';
 import { runServer, type Role } from '../../server.ts';
+import { startAdminSocket } from '../admin-socket.ts';
 import { text, UsageError, type Command } from '../command.ts';
 
 export const serverCommands: Record<string, Command> = {
@@ -12,10 +13,13 @@ export const serverCommands: Record<string, Command> = {
       role: { type: 'string', default: 'all', help: 'all, api (listeners only) or worker (background work only)' },
     },
     local: true,
-    async run({ config, values }) {
+    async run({ config, values, execute }) {
       const role = text(values, 'role');
       if (!['all', 'api', 'worker'].includes(role)) throw new UsageError('--role is all, api or worker');
-      await runServer(config, role as Role);
+      // On the embedded database, the CLI's other commands are run here while the server holds it.
+      await runServer(config, role as Role, (db) =>
+        startAdminSocket(config.dataDir, (argv) => execute(argv, db, config)),
+      );
     },
   },
 
