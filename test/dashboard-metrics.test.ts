@@ -82,7 +82,13 @@ test('the Overview shows the delivery, bounce and complaint rates of the mail se
     // 5 tried: 4 delivered, 1 bounced; 1 complaint over 4 delivered. The test addresses count nowhere.
     const summary = section.getByRole('definition');
     await summary.first().waitFor();
-    assert.deepEqual(await summary.allTextContents(), ['80%', '20%', '25%', '5']);
+    assert.deepEqual(await summary.locator('.rate-value').allTextContents(), ['80%', '20%', '25%', '5']);
+    // Each rate says where it stands in words, not only by its colour.
+    assert.deepEqual(await summary.locator('.rate-verdict').allTextContents(), [
+      'Poor: below 95%',
+      'Poor: 5% or more',
+      'Poor: 0.3% or more',
+    ]);
 
     for (const [name, latest] of [
       ['Delivery rate', '80%'],

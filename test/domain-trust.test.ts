@@ -130,7 +130,7 @@ describe('the hosts records point at', () => {
       mxIndexes.map((index) => `records[${index}].value`),
     );
     for (const warning of warnings) {
-      assert.match(warning.message, /^vm is not a public host name \(it is a bare host name with no domain/);
+      assert.match(warning.message, /^vm is not a public host name \(it is a bare host name, with no dot\)/);
       assert.match(warning.message, /Set MAILROOM_MX_HOST to this server's public name/);
     }
     // A domain with no MX record has nothing to warn about.

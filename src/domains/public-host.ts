@@ -26,7 +26,7 @@ export function whyNotPublicHost(host: string): string | undefined {
   const name = host.toLowerCase().replace(/\.$/, '');
   if (name === '') return 'it is empty';
   if (isIP(name) !== 0) return 'it is an IP address, and the record needs a host name';
-  if (!name.includes('.')) return 'it is a bare host name with no domain (no dot)';
+  if (!name.includes('.')) return 'it is a bare host name, with no dot';
   const suffix = PRIVATE_SUFFIXES.find((reserved) => name === reserved || name.endsWith(`.${reserved}`));
   if (suffix !== undefined) return `.${suffix} names are not reachable from the Internet`;
   return undefined;

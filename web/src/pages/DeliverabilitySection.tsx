@@ -9,6 +9,8 @@ import { useApiGet } from '../hooks.ts';
 //   delivered mail, which is how GET /emails/metrics counts complaint_rate);
 // - bounces: Amazon SES puts an account under review from a 5% bounce rate.
 // A day with nothing sent has no rate, so it has no point (rather than a 0% that looks like news).
+// The rates over the whole range are coloured by where they stand against bands drawn from the same
+// lines (good, watch, poor), and say it in words; a rate with nothing to divide by is neutral, "no data".
 
 export const DAYS = 30;
 
@@ -36,8 +38,19 @@ interface Threshold {
   label: string;
 }
 
+/**
+ * Where a rate turns from good to watch and from watch to poor. A rate is good below `watch` and poor
+ * from `poor` on; for a rate where more is better (delivery), good at or above `watch`, poor below `poor`.
+ */
+interface Bands {
+  higherIsBetter: boolean;
+  watch: number;
+  poor: number;
+}
+
 interface RateChart {
   key: 'delivery_rate' | 'bounce_rate' | 'complaint_rate';
+  bands: Bands;
   title: string;
   /** The count the rate divides by: a day where it is 0 has no rate. */
   over: 'sent' | 'delivered';
@@ -50,6 +63,8 @@ interface RateChart {
 export const RATE_CHARTS: RateChart[] = [
   {
     key: 'delivery_rate',
+    // The mirror of the bounce bands: under 2% of mail not delivered is good, 5% is a review.
+    bands: { higherIsBetter: true, watch: 98, poor: 95 },
     title: 'Delivery rate',
     over: 'sent',
     minTop: 100,
@@ -58,6 +73,8 @@ export const RATE_CHARTS: RateChart[] = [
   },
   {
     key: 'bounce_rate',
+    // Amazon SES asks senders to stay under 2% and reviews accounts from 5%.
+    bands: { higherIsBetter: false, watch: 2, poor: 5 },
     title: 'Bounce rate',
     over: 'sent',
     minTop: 8,
@@ -66,6 +83,7 @@ export const RATE_CHARTS: RateChart[] = [
   },
   {
     key: 'complaint_rate',
+    bands: { higherIsBetter: false, watch: 0.1, poor: 0.3 },
     title: 'Complaint rate',
     over: 'delivered',
     minTop: 0.4,
@@ -84,6 +102,26 @@ const dayFormat = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'num
 export function formatRate(value: number): string {
   const digits = value !== 0 && value < 0.1 ? 3 : 2;
   return `${new Intl.NumberFormat(undefined, { maximumFractionDigits: digits }).format(value)}%`;
+}
+
+export type RateTone = 'good' | 'watch' | 'poor' | 'none';
+
+/**
+ * Where a rate stands, as a tone (its colour, `.rate-<tone>` in styles.css) and in words naming the line
+ * it is on the wrong or right side of. `sample` is the count the rate divides by: 0 means no data.
+ */
+export function rateVerdict(chart: RateChart, value: number, sample: number): { tone: RateTone; words: string } {
+  if (sample === 0)
+    return { tone: 'none', words: chart.over === 'sent' ? 'No data: nothing sent' : 'No data: nothing delivered' };
+  const { higherIsBetter, watch, poor } = chart.bands;
+  if (higherIsBetter) {
+    if (value >= watch) return { tone: 'good', words: `Good: ${formatRate(watch)} or more` };
+    if (value >= poor) return { tone: 'watch', words: `Watch: below ${formatRate(watch)}` };
+    return { tone: 'poor', words: `Poor: below ${formatRate(poor)}` };
+  }
+  if (value < watch) return { tone: 'good', words: `Good: below ${formatRate(watch)}` };
+  if (value < poor) return { tone: 'watch', words: `Watch: ${formatRate(watch)} or more` };
+  return { tone: 'poor', words: `Poor: ${formatRate(poor)} or more` };
 }
 
 /** The first day of the range: today (UTC) and the DAYS - 1 days before it. */
@@ -124,17 +162,25 @@ export function DeliverabilitySection() {
       {data ? (
         <>
           <dl className="rate-summary" aria-label={`Rates over the last ${DAYS} days`}>
-            {RATE_CHARTS.map((chart) => (
-              <div key={chart.key}>
-                <dt>{chart.title}</dt>
-                <dd className={`series-${chart.series}`}>
-                  {data.totals[chart.over] > 0 ? formatRate(data.totals[chart.key]) : '–'}
-                </dd>
-              </div>
-            ))}
+            {RATE_CHARTS.map((chart) => {
+              const verdict = rateVerdict(chart, data.totals[chart.key], data.totals[chart.over]);
+              return (
+                <div key={chart.key}>
+                  <dt>{chart.title}</dt>
+                  <dd className={`rate-${verdict.tone}`} data-tone={verdict.tone}>
+                    <span className="rate-value">
+                      {verdict.tone === 'none' ? '–' : formatRate(data.totals[chart.key])}
+                    </span>
+                    <span className="rate-verdict">{verdict.words}</span>
+                  </dd>
+                </div>
+              );
+            })}
             <div>
               <dt>Sent</dt>
-              <dd>{numberFormat.format(data.totals.sent)}</dd>
+              <dd>
+                <span className="rate-value">{numberFormat.format(data.totals.sent)}</span>
+              </dd>
             </div>
           </dl>
           <p className="muted">

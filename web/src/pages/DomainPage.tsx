@@ -15,10 +15,11 @@ import {
 } from '../components/index.ts';
 import { useAction, useApiGet } from '../hooks.ts';
 import { DmarcSection } from './DmarcSection.tsx';
+import { ReceivingSection, RecordWarnings } from './ReceivingSection.tsx';
 import { HealthSection } from './HealthSection.tsx';
 import { Link, navigate } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
-import { DomainStatus, dnsRecords, type Domain, type DomainRecord } from './DomainsPage.tsx';
+import { DomainStatus, dnsRecords, domainState, type Domain, type DomainRecord } from './DomainsPage.tsx';
 
 const list = (names: string[]) => names.join(', ');
 
@@ -31,7 +32,9 @@ export function verificationSummary(domain: Domain): string {
     .filter((record) => record.status === 'pending')
     .map((record) => record.record);
   const parts: string[] = [];
-  if (domain.status === 'verified') {
+  if (domain.verification === 'trusted') {
+    parts.push(`${domain.name} is trusted without DNS checks: it can send, but its DKIM record was not found.`);
+  } else if (domain.status === 'verified') {
     parts.push(`${domain.name} is verified: you can send from any address at it.`);
   } else {
     parts.push(`${domain.name} is not verified yet: its DKIM record was not found.`);
@@ -40,7 +43,7 @@ export function verificationSummary(domain: Domain): string {
   if (unanswered.length > 0) parts.push(`DNS did not answer for ${list(unanswered)}: try again in a while.`);
   if (missing.length === 0 && unanswered.length === 0 && domain.status === 'verified') {
     parts.push('Every record was found.');
-  } else if (domain.status !== 'verified') {
+  } else if (domain.status !== 'verified' || domain.verification === 'trusted') {
     parts.push('DNS changes can take a while to reach everyone: publish the records below, then verify again.');
   }
   return parts.join(' ');
@@ -57,6 +60,32 @@ function RecordName({ record }: { record: DomainRecord }) {
     <>
       {record.record} <span className="muted">{record.required ? '(required)' : '(recommended)'}</span>
     </>
+  );
+}
+
+// Reserved names (RFC 2606, RFC 6761) and private ones: no DNS provider publishes records for them.
+const UNPUBLISHABLE = /\.(test|example|invalid|localhost|local|internal)$/;
+
+/**
+ * A domain trusted on the operator's word: it sends, signed with its DKIM key, but nothing has found its
+ * records in DNS, which is what the Deliverability check reports too.
+ */
+function TrustedNotice({ domain }: { domain: Domain }) {
+  return (
+    <section className="card trusted-notice" aria-labelledby="trusted-title">
+      <h2 id="trusted-title">Trusted without DNS checks</h2>
+      <p>
+        {domain.name} was marked verified by an operator (<code>mailroom domain verify --trust</code>) without looking
+        at DNS, so Mailroom sends from it. Its mail is signed with the DKIM key of the record below, but that record has
+        not been found in DNS: until it is, receivers cannot check the signature, and the Deliverability check below
+        reports it missing.
+      </p>
+      <p>
+        {UNPUBLISHABLE.test(domain.name)
+          ? `${domain.name} is a reserved name that no DNS provider publishes: use it to try Mailroom out, and add a domain of your own to send to real inboxes.`
+          : 'To verify it for real, publish the records below at your DNS provider, then press Verify DNS records.'}
+      </p>
+    </section>
   );
 }
 
@@ -128,7 +157,7 @@ export function DomainPage({ params }: PageProps) {
             {data ? (
               <>
                 {' · '}
-                <DomainStatus status={data.status} /> · added <Timestamp value={data.created_at} />
+                <DomainStatus status={domainState(data)} /> · added <Timestamp value={data.created_at} />
               </>
             ) : null}
           </>
@@ -150,6 +179,7 @@ export function DomainPage({ params }: PageProps) {
 
       {data ? (
         <>
+          {data.verification === 'trusted' ? <TrustedNotice domain={data} /> : null}
           <section aria-labelledby="records-title">
             <h2 id="records-title">DNS records to publish</h2>
             <p className="muted">
@@ -157,7 +187,8 @@ export function DomainPage({ params }: PageProps) {
               the others help your mail reach inboxes (and bring bounces back, or carry tracking links under your name).
             </p>
             {/* At phone width each record is a block of labelled values, its long name and value wrapped
-                under each other (styles.css, .stack-narrow), instead of a table wider than the screen. */}
+                under each other (styles.css, .stack-narrow), instead of a table wider than the screen. On a
+                wide screen the record's kind wraps above "(recommended)", so that Status stays in view. */}
             <div className="stack-narrow">
               <DataTable
                 caption={`DNS records for ${data.name}`}
@@ -165,7 +196,7 @@ export function DomainPage({ params }: PageProps) {
                 rows={dnsRecords(data)}
                 rowKey={recordKey}
                 columns={[
-                  { header: 'Record', className: 'nowrap', cell: (record) => <RecordName record={record} /> },
+                  { header: 'Record', cell: (record) => <RecordName record={record} /> },
                   {
                     header: 'Type',
                     cell: (record) =>
@@ -192,6 +223,7 @@ export function DomainPage({ params }: PageProps) {
                       <div className="dns-cell">
                         <code className="dns-value">{record.value}</code>
                         <CopyButton value={record.value} label={`Copy ${recordLabel(record)} value`} />
+                        <RecordWarnings domain={data} record={record} />
                       </div>
                     ),
                   },
@@ -292,91 +324,5 @@ export function DomainPage({ params }: PageProps) {
         </>
       ) : null}
     </>
-  );
-}
-
-/**
- * Receiving mail at the domain: the switch (capabilities.receiving), the MX record that brings its mail to
- * Mailroom with that record's status (the same row as in the DNS table, repeated here because it is the
- * one step left after switching on), and reply tracking when the server has it.
- */
-function ReceivingSection({
-  domain,
-  busy,
-  error,
-  onChange,
-}: {
-  domain: Domain;
-  busy: boolean;
-  error: unknown;
-  onChange: (changes: { capabilities?: { receiving: 'enabled' | 'disabled' }; reply_tracking?: boolean }) => void;
-}) {
-  const enabled = domain.capabilities?.receiving === 'enabled';
-  const mx = dnsRecords(domain).find((record) => record.record === 'Receiving');
-  return (
-    <section className="card" aria-labelledby="receiving-title">
-      <h2 id="receiving-title">Receiving</h2>
-      <p className="muted">
-        Mailroom can take the mail sent to addresses at {domain.name}: it is stored and shows under{' '}
-        <Link to="/received">Received</Link>, and <Link to="/inbound-routes">inbound routes</Link> can forward it, send
-        it to a webhook endpoint or reject it.
-      </p>
-      <CheckboxField
-        label={`Receive mail at ${domain.name}`}
-        checked={enabled}
-        disabled={busy}
-        onChange={(checked) => onChange({ capabilities: { receiving: checked ? 'enabled' : 'disabled' } })}
-        error={fieldError(error, 'capabilities')}
-      />
-      {enabled && mx ? (
-        <div className="receiving-mx">
-          <p>
-            Publish this MX record so that mail for {domain.name} reaches Mailroom. It replaces the MX records of any
-            mailbox provider the domain uses now: mail to its addresses then comes here instead.
-          </p>
-          <dl className="details" aria-label="The MX record to publish">
-            <div className="detail-row">
-              <dt>Type</dt>
-              <dd>
-                MX <span className="muted">(priority {mx.priority ?? 10})</span>
-              </dd>
-            </div>
-            <div className="detail-row">
-              <dt>Name</dt>
-              <dd>
-                <code className="dns-value">{mx.name}</code>
-              </dd>
-            </div>
-            <div className="detail-row">
-              <dt>Value</dt>
-              <dd className="dns-cell">
-                <code className="dns-value">{mx.value}</code>
-                <CopyButton value={mx.value} label="Copy the receiving MX value" />
-              </dd>
-            </div>
-            <div className="detail-row">
-              <dt>Status</dt>
-              <dd>
-                <DomainStatus status={mx.status} />
-              </dd>
-            </div>
-          </dl>
-        </div>
-      ) : null}
-      {domain.reply_tracking !== undefined ? (
-        <CheckboxField
-          label="Track replies (messages from this domain carry a reply address, so replies come back tied to them)"
-          checked={domain.reply_tracking}
-          disabled={busy}
-          onChange={(checked) => onChange({ reply_tracking: checked })}
-          error={fieldError(error, 'reply_tracking')}
-        />
-      ) : null}
-      <ErrorBanner
-        error={error}
-        title="Receiving could not be changed"
-        exceptFields={['capabilities', 'reply_tracking']}
-      />
-    </section>
   );
 }

@@ -30,10 +30,19 @@ export interface DomainRecord {
   required: boolean;
 }
 
+/** A record value that cannot work as it is (a host that is not a public name), with the setting to change. */
+export interface DomainWarning {
+  /** Where: `records[1].value`, `additional_records[0].value`. */
+  field: string;
+  message: string;
+}
+
 export interface Domain {
   id: string;
   name: string;
   status: 'pending' | 'verified';
+  /** How a verified domain was verified: its DKIM record found ('dns'), or on the operator's word ('trusted'). */
+  verification?: 'dns' | 'trusted' | null;
   created_at: string;
   open_tracking: boolean;
   click_tracking: boolean;
@@ -50,15 +59,27 @@ export interface Domain {
   /** Resend's record kinds (DKIM, SPF, Tracking, Receiving); additional_records holds the others (DMARC). */
   records: DomainRecord[];
   additional_records: DomainRecord[];
+  warnings?: DomainWarning[];
 }
 
 /** Every record a domain's owner publishes, in the order they are shown. */
 export const dnsRecords = (domain: Domain) => [...domain.records, ...domain.additional_records];
 
+/** The messages of the warnings about one record (matched by its place in records or additional_records). */
+export function recordWarnings(domain: Domain, record: DomainRecord): string[] {
+  const list = domain.records.includes(record) ? 'records' : 'additional_records';
+  const field = `${list}[${domain[list].indexOf(record)}].value`;
+  return (domain.warnings ?? []).filter((warning) => warning.field === field).map((warning) => warning.message);
+}
+
+/** A domain's state to show: a verified domain trusted without DNS checks is told apart from one found in DNS. */
+export const domainState = (domain: Domain) => (domain.verification === 'trusted' ? 'trusted' : domain.status);
+
 /** A domain's or record's status in words, with a class for its colour. */
 export function DomainStatus({ status }: { status: string }) {
   const words: Record<string, string> = {
     verified: 'Verified',
+    trusted: 'Trusted without DNS checks',
     pending: 'Pending',
     failed: 'Not found',
     not_started: 'Not checked',
@@ -116,12 +137,14 @@ export function DomainsPage(_props: PageProps) {
           rowKey={(domain) => domain.id}
           columns={[
             { header: 'Domain', cell: (domain) => <Link to={`/domains/${domain.id}`}>{domain.name}</Link> },
-            { header: 'Status', cell: (domain) => <DomainStatus status={domain.status} /> },
+            { header: 'Status', cell: (domain) => <DomainStatus status={domainState(domain)} /> },
             {
               header: 'Records found',
               className: 'hide-narrow',
               cell: (domain) =>
-                `${dnsRecords(domain).filter((record) => record.status === 'verified').length} of ${dnsRecords(domain).length}`,
+                dnsRecords(domain).every((record) => record.status === 'not_started')
+                  ? 'Not checked yet'
+                  : `${dnsRecords(domain).filter((record) => record.status === 'verified').length} of ${dnsRecords(domain).length}`,
             },
             { header: 'Added', className: 'nowrap', cell: (domain) => <RelativeTime value={domain.created_at} /> },
           ]}
