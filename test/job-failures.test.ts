@@ -2,7 +2,7 @@
 // data, end `failed` at once through the real worker, their jobs kept as failed, listed (by the function
 // `mailroom jobs list --failed` calls), counted (mailroom_jobs_failed_total) and put back by
 // `mailroom jobs retry`; a job whose error persists stops after MAILROOM_JOB_MAX_ATTEMPTS runs, with a
-// warning per retry and one error at its end.
+// warning per retry and one error at its end. The CLI process lists and retries a failed job.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -13,6 +13,11 @@ import { enqueueJob } from '../src/queue/jobs.ts';
 import { listFailedJobs, retryFailedJob } from '../src/queue/failures.ts';
 import { PermanentJobError, startWorker, type Job, type Worker } from '../src/queue/worker.ts';
 import { registry } from '../src/platform/metrics.ts';
+import { migrate } from '../src/platform/db/migrate.ts';
+import { openPGliteDirectory } from '../src/platform/db/pglite.ts';
+import { openPostgres } from '../src/platform/db/postgres.ts';
+import { databaseForProcesses, onPostgres } from './helpers/database.ts';
+import { runCli } from './helpers/cli.ts';
 
 /** mailroom_jobs_failed_total of a kind, as a scrape reads it. */
 async function failedTotal(kind: string): Promise<number> {
@@ -235,7 +240,7 @@ describe('jobs that fail for good', () => {
     }
   });
 
-  test('a PermanentJobError fails a job at once, whatever the limit', async () => {
+  test('a PermanentJobError fails a job at once, whatever the limit, even when its hook fails', async () => {
     const log = recordingLog();
     const broadcastId = randomUUID();
     await enqueueJob(t.db, { queue: 'broadcast-fan-out', payload: { broadcast_id: broadcastId } });
@@ -246,15 +251,115 @@ describe('jobs that fail for good', () => {
           throw new PermanentJobError('the broadcast names a topic that was deleted');
         },
       },
-      { concurrency: 1, leaseSeconds: 30, pollIntervalMs: 100, log, maxAttempts: 100 },
+      {
+        concurrency: 1,
+        leaseSeconds: 30,
+        pollIntervalMs: 100,
+        log,
+        maxAttempts: 100,
+        // A hook that fails does not keep the job from failing for good (it would fail again for ever).
+        failed: {
+          'broadcast-fan-out': async () => {
+            throw new Error('no such table: broadcasts');
+          },
+        },
+      },
     );
     try {
       await waitFor(async () => (await jobNaming('broadcast_id', broadcastId))!.failed_at !== null);
       const job = (await jobNaming('broadcast_id', broadcastId))!;
       assert.equal(job.last_error, 'the broadcast names a topic that was deleted');
-      assert.deepEqual(log.levels(), ['error']);
+      assert.equal(job.attempts, 1);
+      assert.deepEqual(
+        log.lines.map((line) => line.message),
+        [
+          'job failed for good; it is kept as failed (mailroom jobs list --failed)',
+          'could not record the failure on what the job acts on',
+        ],
+      );
     } finally {
       await worker.stop();
     }
   });
+});
+
+test('mailroom jobs list --failed and jobs retry, run as the CLI process', async () => {
+  const { env, cleanup } = await databaseForProcesses('jobs');
+  try {
+    const db = onPostgres ? openPostgres(env.DATABASE_URL!, 2) : await openPGliteDirectory(env.MAILROOM_DATA_DIR!);
+    const broadcastId = randomUUID();
+    try {
+      await migrate(db);
+      await enqueueJob(db, { queue: 'broadcast-fan-out', payload: { broadcast_id: broadcastId } });
+      const log = recordingLog();
+      const worker = await startWorker(
+        db,
+        {
+          'broadcast-fan-out': async () => {
+            throw new PermanentJobError('the broadcast is gone');
+          },
+        },
+        { concurrency: 1, leaseSeconds: 30, pollIntervalMs: 100, log },
+      );
+      try {
+        await waitFor(async () => (await listFailedJobs(db)).length === 1);
+      } finally {
+        await worker.stop();
+      }
+    } finally {
+      // The embedded database is one process's: the CLI opens it once this process has let it go.
+      await db.close();
+    }
+
+    const listed = await runCli(['jobs', 'list', '--failed', '--kind', 'broadcast-fan-out', '--json'], env);
+    assert.equal(listed.code, 0, listed.stderr);
+    const data = (listed.json as { data: Array<Record<string, unknown>> }).data;
+    assert.equal(data.length, 1);
+    assert.deepEqual(
+      { ...data[0], id: undefined, failed_at: undefined, created_at: undefined },
+      {
+        id: undefined,
+        kind: 'broadcast-fan-out',
+        payload: { broadcast_id: broadcastId },
+        failed_runs: 1,
+        last_error: 'the broadcast is gone',
+        failed_at: undefined,
+        created_at: undefined,
+      },
+    );
+    const id = String(data[0]!.id);
+    const text = await runCli(['jobs', 'list', '--failed'], env);
+    assert.match(
+      text.stdout,
+      new RegExp(
+        `^job ${id}  broadcast-fan-out  broadcast_id=${broadcastId}  failed \\S+ after 1 run: the broadcast is gone$`,
+        'm',
+      ),
+    );
+    assert.equal((await runCli(['jobs', 'list', '--failed', '--kind', 'contact-import'], env)).stdout, '(none)\n');
+    const usage = await runCli(['jobs', 'list'], env);
+    assert.equal(usage.code, 2);
+    assert.match(usage.stderr, /--failed/);
+
+    const retried = await runCli(['jobs', 'retry', id, '--json'], env);
+    assert.equal(retried.code, 0, retried.stderr);
+    assert.deepEqual(retried.json, { id: Number(id), retried: true });
+    assert.deepEqual((await runCli(['jobs', 'list', '--failed', '--json'], env)).json, { data: [] });
+    const again = await runCli(['jobs', 'retry', id, '--json'], env);
+    assert.equal(again.code, 1);
+    assert.equal((again.json as { error: { name: string } }).error.name, 'not_found');
+
+    const check = onPostgres ? openPostgres(env.DATABASE_URL!, 1) : await openPGliteDirectory(env.MAILROOM_DATA_DIR!);
+    try {
+      const { rows } = await check.query<{ due: boolean; failed_at: Date | null }>(
+        'SELECT run_at <= now() AS due, failed_at FROM jobs WHERE id = $1',
+        [Number(id)],
+      );
+      assert.deepEqual(rows, [{ due: true, failed_at: null }]);
+    } finally {
+      await check.close();
+    }
+  } finally {
+    await cleanup();
+  }
 });

@@ -20,6 +20,7 @@ import { userCommands } from './commands/user.ts';
 import { sessionCommands } from './commands/session.ts';
 import { routeCommands } from './commands/route.ts';
 import { shapingCommands } from './commands/shaping.ts';
+import { jobCommands } from './commands/jobs.ts';
 
 // Every command, group by group, in the order the help lists them.
 const COMMANDS: Record<string, Command> = {
@@ -31,6 +32,7 @@ const COMMANDS: Record<string, Command> = {
   ...sessionCommands,
   ...routeCommands,
   ...shapingCommands,
+  ...jobCommands,
 };
 
 /** The error a command run by the server ended with, as the server worded it. */
