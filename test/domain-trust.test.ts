@@ -4,6 +4,7 @@
 // has a real DKIM key.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { startDnsServer, type DnsServer, type Zone } from './helpers/dns-server.ts';
 import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
@@ -78,6 +79,27 @@ describe('verification: by DNS or trusted', () => {
       headers: bearer(org.fullKey),
     });
     assert.deepEqual([response.json().status, response.json().verification], ['verified', 'dns']);
+  });
+
+  test('domains verified before the column existed: trusted when never checked, else verified by DNS', async () => {
+    const never = await trustDomain(
+      t.db,
+      t.config,
+      org.id,
+      (await addDomain(t.db, t.config, org.id, uniqueName('old'))).id,
+    );
+    const checked = await addDomain(t.db, t.config, org.id, uniqueName('old-dns'));
+    publishDkim(checked);
+    await verifyDomain(t.db, t.config, org.id, checked.id);
+    // As they were before migration 0039: no domain trusted. Then its backfill, as written in the file.
+    await t.db.query('UPDATE domains SET trusted = false WHERE id = ANY($1::uuid[])', [[never.id, checked.id]]);
+    const migration = await readFile(
+      new URL('../src/platform/db/migrations/0039_domain_trusted.sql', import.meta.url),
+      'utf8',
+    );
+    await t.db.query(migration.slice(migration.indexOf('UPDATE domains')));
+    assert.equal((await read(never.id)).verification, 'trusted');
+    assert.equal((await read(checked.id)).verification, 'dns');
   });
 
   test("the first start's development domain is trusted, with a DKIM key that signs its mail", async () => {
