@@ -4,6 +4,7 @@ import type { Database } from '../platform/db/database.ts';
 import { startWorker, type Worker } from '../queue/worker.ts';
 import { loadSigner } from '../platform/signing.ts';
 import { deliverEmailHandler } from './deliver-email.ts';
+import { deliveryFailed } from './delivery-failed.ts';
 import { DELIVERY_QUEUE } from '../emails/delivery-job.ts';
 import type { Transport } from './transport.ts';
 
@@ -26,6 +27,7 @@ export async function startDelivery(
       pollIntervalMs: POLL_INTERVAL_MS,
       log,
       maxAttempts: config.jobMaxAttempts,
+      failed: { [DELIVERY_QUEUE]: deliveryFailed },
     },
   );
 }

@@ -35,6 +35,8 @@ export type RecipientStatus = (typeof RECIPIENT_STATUSES)[number];
  * - retries_exhausted: deferred at every attempt of the retry schedule;
  * - refused: the receiving server refused the message for good for a reason that is not the
  *   recipient's (a policy, reputation or content block, or the sender's own authentication): not a
- *   bounce, and the address is not suppressed.
+ *   bounce, and the address is not suppressed;
+ * - delivery_error: the delivery worker failed on the message at every run it is allowed (an error of
+ *   Mailroom's or of the message, not the receiving server's answer): its job is kept failed.
  */
-export type RecipientFailureReason = 'suppressed' | 'unsubscribed' | 'retries_exhausted' | 'refused';
+export type RecipientFailureReason = 'suppressed' | 'unsubscribed' | 'retries_exhausted' | 'refused' | 'delivery_error';
