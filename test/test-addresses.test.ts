@@ -11,6 +11,7 @@ import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
 import { waitFor } from './helpers/wait.ts';
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
 import { testOutcome } from '../src/emails/test-addresses.ts';
+import { registry } from '../src/platform/metrics.ts';
 
 let t: TestApp;
 let org: TestOrganization;
@@ -143,6 +144,26 @@ test('only test recipients: no SMTP transaction at all, and the message is sent'
     'delivered+only@resend.dev': ['delivered'],
     'BOUNCED+Only@resend.dev': ['bounced'],
   });
+});
+
+/** mailroom_recipient_outcomes_total of every domain group, per outcome, as a scrape reads it. */
+async function outcomeCounts(): Promise<Record<string, number>> {
+  const metric = await registry.getSingleMetric('mailroom_recipient_outcomes_total')!.get();
+  const counts: Record<string, number> = {};
+  for (const value of metric.values) counts[value.labels.outcome!] = (counts[value.labels.outcome!] ?? 0) + value.value;
+  return counts;
+}
+
+test('the Prometheus outcome counts leave the test addresses out (their bounces and complaints would trip the alerts)', async () => {
+  const before = await outcomeCounts();
+  await sendAndWait(t, org, {
+    to: ['bounced+prom@resend.dev', 'complained+prom@resend.dev', 'delivered+prom@resend.dev'],
+  });
+  assert.deepEqual(await outcomeCounts(), before);
+  await sendAndWait(t, org, { to: ['real-prom@example.com'] });
+  const after = await outcomeCounts();
+  assert.equal(after.delivered, (before.delivered ?? 0) + 1);
+  assert.equal(after.bounced ?? 0, before.bounced ?? 0);
 });
 
 test('with tracking, the real recipient gets a tracked copy and the test recipients none', async () => {
