@@ -66,8 +66,10 @@ export async function openPGliteInMemory(): Promise<Database> {
 export class DataDirInUseError extends Error {
   constructor(dataDir: string, pid: number) {
     super(
-      `The embedded database in ${dataDir} is in use by process ${pid} (probably "mailroom serve"). ` +
-        'PGlite can be opened by one process at a time: stop that process first, or run Mailroom on PostgreSQL (DATABASE_URL).',
+      `The embedded database in ${dataDir} is in use by process ${pid}. PGlite can be opened by one process ` +
+        'at a time. A running "mailroom serve" takes the other CLI commands through its admin socket (admin.sock ' +
+        'in the data directory), but not serve or migrate, nor a process that is not a server: stop that process ' +
+        'first, or run Mailroom on PostgreSQL (DATABASE_URL).',
     );
     this.name = 'DataDirInUseError';
   }
