@@ -3,6 +3,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { workerBatchSize } from '../platform/metrics.ts';
 import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
+import { claimFailureLog } from './claim-failures.ts';
 import { jobOf, releaseJobs, runJob, type FailedJobHook, type Job, type JobResult } from './leases.ts';
 import { CLAIM_SETTINGS, claimGroupJobs, letGroupsGo, renewAndTakeGroups, type OwnedRow } from './group-claims.ts';
 import type { Worker } from './worker.ts';
@@ -106,6 +107,7 @@ export async function startGroupedWorker<T>(
   let running = 0;
   let stopping = false;
   let claiming = false;
+  const claimFailures = claimFailureLog(options.log, { queue });
   let claimAgain = false;
   let discoverAgain = false;
   let idle: (() => void) | undefined;
@@ -130,8 +132,9 @@ export async function startGroupedWorker<T>(
         discoverAgain = false;
         await claimOnce(looking);
       } while (claimAgain && !stopping);
+      claimFailures.succeeded();
     } catch (error) {
-      options.log.error({ err: error, queue }, 'could not claim jobs');
+      claimFailures.failed(error);
       // Unconfirmed (the database may have restarted and lost the last claims, which are not waited
       // for): no job starts until a claim renews the groups again.
       for (const group of groups.values()) group.ownedUntil = 0;

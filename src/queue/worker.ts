@@ -2,6 +2,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { Database } from '../platform/db/database.ts';
 import { workerBatchSize } from '../platform/metrics.ts';
 import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
+import { claimFailureLog } from './claim-failures.ts';
 import {
   CLAIMABLE,
   CLAIMED,
@@ -88,6 +89,7 @@ export async function startWorker(
   let claiming = false;
   let claimAgain = false;
   let idle: (() => void) | undefined;
+  const claimFailures = claimFailureLog(options.log);
 
   const claimAndRun = async () => {
     if (stopping) return;
@@ -107,8 +109,9 @@ export async function startWorker(
           for (const job of jobs) void run(job);
         }
       } while (claimAgain && !stopping);
+      claimFailures.succeeded();
     } catch (error) {
-      options.log.error({ err: error }, 'could not claim jobs');
+      claimFailures.failed(error);
     } finally {
       claiming = false;
     }
