@@ -314,7 +314,7 @@ const SETTING_TABLE = {
   jobMaxAttempts: setting(
     'MAILROOM_JOB_MAX_ATTEMPTS',
     '10',
-    'Runs of a background job (an import, a fan-out, a webhook or email delivery) that may fail before it fails for good, kept as failed: `mailroom jobs list --failed`, `mailroom_jobs_failed_total` (docs/operations.md). Retries wait 2, 4, 8 s… up to 5 minutes (about 14 minutes in all by default). An error that cannot change fails a job at once; a database outage does not count. Delivery deferrals keep their own schedule.',
+    'Runs in a row of a background job (an import, a fan-out, a webhook or email delivery) that may fail before it fails for good (a run without an error starts the count again), kept as failed: `mailroom jobs list --failed`, `mailroom_jobs_failed_total` (docs/operations.md). Retries wait 2, 4, 8 s… up to 5 minutes (about 14 minutes in all by default). An error that cannot change fails a job at once; a database outage does not count. Delivery deferrals keep their own schedule.',
     integer(1, 1000),
   ),
   mxAllowCidrs: setting(

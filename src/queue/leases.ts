@@ -206,8 +206,9 @@ async function settleJob(db: Database, job: Job, result: JobResult, failedRuns?:
   await retryWhileUnreachable(
     () =>
       db.query(
-        `UPDATE jobs SET run_at = $3, locked_until = NULL, lease_id = NULL, last_error = $4,
-                failed_runs = coalesce($5, failed_runs)
+        // A run that ended without an error clears the count: the limit is on failed runs in a row, so
+        // a few errors spread over a day of deferrals do not end a job that keeps making progress.
+        `UPDATE jobs SET run_at = $3, locked_until = NULL, lease_id = NULL, last_error = $4, failed_runs = $5
           WHERE id = $1 AND lease_id = $2`,
         [job.id, job.leaseId, result.retryAt, result.reason.slice(0, 1000), failedRuns || null],
       ),
@@ -255,7 +256,8 @@ export function settleJobsFrom(from: string): string {
     DELETE FROM jobs j USING ${from} s WHERE j.id = s.job_id AND j.lease_id = s.lease_id AND s.retry_at IS NULL
   ),
   retried_jobs AS (
-    UPDATE jobs j SET run_at = s.retry_at, locked_until = NULL, lease_id = NULL, last_error = s.reason
+    UPDATE jobs j SET run_at = s.retry_at, locked_until = NULL, lease_id = NULL, last_error = s.reason,
+           failed_runs = NULL
       FROM ${from} s WHERE j.id = s.job_id AND j.lease_id = s.lease_id AND s.retry_at IS NOT NULL
   )`;
 }
