@@ -20,9 +20,9 @@ import { databaseForProcesses, onPostgres } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 
 /** mailroom_jobs_failed_total of a kind, as a scrape reads it. */
-async function failedTotal(kind: string): Promise<number> {
+async function failedTotal(kind: string, cause: 'permanent' | 'attempts'): Promise<number> {
   const metric = await registry.getSingleMetric('mailroom_jobs_failed_total')!.get();
-  return metric.values.find((value) => value.labels.kind === kind)?.value ?? 0;
+  return metric.values.find((value) => value.labels.kind === kind && value.labels.cause === cause)?.value ?? 0;
 }
 
 /** A logger that keeps the level and fields of each line. */
@@ -100,7 +100,7 @@ describe('jobs that fail for good', () => {
 
   test('a CSV broken at its header and a binary file: each import fails at once with its reason; the job is kept failed, listed, counted, and retried on demand', async () => {
     const log = recordingLog();
-    const countedBefore = await failedTotal('contact-import');
+    const countedBefore = await failedTotal('contact-import', 'permanent');
     let worker: Worker = await startContactImports(t.db, t.config, log);
     const files = [
       {
@@ -133,7 +133,7 @@ describe('jobs that fail for good', () => {
         assert.equal(job.attempts, 1, 'run once: a permanent error is not retried');
         assert.equal(job.due, false);
       }
-      assert.equal(await failedTotal('contact-import'), countedBefore + 2);
+      assert.equal(await failedTotal('contact-import', 'permanent'), countedBefore + 2);
       // One error line per failure, no warning: nothing was retried.
       assert.deepEqual(log.levels(), ['error', 'error']);
       assert.equal(log.lines[0]!.fields.reason, files[0]!.reason);
@@ -179,7 +179,7 @@ describe('jobs that fail for good', () => {
     const log = recordingLog();
     const broadcastId = randomUUID();
     await enqueueJob(t.db, { queue: 'broadcast-fan-out', payload: { broadcast_id: broadcastId } });
-    const countedBefore = await failedTotal('broadcast-fan-out');
+    const countedBefore = await failedTotal('broadcast-fan-out', 'attempts');
     let runs = 0;
     const recorded: Array<{ job: Job; reason: string }> = [];
     const worker = await startWorker(
@@ -230,7 +230,7 @@ describe('jobs that fail for good', () => {
         recorded.map(({ job, reason }) => [job.payload.broadcast_id, reason]),
         [[broadcastId, 'stopped after 3 failed attempts: the segment table is gone']],
       );
-      assert.equal(await failedTotal('broadcast-fan-out'), countedBefore + 1);
+      assert.equal(await failedTotal('broadcast-fan-out', 'attempts'), countedBefore + 1);
       // Kept, and never claimed again.
       worker.poke();
       await new Promise((resolve) => setTimeout(resolve, 300));

@@ -74,8 +74,8 @@ export const webhookAttempts = new Counter({
 
 export const jobsFailed = new Counter({
   name: 'mailroom_jobs_failed_total',
-  help: 'Jobs that failed for good (a permanent error, or MAILROOM_JOB_MAX_ATTEMPTS failed runs), by kind (queue)',
-  labelNames: ['kind'] as const,
+  help: 'Jobs that failed for good, by kind (queue) and cause: permanent (an error that cannot change, e.g. a file that is not CSV) or attempts (MAILROOM_JOB_MAX_ATTEMPTS failed runs in a row)',
+  labelNames: ['kind', 'cause'] as const,
   registers: [registry],
 });
 

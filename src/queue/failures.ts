@@ -31,6 +31,7 @@ export async function markJobFailed(
   job: { id: number; leaseId: string; queue: QueueName },
   reason: string,
   failedRuns: number,
+  cause: 'permanent' | 'attempts',
   record?: (tx: Queryable) => Promise<void>,
 ): Promise<boolean> {
   const marked = await db.transaction(async (tx) => {
@@ -44,7 +45,7 @@ export async function markJobFailed(
     await record?.(tx);
     return true;
   });
-  if (marked) jobsFailed.inc({ kind: job.queue });
+  if (marked) jobsFailed.inc({ kind: job.queue, cause });
   return marked;
 }
 

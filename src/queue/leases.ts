@@ -127,8 +127,9 @@ export async function runJob(
           ? error.message
           : `stopped after ${failedRuns} failed attempts: ${error instanceof Error ? error.message : String(error)}`;
       log.error({ ...fields, reason }, 'job failed for good; it is kept as failed (mailroom jobs list --failed)');
-      await failForGood(db, job, reason, failedRuns, policy.failed, log).catch((cause: unknown) =>
-        log.error({ err: cause, jobId: job.id, queue: job.queue }, 'could not mark the job failed'),
+      const cause = error instanceof PermanentJobError ? 'permanent' : 'attempts';
+      await failForGood(db, job, reason, failedRuns, cause, policy.failed, log).catch((markError: unknown) =>
+        log.error({ err: markError, jobId: job.id, queue: job.queue }, 'could not mark the job failed'),
       );
       return;
     }
@@ -157,12 +158,13 @@ async function failForGood(
   job: Job,
   reason: string,
   failedRuns: number,
+  cause: 'permanent' | 'attempts',
   hook: FailedJobHook | undefined,
   log: Pick<Logger, 'error'>,
 ) {
   const mark = (record?: FailedJobHook) =>
     retryWhileUnreachable(
-      () => markJobFailed(db, job, reason, failedRuns, record && ((tx) => record(tx, job, reason))),
+      () => markJobFailed(db, job, reason, failedRuns, cause, record && ((tx) => record(tx, job, reason))),
       job.leaseEndsAt,
     );
   try {
