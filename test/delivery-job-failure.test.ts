@@ -1,15 +1,22 @@
 // A delivery job that fails for good does not leave its message `sending` with nothing said. A transport
 // that throws only defers its recipients (the retry schedule ends those); what fails the job itself is an
 // error of the steps around it (a bug, a message that cannot be read): here a handler that throws stands
-// for one. After MAILROOM_JOB_MAX_ATTEMPTS runs, the delivery kind's hook fails each recipient still
+// for one, under the delivery worker's own options. After MAILROOM_JOB_MAX_ATTEMPTS runs, the delivery kind's hook fails each recipient still
 // pending with reason `delivery_error` (timeline entry, last_event), the message reads sent, and the job
 // is kept, listed as failed.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { waitFor } from './helpers/wait.ts';
-import { deliveryFailed } from '../src/delivery/delivery-failed.ts';
+import { deliveryWorkerOptions } from '../src/delivery/start-delivery.ts';
 import { startWorker } from '../src/queue/worker.ts';
+import { registry } from '../src/platform/metrics.ts';
+
+/** mailroom_recipient_outcomes_total{outcome="failed"}, every domain group. */
+async function failedOutcomes(): Promise<number> {
+  const metric = await registry.getSingleMetric('mailroom_recipient_outcomes_total')!.get();
+  return metric.values.filter((v) => v.labels.outcome === 'failed').reduce((sum, v) => sum + v.value, 0);
+}
 import { listFailedJobs } from '../src/queue/failures.ts';
 
 let t: TestApp;
@@ -32,6 +39,7 @@ test('a delivery job that fails at every run fails its pending recipients with d
   });
   assert.equal(sent.statusCode, 200, sent.body);
   const id = sent.json().id as string;
+  const failedBefore = await failedOutcomes();
 
   // Runs back off 2 s after the first failure: the second run is the last one allowed.
   const lines: string[] = [];
@@ -46,14 +54,8 @@ test('a delivery job that fails at every run fails its pending recipients with d
         throw new Error('cannot read the message');
       },
     },
-    {
-      concurrency: 1,
-      leaseSeconds: 30,
-      pollIntervalMs: 100,
-      log,
-      maxAttempts: t.config.jobMaxAttempts,
-      failed: { 'deliver-email': deliveryFailed },
-    },
+    // The options the product's delivery worker runs with (its failure hook among them).
+    { ...deliveryWorkerOptions(t.config, log), pollIntervalMs: 100 },
   );
   try {
     await waitFor(async () => (await listFailedJobs(t.db, { kind: 'deliver-email' })).length === 1, 20_000);
@@ -84,5 +86,6 @@ test('a delivery job that fails at every run fails its pending recipients with d
   );
   const status = await t.db.query<{ status: string }>('SELECT status FROM emails WHERE id = $1', [id]);
   assert.equal(status.rows[0]!.status, 'sent');
+  assert.equal(await failedOutcomes(), failedBefore + 2);
   assert.equal(lines.filter((l) => l.startsWith('error')).length, 1, lines.join('\n'));
 });

@@ -1,6 +1,7 @@
 import type { Queryable } from '../platform/db/database.ts';
 import { cappedText } from '../platform/text.ts';
 import { timelineEntryRow } from '../emails/timeline.ts';
+import { countOutcome } from '../platform/metrics.ts';
 import type { FailedJobHook } from '../queue/leases.ts';
 import { writeOutcomeRows, type OutcomeRow } from './record-outcome.ts';
 
@@ -41,4 +42,5 @@ export const deliveryFailed: FailedJobHook = async (tx: Queryable, job, reason) 
     hold_reason: null,
   }));
   await writeOutcomeRows(tx, outcomes);
+  for (const { address } of outcomes) countOutcome('failed', address);
 };

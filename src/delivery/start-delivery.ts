@@ -1,7 +1,7 @@
 import type { Logger } from '../platform/logger.ts';
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
-import { startWorker, type Worker } from '../queue/worker.ts';
+import { startWorker, type Worker, type WorkerOptions } from '../queue/worker.ts';
 import { loadSigner } from '../platform/signing.ts';
 import { deliverEmailHandler } from './deliver-email.ts';
 import { deliveryFailed } from './delivery-failed.ts';
@@ -10,6 +10,18 @@ import type { Transport } from './transport.ts';
 
 /** Polling interval: a lost NOTIFY, or a scheduled message coming due, waits at most this long. */
 export const POLL_INTERVAL_MS = 250;
+
+/** The delivery worker's options: its pace, and what a job that fails for good records (delivery-failed.ts). */
+export function deliveryWorkerOptions(config: Config, log: Pick<Logger, 'error' | 'warn'>): WorkerOptions {
+  return {
+    concurrency: config.workerConcurrency,
+    leaseSeconds: config.jobLeaseSeconds,
+    pollIntervalMs: POLL_INTERVAL_MS,
+    log,
+    maxAttempts: config.jobMaxAttempts,
+    failed: { [DELIVERY_QUEUE]: deliveryFailed },
+  };
+}
 
 /** Starts this process's delivery worker; `stop()` lets the messages in flight finish. */
 export async function startDelivery(
@@ -21,13 +33,6 @@ export async function startDelivery(
   return startWorker(
     db,
     { [DELIVERY_QUEUE]: deliverEmailHandler(db, config, transport, await loadSigner(db)) },
-    {
-      concurrency: config.workerConcurrency,
-      leaseSeconds: config.jobLeaseSeconds,
-      pollIntervalMs: POLL_INTERVAL_MS,
-      log,
-      maxAttempts: config.jobMaxAttempts,
-      failed: { [DELIVERY_QUEUE]: deliveryFailed },
-    },
+    deliveryWorkerOptions(config, log),
   );
 }
