@@ -70,7 +70,11 @@ export async function listWebhookEvents(db: Queryable, organizationId: string, e
   return { object: 'list' as const, has_more: rows.length > page.limit, data: data.map(logItem) };
 }
 
-/** GET /webhooks/:id/events/:event_id: one delivery with the body it sends and when it is tried next. */
+/**
+ * GET /webhooks/:id/events/:event_id: one delivery with the body it sends and when it is tried next. A
+ * job failed for good is due never (run_at 'infinity', read as the number Infinity, not a Date): it is no
+ * next attempt.
+ */
 export async function getWebhookEvent(db: Queryable, organizationId: string, endpointId: string, eventId: string) {
   await requireEndpoint(db, organizationId, endpointId);
   if (!isUuid(eventId)) throw notFound('Webhook event');
@@ -78,7 +82,7 @@ export async function getWebhookEvent(db: Queryable, organizationId: string, end
     `SELECT d.id, d.event_type, d.status, d.attempts, d.created_at, d.payload,
             (SELECT min(j.run_at) FROM jobs j
               WHERE j.queue = $3 AND j.group_key = d.endpoint_id::text AND j.payload ->> 'delivery_id' = d.id::text
-                AND d.status = 'pending') AS next_attempt_at
+                AND d.status = 'pending' AND j.failed_at IS NULL) AS next_attempt_at
        FROM webhook_deliveries d WHERE d.id = $1 AND d.endpoint_id = $2`,
     [eventId, endpointId, WEBHOOK_QUEUE],
   );
