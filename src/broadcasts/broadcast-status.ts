@@ -6,7 +6,8 @@
 //     └─send at─▶ scheduled        │
 //                  (due) ▶ queued   cancel (from queued or paused) ▶ canceled
 //
-// failed: the audience could not be taken (its segment was deleted before it was due, say).
+// failed: the audience could not be taken (its segment was deleted before it was due, say), or the
+// fan-out job failed for good (fanOutFailed); failure_reason says why.
 // Resend's statuses are draft, scheduled, queued, sent, canceled, failed; paused is Mailroom's own.
 
 export const BROADCAST_STATUSES = ['draft', 'scheduled', 'queued', 'paused', 'sent', 'canceled', 'failed'] as const;

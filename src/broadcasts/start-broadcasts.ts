@@ -2,7 +2,9 @@ import type { Logger } from '../platform/logger.ts';
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import { loadSigner } from '../platform/signing.ts';
-import { startBatchJobWorker, type Worker } from '../queue/worker.ts';
+import { isUuid } from '../platform/ids.ts';
+import { cappedText } from '../platform/text.ts';
+import { startBatchJobWorker, type BatchJobWorkerOptions, type FailedJobHook, type Worker } from '../queue/worker.ts';
 import { fanOutHandler } from './fan-out.ts';
 import { FAN_OUT_QUEUE } from './send-broadcast.ts';
 
@@ -22,11 +24,38 @@ export async function startBroadcastFanOut(
   log: Pick<Logger, 'error' | 'warn'>,
 ): Promise<Worker> {
   const signer = await loadSigner(db);
-  return startBatchJobWorker(db, FAN_OUT_QUEUE, (stopping) => fanOutHandler({ db, config, signer, stopping }), {
+  return startBatchJobWorker(
+    db,
+    FAN_OUT_QUEUE,
+    (stopping) => fanOutHandler({ db, config, signer, stopping }),
+    fanOutWorkerOptions(config, log),
+  );
+}
+
+/** The fan-out worker's settings, and its hook for a fan-out job that failed for good (fanOutFailed). */
+export function fanOutWorkerOptions(config: Config, log: Pick<Logger, 'error' | 'warn'>): BatchJobWorkerOptions {
+  return {
     concurrency: FAN_OUT_CONCURRENCY,
     leaseSeconds: config.jobLeaseSeconds,
     pollIntervalMs: POLL_INTERVAL_MS,
     log,
     maxAttempts: config.jobMaxAttempts,
-  });
+    failed: fanOutFailed,
+  };
 }
+
+/**
+ * The kind's hook for a fan-out job failed for good (its run threw MAILROOM_JOB_MAX_ATTEMPTS times): its
+ * broadcast, still scheduled or queued, is `failed` with the reason as its `failure_reason`, as one whose
+ * segment was deleted fails, instead of reading queued for ever. Copies made before are still sent;
+ * recipients without one stay pending. A paused broadcast stays paused (resuming starts a new job).
+ */
+export const fanOutFailed: FailedJobHook = async (tx, job, reason) => {
+  const broadcastId = job.payload.broadcast_id;
+  if (typeof broadcastId !== 'string' || !isUuid(broadcastId)) return;
+  await tx.query(
+    `UPDATE broadcasts SET status = 'failed', failure_reason = $2, updated_at = now()
+      WHERE id = $1 AND status IN ('scheduled', 'queued')`,
+    [broadcastId, cappedText(reason, 1000)],
+  );
+};

@@ -36,8 +36,6 @@ export interface GroupedJobHandler<T> {
    * over; the job's result may come later.
    */
   run(job: Job, loaded: T, slotFree: () => void): Promise<JobResult>;
-  /** Records a job's failure for good on what it acts on (FailurePolicy.failed). */
-  failed?: FailedJobHook;
 }
 
 export interface GroupedWorkerOptions {
@@ -57,6 +55,8 @@ export interface GroupedWorkerOptions {
   log: Pick<Logger, 'error' | 'warn'>;
   /** Failed runs (database outages aside) before a job fails for good: MAILROOM_JOB_MAX_ATTEMPTS. */
   maxAttempts?: number;
+  /** The queue's hook that records a job's failure for good on what it acts on (FailurePolicy.failed). */
+  failed?: FailedJobHook;
 }
 
 interface Group<T> {
@@ -338,7 +338,7 @@ export async function startGroupedWorker<T>(
     };
     await runJob(db, job, handle, options.log, () => void claimAndRun(true), {
       maxAttempts: options.maxAttempts,
-      failed: handler.failed,
+      failed: options.failed,
     });
     running -= 1;
     if (running === 0) idle?.();

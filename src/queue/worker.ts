@@ -40,6 +40,9 @@ export interface WorkerOptions {
   failed?: Partial<Record<QueueName, FailedJobHook>>;
 }
 
+/** A batch-job worker's options: those of a worker, with its one queue's hook. */
+export type BatchJobWorkerOptions = Omit<WorkerOptions, 'failed'> & { failed?: FailedJobHook };
+
 export interface Worker {
   /** Claims no more jobs, waits for those running to finish. */
   stop(): Promise<void>;
@@ -57,7 +60,7 @@ export async function startBatchJobWorker(
   db: Database,
   queue: QueueName,
   handlerFor: (stopping: () => boolean) => JobHandler,
-  options: Omit<WorkerOptions, 'failed'> & { failed?: FailedJobHook },
+  options: BatchJobWorkerOptions,
 ): Promise<Worker> {
   let stopping = false;
   const worker = await startWorker(

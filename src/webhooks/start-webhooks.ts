@@ -2,13 +2,27 @@ import type { Logger } from '../platform/logger.ts';
 import type { Config } from '../platform/config.ts';
 import type { Database } from '../platform/db/database.ts';
 import type { Worker } from '../queue/worker.ts';
-import { startGroupedWorker } from '../queue/grouped-worker.ts';
+import { startGroupedWorker, type GroupedWorkerOptions } from '../queue/grouped-worker.ts';
 import { createSafeDispatcher } from './safe-dispatcher.ts';
-import { webhookHandler } from './webhook-sender.ts';
+import { webhookDeliveryFailed, webhookHandler } from './webhook-sender.ts';
 import { WEBHOOK_QUEUE } from './delivery-jobs.ts';
 
 /** Webhook deliveries in flight per process, across all endpoints. */
 export const WEBHOOK_CONCURRENCY = 64;
+
+/** The webhook worker's settings, and its hook for a delivery whose job failed for good (webhookDeliveryFailed). */
+export function webhookWorkerOptions(config: Config, log: Pick<Logger, 'error' | 'warn'>): GroupedWorkerOptions {
+  return {
+    queue: WEBHOOK_QUEUE,
+    groupLimit: config.webhookConnectionsPerEndpoint,
+    concurrency: WEBHOOK_CONCURRENCY,
+    jobSeconds: Math.ceil(config.webhookTimeoutMs / 1000),
+    pollIntervalMs: 250,
+    log,
+    maxAttempts: config.jobMaxAttempts,
+    failed: webhookDeliveryFailed,
+  };
+}
 
 /**
  * Starts this process's webhook worker: its own slots (a slow endpoint never takes email delivery's),
@@ -21,15 +35,7 @@ export async function startWebhookDelivery(
   log: Pick<Logger, 'error' | 'warn'>,
 ): Promise<Worker & { close(): Promise<void> }> {
   const dispatcher = createSafeDispatcher(config, { connectionsPerOrigin: config.webhookConnectionsPerEndpoint });
-  const worker = await startGroupedWorker(db, webhookHandler(db, dispatcher), {
-    queue: WEBHOOK_QUEUE,
-    groupLimit: config.webhookConnectionsPerEndpoint,
-    concurrency: WEBHOOK_CONCURRENCY,
-    jobSeconds: Math.ceil(config.webhookTimeoutMs / 1000),
-    pollIntervalMs: 250,
-    log,
-    maxAttempts: config.jobMaxAttempts,
-  });
+  const worker = await startGroupedWorker(db, webhookHandler(db, dispatcher), webhookWorkerOptions(config, log));
   return {
     ...worker,
     async close() {

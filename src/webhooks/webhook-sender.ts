@@ -8,6 +8,7 @@ import {
   jobsStillHeld,
   settlementOf,
   settleJobsFrom,
+  type FailedJobHook,
   type Job,
   type JobResult,
   type JobSettlement,
@@ -15,7 +16,7 @@ import {
 import type { GroupedJobHandler } from '../queue/grouped-worker.ts';
 import { postJson } from './safe-dispatcher.ts';
 import { signatureHeader, standardSignatureHeader } from './signature.ts';
-import { storableText } from '../platform/text.ts';
+import { cappedText, storableText } from '../platform/text.ts';
 
 // One 'deliver-webhook' job: one attempt at one delivery. Exactly the spec's schedule: five attempts in
 // all, the first at once and the next 1, 2, 4 and 8 s after the one before; only 5xx, 408, 429, time-outs
@@ -107,6 +108,29 @@ const attemptRecorder = batcherPerDatabase<AttemptRecord, void>({
 });
 
 /**
+ * Fails a delivery still pending without a further attempt, `failure` saying why (as the deliveries list
+ * shows it): its endpoint was disabled (`endpoint_disabled`), or its job failed for good (the reason).
+ */
+async function failPendingDelivery(db: Queryable, deliveryId: string, failure: string): Promise<void> {
+  await db.query(
+    `UPDATE webhook_deliveries SET status = 'failed', failure = $2, updated_at = now()
+      WHERE id = $1 AND status = 'pending'`,
+    [deliveryId, failure],
+  );
+}
+
+/**
+ * The kind's hook for a job failed for good (its run threw MAILROOM_JOB_MAX_ATTEMPTS times, or a
+ * PermanentJobError): its delivery, still pending, is `failed` with the reason as its `failure`, so it
+ * does not read pending for ever and "replay all failed since" sends it again.
+ */
+export const webhookDeliveryFailed: FailedJobHook = async (tx, job, reason) => {
+  const deliveryId = String(job.payload.delivery_id);
+  if (!isUuid(deliveryId)) return;
+  await failPendingDelivery(tx, deliveryId, cappedText(reason, 1000));
+};
+
+/**
  * Deliveries are read with the batch of jobs claimed for their endpoint (a change to the endpoint makes
  * the worker read them again). Each job is one attempt; its endpoint's slot is free once the receiver has
  * answered (or the attempt failed): the next delivery goes out while this one's attempt is recorded, in a
@@ -124,15 +148,7 @@ export function webhookHandler(db: Database, dispatcher: Dispatcher): GroupedJob
     // Its endpoint disabled since (a fan-out that raced the switch): it fails as disabling fails the
     // others waiting, so that it does not stay pending for ever and can be replayed.
     if (!delivery.enabled) {
-      await retryWhileUnreachable(
-        () =>
-          db.query(
-            `UPDATE webhook_deliveries SET status = 'failed', failure = 'endpoint_disabled', updated_at = now()
-              WHERE id = $1 AND status = 'pending'`,
-            [delivery.id],
-          ),
-        job.leaseEndsAt,
-      );
+      await retryWhileUnreachable(() => failPendingDelivery(db, delivery.id, 'endpoint_disabled'), job.leaseEndsAt);
       return { done: true };
     }
 
