@@ -4,6 +4,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { access, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { runCli } from './helpers/cli.ts';
@@ -69,8 +70,16 @@ test('key, user and org commands run through the running server; after it stops,
     assert.equal(migrate.code, 1);
     assert.equal((migrate.json?.error as { name: string }).name, 'data_dir_in_use');
 
+    // A client that connects and never writes does not keep the server from stopping.
+    const idle = createConnection(socket);
+    idle.on('error', () => {});
+    await new Promise((resolve) => idle.once('connect', resolve));
+    const idleClosed = new Promise((resolve) => idle.once('close', resolve));
+    const stopping = Date.now();
     server.child.kill('SIGTERM');
     assert.equal(await server.exited, 0, server.output());
+    assert.ok(Date.now() - stopping < 5_000, `stopped ${Date.now() - stopping} ms after SIGTERM`);
+    await idleClosed;
     stopped = true;
     await assert.rejects(access(socket), { code: 'ENOENT' });
 

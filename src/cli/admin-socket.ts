@@ -13,55 +13,100 @@ export const adminSocketPath = (dataDir: string) => path.join(path.resolve(dataD
 // A command line is short: a request larger than this is not one.
 const MAX_REQUEST_BYTES = 1024 * 1024;
 
-/** Reads one newline-ended JSON value from a connection. */
-function readMessage(socket: Socket): Promise<unknown> {
+/** Reads one newline-ended JSON value from a connection, failing after `timeoutMs` when one is given. */
+function readMessage(socket: Socket, timeoutMs?: number): Promise<unknown> {
   return new Promise((resolve, reject) => {
     let received = '';
+    const timer =
+      timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            socket.off('data', onData);
+            reject(new Error(`no whole request within ${timeoutMs} ms`));
+          }, timeoutMs);
+    const settle = () => {
+      clearTimeout(timer);
+      socket.off('data', onData);
+    };
     const onData = (chunk: Buffer) => {
       received += chunk.toString('utf8');
       const end = received.indexOf('\n');
       if (end >= 0) {
-        socket.off('data', onData);
+        settle();
         try {
           resolve(JSON.parse(received.slice(0, end)));
         } catch (error) {
           reject(error as Error);
         }
       } else if (received.length > MAX_REQUEST_BYTES) {
-        socket.off('data', onData);
+        settle();
         reject(new Error('message too large'));
       }
     };
     socket.on('data', onData);
-    socket.once('error', reject);
-    socket.once('end', () => reject(new Error('connection closed before a whole message')));
+    socket.once('error', (error) => {
+      settle();
+      reject(error);
+    });
+    // 'close' covers a connection destroyed on this side too, which ends no stream but must stop the timer.
+    for (const event of ['end', 'close']) {
+      socket.once(event, () => {
+        settle();
+        reject(new Error('connection closed before a whole message'));
+      });
+    }
   });
 }
 
 /**
  * Listens on `<dataDir>/admin.sock` (a socket left by a server that died is replaced: the caller holds the
- * data directory's lock) and answers each connection's `{ argv }` with `run(argv)`'s reply.
+ * data directory's lock) and answers each connection's `{ argv }` with `run(argv)`'s reply. A client that
+ * has not sent its whole request within `readTimeoutMs` (10 s unless given) gets an error line and is
+ * disconnected, and close() does not wait for such clients: a connection that never writes cannot keep
+ * the server from stopping.
  */
 export async function startAdminSocket(
   dataDir: string,
   run: (argv: string[]) => Promise<CommandReply>,
+  { readTimeoutMs = 10_000 }: { readTimeoutMs?: number } = {},
 ): Promise<{ path: string; close(): Promise<void> }> {
   const socketPath = adminSocketPath(dataDir);
   await rm(socketPath, { force: true });
+  // Each open connection, and whether it is busy: its command being run, or its reply being sent.
+  const connections = new Map<Socket, { busy: boolean }>();
+  let closing = false;
+  // The reply is the connection's last word: once sent, the connection is done with, whatever the client
+  // does; a client that stops reading it is let go once the reply has not moved for `readTimeoutMs`.
+  const answer = (socket: Socket, state: { busy: boolean }, reply: CommandReply) => {
+    state.busy = true;
+    socket.setTimeout(readTimeoutMs, () => socket.destroy());
+    socket.end(`${JSON.stringify(reply)}\n`, () => socket.destroy());
+  };
   const server = createServer((socket) => {
     socket.on('error', () => {}); // a client that went away has nobody to tell
-    readMessage(socket)
+    const state = { busy: false };
+    connections.set(socket, state);
+    socket.once('close', () => connections.delete(socket));
+    readMessage(socket, readTimeoutMs)
       .then(async (request) => {
         const argv = (request as { argv?: unknown }).argv;
-        const reply: CommandReply =
-          Array.isArray(argv) && argv.every((arg) => typeof arg === 'string')
-            ? await run(argv)
-            : { ok: false, code: 2, error: { name: 'usage', message: 'expected { "argv": [strings] }' } };
-        socket.end(`${JSON.stringify(reply)}\n`);
+        if (!Array.isArray(argv) || !argv.every((arg) => typeof arg === 'string')) {
+          answer(socket, state, {
+            ok: false,
+            code: 2,
+            error: { name: 'usage', message: 'expected { "argv": [strings] }' },
+          });
+          return;
+        }
+        if (closing) {
+          answer(socket, state, { ok: false, code: 1, error: { name: 'error', message: 'the server is stopping' } });
+          return;
+        }
+        state.busy = true;
+        answer(socket, state, await run(argv));
       })
       .catch((error: Error) => {
-        const reply: CommandReply = { ok: false, code: 2, error: { name: 'usage', message: error.message } };
-        socket.end(`${JSON.stringify(reply)}\n`);
+        answer(socket, state, { ok: false, code: 2, error: { name: 'usage', message: error.message } });
       });
   });
   // Created owner-only from the start (the umask covers the moment between bind and chmod).
@@ -78,8 +123,12 @@ export async function startAdminSocket(
   return {
     path: socketPath,
     async close() {
-      // Waits for the commands being run: the database closes after this.
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      // Waits for the commands being run (the database closes after this) and their replies, not for clients
+      // yet to send one.
+      closing = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const [socket, state] of connections) if (!state.busy) socket.destroy();
+      await closed;
       await rm(socketPath, { force: true });
     },
   };
