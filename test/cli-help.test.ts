@@ -40,9 +40,37 @@ const cases: Array<{ args: string[]; code: number; stdout?: RegExp[]; stderr?: R
     stdout: [/^ {2}SITE +a recipient site/m, /^ {2}--for <value> +how long.*\(default 1h\)$/m],
   },
   { args: ['serve', '--help'], code: 0, stdout: [/^ {2}--role <value> .*\(default all\)$/m] },
+  // A group (the first word of several commands): its commands with what each does, and where to look next.
+  {
+    args: ['key', '--help'],
+    code: 0,
+    stdout: [
+      /^usage: mailroom key <command>/,
+      /^ {2}key create +create an API key/m,
+      /^ {2}key list +list an organization's API keys/m,
+      /^mailroom key <command> --help shows a command's options\.$/m,
+    ],
+  },
+  { args: ['key', '-h'], code: 0, stdout: [/^ {2}key create +create an API key/m] },
+  { args: ['help', 'key'], code: 0, stdout: [/^ {2}key list +list an organization's API keys/m] },
+  { args: ['org', '--help'], code: 0, stdout: [/^ {2}org create +create an organization/m, /^ {2}org list /m] },
+  {
+    args: ['destinations', '-h'],
+    code: 0,
+    stdout: [/^ {2}destinations pause +stop delivering/m, /^mailroom destinations <command> --help/m],
+  },
+  { args: ['help', 'jobs'], code: 0, stdout: [/^ {2}jobs retry +make a failed job due again/m] },
+  // A group alone: the same, as a mistake.
+  { args: ['key'], code: 2, stdout: [/^usage: mailroom key <command>/, /^ {2}key create /m] },
+  { args: ['route'], code: 2, stdout: [/^ {2}route remove +remove an inbound route/m] },
   // Mistakes: one plain line and where to look, exit 2.
   { args: ['frobnicate'], code: 2, stderr: [/^mailroom: unknown command "frobnicate" \(see mailroom --help\)\n$/] },
   { args: ['help', 'frobnicate'], code: 2, stderr: [/unknown command "frobnicate"/] },
+  {
+    args: ['key', 'frobnicate'],
+    code: 2,
+    stderr: [/^mailroom: unknown command "key frobnicate" \(see mailroom key --help\)\n$/],
+  },
   {
     args: ['key', 'create', '--bogus'],
     code: 2,

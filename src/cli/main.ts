@@ -125,16 +125,38 @@ export async function execute(argv: string[], db: Database, config: Config): Pro
 
 const HELP_FLAGS = new Set(['--help', '-h']);
 
+/** The commands given, a line each with what it does. */
+function commandLines(entries: Array<[string, Command]>): string[] {
+  const width = Math.max(...entries.map(([name]) => name.length));
+  return entries.map(([name, command]) => `  ${name.padEnd(width)}  ${command.description}`);
+}
+
 /** The top-level help: every command on a line with what it does. */
 function help(): string {
-  const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length));
   return [
     'usage: mailroom <command> [options] [--json]',
     '',
     'commands:',
-    ...Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(width)}  ${command.description}`),
+    ...commandLines(Object.entries(COMMANDS)),
     '',
     'mailroom <command> --help shows its options. --json prints the result (or the error) as one JSON object.',
+  ].join('\n');
+}
+
+/** The commands whose name starts with `group` and another word (`key` for key create, key list), if any. */
+function groupCommands(group: string | undefined): Array<[string, Command]> {
+  return Object.entries(COMMANDS).filter(([name]) => name.startsWith(`${group} `));
+}
+
+/** A group's help: its commands, a line each with what it does. */
+function groupHelp(group: string, entries: Array<[string, Command]>): string {
+  return [
+    `usage: mailroom ${group} <command> [options] [--json]`,
+    '',
+    'commands:',
+    ...commandLines(entries),
+    '',
+    `mailroom ${group} <command> --help shows a command's options.`,
   ].join('\n');
 }
 
@@ -194,11 +216,18 @@ export async function main(argv: string[]): Promise<number> {
   const asked = args[0] === 'help' ? args.slice(1) : args;
   const found = findCommand(asked);
   if (!found) {
+    const group = groupCommands(asked[0]);
+    // A group named without one of its commands (`mailroom key`): its commands, as a mistake unless asked for.
+    if (group.length > 0 && (asked.length === 1 || asked[1]!.startsWith('-'))) {
+      const wanted = args[0] === 'help' || asked.some((arg) => HELP_FLAGS.has(arg));
+      return print(groupHelp(asked[0]!, group), wanted ? 0 : 2);
+    }
     const words = asked
       .filter((arg) => !arg.startsWith('-'))
       .slice(0, 2)
       .join(' ');
-    return fail({ name: 'usage', message: `unknown command "${words}" (see mailroom --help)` }, 2);
+    const where = group.length > 0 ? `mailroom ${asked[0]} --help` : 'mailroom --help';
+    return fail({ name: 'usage', message: `unknown command "${words}" (see ${where})` }, 2);
   }
   const hint = ` (see mailroom ${found.name} --help)`;
   if (args[0] === 'help' || found.rest.some((arg) => HELP_FLAGS.has(arg))) {
