@@ -1,6 +1,6 @@
 // Retention: a finished message's content goes after MAILROOM_RETENTION_DAYS (captured .eml included),
 // its metadata after MAILROOM_METADATA_RETENTION_DAYS; idempotency keys after 24 h; settled webhook
-// deliveries after the metadata period. Messages not finished are never touched. Pruning works in
+// deliveries and jobs failed for good after the metadata period. Messages not finished are never touched. Pruning works in
 // batches, two pruners at once share the work, and the space freed is reused by new rows.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -387,4 +387,22 @@ test("the overview's hourly counts go after the metadata period; this month's st
     JSON.stringify(rows),
   );
   assert.ok(rows.some((row) => row.age >= 89));
+});
+
+test('jobs failed for good go after the metadata period; a newer failed job and a live one stay', async () => {
+  await t.db.query(
+    `INSERT INTO jobs (queue, payload, run_at, failed_at, last_error)
+     VALUES ('contact-import', '{"import_id":"old-failure"}', 'infinity', now() - interval '91 days', 'not a CSV file'),
+            ('contact-import', '{"import_id":"new-failure"}', 'infinity', now() - interval '89 days', 'not a CSV file'),
+            ('contact-import', '{"import_id":"live"}', now() + interval '1 hour', NULL, NULL)`,
+  );
+  assert.equal((await pruneAll(t.db, options)).failedJobs, 1);
+  const { rows } = await t.db.query<{ id: string }>(
+    `SELECT payload ->> 'import_id' AS id FROM jobs WHERE queue = 'contact-import' ORDER BY id`,
+  );
+  assert.deepEqual(
+    rows.map((row) => row.id),
+    ['live', 'new-failure'],
+  );
+  await t.db.query(`DELETE FROM jobs WHERE queue = 'contact-import'`);
 });

@@ -7,7 +7,7 @@ import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
 // MAILROOM_JOB_MAX_ATTEMPTS times (database outages aside). Such a job is not deleted: it is marked
 // failed (failed_at, last_error) and due never (run_at 'infinity', so no claim or due count sees it),
 // its kind's hook records the reason on what it acts on in the same transaction, and it is listed
-// (`mailroom jobs list --failed`) until retried or until what it acts on is deleted.
+// (`mailroom jobs list --failed`) until retried, or deleted by the pruner after the metadata period.
 
 /** An error that running the job again cannot change: the job fails at once, with this message as its reason. */
 export class PermanentJobError extends Error {

@@ -17,6 +17,7 @@ import { capturedMessagePath } from '../delivery/transports/capture.ts';
 // takes messages whose content is gone), so its captured .eml is always deleted by the content step.
 //
 // Finished jobs need no pruning: the worker deletes a job when it is done, and a cancel deletes its job.
+// A job failed for good is kept for the operator (`mailroom jobs list --failed`) as long as metadata is.
 
 export const DEFAULT_BATCH_SIZE = 1000;
 
@@ -46,6 +47,8 @@ export interface PruneCounts {
   requestLogs: number;
   /** Received messages deleted whole (raw, parsed and attachments). */
   receivedEmails: number;
+  /** Jobs failed for good, deleted. */
+  failedJobs: number;
 }
 
 /** Runs every kind once, content before metadata; on PGlite, then vacuums what changed. */
@@ -59,6 +62,7 @@ export async function pruneAll(db: Database, options: PruneOptions): Promise<Pru
     dmarcReports: await pruneDmarcReports(db, options),
     requestLogs: await pruneRequestLogs(db, options),
     receivedEmails: await pruneReceivedEmails(db, options),
+    failedJobs: await pruneFailedJobs(db, options),
   };
   if (db.kind === 'pglite') await vacuumChanged(db, counts);
   return counts;
@@ -223,6 +227,19 @@ export async function pruneReceivedEmails(db: Database, options: PruneOptions): 
   });
 }
 
+/** Jobs that failed for good more than `metadataRetentionDays` ago (a retried one is no longer failed). */
+export async function pruneFailedJobs(db: Database, options: PruneOptions): Promise<number> {
+  return inBatches(options, async (limit) => {
+    const { rowCount } = await db.query(
+      `DELETE FROM jobs WHERE id IN (
+         SELECT id FROM jobs WHERE failed_at IS NOT NULL AND failed_at < now() - make_interval(days => $1)
+          ORDER BY failed_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+      [options.metadataRetentionDays, limit],
+    );
+    return rowCount;
+  });
+}
+
 /** Runs `batch` until it handles fewer rows than asked (or the process stops); the total handled. */
 async function inBatches(options: PruneOptions, batch: (limit: number) => Promise<number>): Promise<number> {
   const limit = options.batchSize ?? DEFAULT_BATCH_SIZE;
@@ -250,6 +267,7 @@ async function vacuumChanged(db: Database, counts: PruneCounts): Promise<void> {
     ...(counts.dmarcReports > 0 ? ['dmarc_reports', 'dmarc_report_rows'] : []),
     ...(counts.requestLogs > 0 ? ['request_logs'] : []),
     ...(counts.receivedEmails > 0 ? ['received_emails', 'received_email_raw', 'received_attachments'] : []),
+    ...(counts.failedJobs > 0 ? ['jobs'] : []),
   ];
   if (tables.length > 0) await db.query(`VACUUM (SKIP_LOCKED) ${tables.join(', ')}`);
 }
