@@ -6,7 +6,7 @@ import path from 'node:path';
 import { loadMigrations, migrate } from '../src/platform/db/migrate.ts';
 import { openPGliteDirectory } from '../src/platform/db/pglite.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
-import { createPostgresDatabase, onPostgres, openTestDatabase } from './helpers/database.ts';
+import { createPostgresDatabase, migrateBefore, onPostgres, openTestDatabase } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 import type { Database } from '../src/platform/db/database.ts';
 
@@ -133,16 +133,7 @@ test('idempotency answers stored before results were plain data still replay aft
   const { db, close } = await openTestDatabase({ migrated: false });
   try {
     // The database as it was before 0006: every earlier migration applied, then answers stored as HTTP.
-    const before = (await loadMigrations()).filter((m) => m.id < 6);
-    await db.transaction(async (tx) => {
-      await tx.exec(
-        'CREATE TABLE mailroom_migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())',
-      );
-      for (const m of before) {
-        await tx.exec(m.sql);
-        await tx.query('INSERT INTO mailroom_migrations (id, name) VALUES ($1, $2)', [m.id, m.name]);
-      }
-    });
+    await migrateBefore(db, 6);
     const org = (
       await db.query<{ id: string }>(
         "INSERT INTO organizations (name, monthly_quota, rate_limit) VALUES ('o', 100, 10) RETURNING id",

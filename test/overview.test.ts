@@ -10,8 +10,8 @@ import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOr
 import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
 import { counts, message, send, setLimits } from './helpers/emails.ts';
 import { waitFor } from './helpers/wait.ts';
-import { openTestDatabase } from './helpers/database.ts';
-import { loadMigrations, migrate } from '../src/platform/db/migrate.ts';
+import { migrateBefore, openTestDatabase } from './helpers/database.ts';
+import { migrate } from '../src/platform/db/migrate.ts';
 
 const KINDS = ['delivered', 'bounced', 'complained', 'failed', 'opened', 'clicked'] as const;
 type Kind = (typeof KINDS)[number];
@@ -227,15 +227,7 @@ test('upgrading counts the outcomes the timeline already holds', async () => {
   const { db, close } = await openTestDatabase({ migrated: false });
   try {
     // The database as it was before 0012, with a timeline in it.
-    await db.transaction(async (tx) => {
-      await tx.exec(
-        'CREATE TABLE mailroom_migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())',
-      );
-      for (const m of (await loadMigrations()).filter((m) => m.id < 12)) {
-        await tx.exec(m.sql);
-        await tx.query('INSERT INTO mailroom_migrations (id, name) VALUES ($1, $2)', [m.id, m.name]);
-      }
-    });
+    await migrateBefore(db, 12);
     const org = (
       await db.query<{ id: string }>(
         "INSERT INTO organizations (name, monthly_quota, rate_limit) VALUES ('o', 100, 10) RETURNING id",
@@ -284,15 +276,7 @@ test("upgrading takes the test addresses' outcomes of the last 30 days out of th
   const { db, close } = await openTestDatabase({ migrated: false });
   try {
     // The database as it was before 0038: test addresses' outcomes counted with the others.
-    await db.transaction(async (tx) => {
-      await tx.exec(
-        'CREATE TABLE mailroom_migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())',
-      );
-      for (const m of (await loadMigrations()).filter((m) => m.id < 38)) {
-        await tx.exec(m.sql);
-        await tx.query('INSERT INTO mailroom_migrations (id, name) VALUES ($1, $2)', [m.id, m.name]);
-      }
-    });
+    await migrateBefore(db, 38);
     const org = (
       await db.query<{ id: string }>(
         "INSERT INTO organizations (name, monthly_quota, rate_limit) VALUES ('o', 100, 10) RETURNING id",

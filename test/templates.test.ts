@@ -5,8 +5,8 @@ import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOr
 import { ServiceError } from '../src/platform/errors.ts';
 import { Resend } from 'resend';
 import { createTemplate, findTemplate, getTemplate, type TemplateView } from '../src/templates/templates.ts';
-import { loadMigrations, migrate } from '../src/platform/db/migrate.ts';
-import { openTestDatabase } from './helpers/database.ts';
+import { migrate } from '../src/platform/db/migrate.ts';
+import { migrateBefore, openTestDatabase } from './helpers/database.ts';
 import { renderTemplate } from '../src/templates/render-template.ts';
 import { publishTemplate } from '../src/templates/template-versions.ts';
 import { responseProblems } from './helpers/resend-openapi.ts';
@@ -1001,16 +1001,7 @@ describe('templates made before versions', () => {
     const { db, close } = await openTestDatabase({ migrated: false });
     try {
       // The database as it was before 0026: every earlier migration applied, then a template stored.
-      const earlier = (await loadMigrations()).filter((m) => m.id < 26);
-      await db.transaction(async (tx) => {
-        await tx.exec(
-          'CREATE TABLE mailroom_migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())',
-        );
-        for (const m of earlier) {
-          await tx.exec(m.sql);
-          await tx.query('INSERT INTO mailroom_migrations (id, name) VALUES ($1, $2)', [m.id, m.name]);
-        }
-      });
+      await migrateBefore(db, 26);
       const organizationId = (
         await db.query<{ id: string }>(
           "INSERT INTO organizations (name, monthly_quota, rate_limit) VALUES ('o', 100, 10) RETURNING id",

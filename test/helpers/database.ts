@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import type { Database } from '../../src/platform/db/database.ts';
-import { migrate } from '../../src/platform/db/migrate.ts';
+import { loadMigrations, migrate } from '../../src/platform/db/migrate.ts';
 import { openPGliteInMemory } from '../../src/platform/db/pglite.ts';
 import { openPostgres } from '../../src/platform/db/postgres.ts';
 
@@ -87,4 +87,21 @@ export async function secondConnection(db: Database): Promise<{ db: Database; cl
   url.pathname = `/${rows[0]!.name}`;
   const second = openPostgres(url.toString(), 5);
   return { db: second, close: () => second.close() };
+}
+
+/**
+ * Applies, in one transaction, every migration numbered below `id` (and records them as the runner
+ * does): the database as an older release left it, for a test of what migration `id` does to its rows.
+ */
+export async function migrateBefore(db: Database, id: number): Promise<void> {
+  const earlier = (await loadMigrations()).filter((m) => m.id < id);
+  await db.transaction(async (tx) => {
+    await tx.exec(
+      'CREATE TABLE mailroom_migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())',
+    );
+    for (const m of earlier) {
+      await tx.exec(m.sql);
+      await tx.query('INSERT INTO mailroom_migrations (id, name) VALUES ($1, $2)', [m.id, m.name]);
+    }
+  });
 }
