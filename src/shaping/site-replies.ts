@@ -101,6 +101,14 @@ export function createSiteReplies(options: SiteRepliesOptions) {
     }
   };
 
+  /** Holds this sending domain at the destination until `until`, for every process (the reply says why). */
+  async function pauseSender(request: ShapeRequest, until: Date, text: string): Promise<Held> {
+    const destination = request.destination ?? request.site;
+    await holdSender(db, destination, request.senderDomain, until, text);
+    options.forgetHolds(destination);
+    return held(until, 'sender_paused', text);
+  }
+
   /** A shaping-file rule matched the reply: it pauses the site (or the sender there), or lowers the limits. */
   async function applyRule(
     request: ShapeRequest,
@@ -113,12 +121,7 @@ export function createSiteReplies(options: SiteRepliesOptions) {
       site: siteLabel(request.site),
       class: rule.action === 'pause' ? 'rule_pause' : 'rule_lower',
     });
-    if (rule.action === 'pause' && rule.scope === 'sender') {
-      const destination = request.destination ?? request.site;
-      await holdSender(db, destination, request.senderDomain, until, reply.text);
-      options.forgetHolds(destination);
-      return held(until, 'sender_paused', reply.text);
-    }
+    if (rule.action === 'pause' && rule.scope === 'sender') return pauseSender(request, until, reply.text);
     const limits = options.limitsFor(key.site, key.source);
     const after = await updateSite(
       db,
@@ -211,10 +214,7 @@ export function createSiteReplies(options: SiteRepliesOptions) {
     if (cls.hold?.scope === 'sender') {
       destinationThrottles.inc({ site: siteLabel(request.site), class: cls.class });
       const until = new Date(now().getTime() + Math.min(holds[cls.hold.key] ?? holds.sender_fault!, holds.max!));
-      const destination = request.destination ?? request.site;
-      await holdSender(db, destination, request.senderDomain, until, text);
-      options.forgetHolds(destination);
-      return held(until, 'sender_paused', text);
+      return pauseSender(request, until, text);
     }
     const throttle = cls.class === 'throttled' || cls.class === 'too_many_connections';
     if (!cls.hold && !throttle) return undefined;
