@@ -150,8 +150,23 @@ test('killed with SIGKILL during fan-out and delivery, a broadcast still reaches
     server = await startServerProcess(env);
     const unique = () => new Set(sink.transactions.flatMap((tx) => tx.rcptTo)).size;
     await waitFor(() => unique() >= CONTACTS, 150_000, 100);
-    // Let the last outcomes be recorded, then stop cleanly.
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // The broadcast reads sent once its fan-out job next looks and finds every copy gone (it looks every
+    // 2 s while copies are on their way): wait for that, then stop cleanly.
+    const watcherAtEnd = await openDatabase(loadConfig({ MAILROOM_LOG_LEVEL: 'silent', ...env }));
+    try {
+      await waitFor(
+        async () => {
+          const { rows } = await watcherAtEnd.query<{ status: string }>('SELECT status FROM broadcasts WHERE id = $1', [
+            broadcastId,
+          ]);
+          return rows[0]!.status === 'sent';
+        },
+        90_000,
+        100,
+      );
+    } finally {
+      await watcherAtEnd.close();
+    }
     server.child.kill('SIGTERM');
     assert.equal(await server.exited, 0);
     server = undefined;
