@@ -3,6 +3,7 @@ import type { Config } from './platform/config.ts';
 import type { Database } from './platform/db/database.ts';
 import { openDatabase } from './platform/db/open.ts';
 import { migrate } from './platform/db/migrate.ts';
+import { watchSchema } from './platform/db/schema-watch.ts';
 import { buildApp, buildOpsApp } from './app.ts';
 import { bootstrapDevOrganization, dashboardUrl, type DevCredentials } from './tenancy/dev-bootstrap.ts';
 import { startDelivery } from './delivery/start-delivery.ts';
@@ -134,11 +135,13 @@ export async function runServer(config: Config, role: Role = 'all', admin?: Admi
     'mailroom started',
   );
 
+  let schemaWatch: { stop(): Promise<void> } | undefined;
   let stopping = false;
-  const stop = async (signal: string) => {
+  const stop = async (signal: string, exitCode = 0) => {
     if (stopping) return;
     stopping = true;
     app.log.info({ signal }, 'stopping: no new requests, finishing those in flight');
+    await schemaWatch?.stop();
     const deadline = setTimeout(() => {
       app.log.error('in-flight work did not finish in time; exiting');
       process.exit(1);
@@ -158,8 +161,18 @@ export async function runServer(config: Config, role: Role = 'all', admin?: Admi
     await transport?.close();
     await db.close();
     clearTimeout(deadline);
-    process.exit(0);
+    process.exit(exitCode);
   };
+  // A later release's contract migration applied beside this process (PostgreSQL only: the embedded
+  // database has one process) means this code may no longer fit the schema: it stops rather than write
+  // rows the newer code would misread.
+  if (db.kind === 'postgres') {
+    schemaWatch = await watchSchema(db, (error) => {
+      app.log.error(error.message);
+      process.stderr.write(`mailroom: ${error.message}\n`);
+      void stop('schema', 1);
+    });
+  }
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));
 }

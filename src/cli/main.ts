@@ -5,7 +5,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../platform/config.ts';
 import { isConnectionLost, type Database } from '../platform/db/database.ts';
-import { migrate } from '../platform/db/migrate.ts';
+import { migrate, MigrationError, SchemaTooNewError } from '../platform/db/migrate.ts';
 import { openDatabase } from '../platform/db/open.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { StartupError } from '../platform/listen-error.ts';
@@ -95,6 +95,8 @@ function failure(error: unknown): { code: number; error: { name: string; message
   if (error instanceof ServiceError) return { code: 1, error: { name: error.name, message } };
   if (error instanceof ConfigError) return { code: 1, error: { name: 'configuration', message } };
   if ((error as Error).name === 'DataDirInUseError') return { code: 1, error: { name: 'data_dir_in_use', message } };
+  if (error instanceof SchemaTooNewError) return { code: 1, error: { name: 'schema_too_new', message } };
+  if (error instanceof MigrationError) return { code: 1, error: { name: 'migration_failed', message } };
   if (error instanceof StartupError || error instanceof ShapingFileError) {
     return { code: 1, error: { name: 'startup', message } };
   }

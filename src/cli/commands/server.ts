@@ -24,19 +24,29 @@ export const serverCommands: Record<string, Command> = {
   },
 
   migrate: {
-    usage: 'migrate',
-    description: 'apply the database migrations not yet applied (serve does it at start too)',
-    options: {},
+    usage: 'migrate [--contract]',
+    description:
+      'apply the pending expand migrations (serve does it at start too); --contract applies the contract ones',
+    options: {
+      contract: {
+        type: 'boolean',
+        default: false,
+        help: 'also apply the contract migrations: run once no process of an older release uses the database',
+      },
+    },
     local: true,
-    async run({ config }) {
+    async run({ config, values }) {
       const db = await openDatabase(config);
       try {
-        const applied = await migrate(db);
+        const { applied, pendingContract } = await migrate(db, { contract: values.contract === true });
+        const done = applied.length
+          ? `applied ${applied.length} migration(s): ${applied.join(', ')}`
+          : 'database is up to date';
         return {
-          json: { applied },
-          text: applied.length
-            ? `applied ${applied.length} migration(s): ${applied.join(', ')}`
-            : 'database is up to date',
+          json: { applied, pending_contract: pendingContract },
+          text: pendingContract.length
+            ? `${done}; contract migration(s) waiting for "mailroom migrate --contract": ${pendingContract.join(', ')}`
+            : done,
         };
       } finally {
         await db.close();

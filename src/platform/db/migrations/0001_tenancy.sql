@@ -1,4 +1,4 @@
--- Organizations and the principals that act for them: users with dashboard sessions, and API keys.
+-- expand: organizations and the principals that act for them: users with dashboard sessions, and API keys.
 -- Tokens are never stored: only the SHA-256 of each, as hex, looked up through a unique index.
 
 CREATE TABLE organizations (

@@ -1,4 +1,4 @@
--- Accepting email: templates and topics it may name, the messages with their recipients and
+-- expand: accepting email: templates and topics it may name, the messages with their recipients and
 -- attachments, the timeline, the job queue that delivery reads, and the counters behind quota, rate
 -- limit and idempotency.
 

@@ -1,4 +1,4 @@
--- Delivery: each recipient's own progress, the organization's suppression list, and finding the job of
+-- expand: delivery: each recipient's own progress, the organization's suppression list, and finding the job of
 -- a message (cancel and reschedule).
 
 ALTER TABLE email_recipients

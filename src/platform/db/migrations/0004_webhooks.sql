@@ -1,4 +1,4 @@
--- Webhooks: endpoints, one delivery per (event, endpoint), and every attempt of each delivery.
+-- expand: webhooks: endpoints, one delivery per (event, endpoint), and every attempt of each delivery.
 
 CREATE TABLE webhook_endpoints (
   id uuid PRIMARY KEY DEFAULT gen_random_uuid(),

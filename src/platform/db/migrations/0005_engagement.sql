@@ -1,4 +1,4 @@
--- Engagement and audience: contacts and their per-topic choices, tracking switches per organization,
+-- expand: engagement and audience: contacts and their per-topic choices, tracking switches per organization,
 -- the server's signing secret (tracking, unsubscribe and return-path tokens), and one engagement entry
 -- per recipient where repeats carry no news (opens, clicks per link, bounces, complaints).
 

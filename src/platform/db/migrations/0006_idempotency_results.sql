@@ -1,3 +1,4 @@
+-- contract: drops idempotency_keys.status_code and response, which older releases read and write.
 -- An idempotency key remembers its request's result as plain data, not as an HTTP answer, so that every
 -- carrier of a send (HTTP, SMTP) can replay it in its own terms. A key is done once `result` is set.
 --   {"entries": [{"accepted": true, "id": …} | {"accepted": false, "error": {name, message, field?}}, …]}

@@ -1,3 +1,4 @@
+-- contract: emails.status no longer takes 'failed', which older releases write.
 -- A message never fails as a whole: its recipients fail one by one (email_recipients.status), and the
 -- message is sent once each of them has an outcome. The emails.status CHECK keeps only the statuses a
 -- message can have: queued, scheduled, sending, sent, canceled.

@@ -1,4 +1,4 @@
--- GET /emails lists an organization's messages newest first, a page at a time by keyset (created_at, id):
+-- expand: GET /emails lists an organization's messages newest first, a page at a time by keyset (created_at, id):
 -- a page costs one index range scan, however many messages are stored.
 DROP INDEX emails_organization_idx;
 CREATE INDEX emails_list_idx ON emails (organization_id, created_at DESC, id DESC);

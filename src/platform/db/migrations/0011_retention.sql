@@ -1,4 +1,4 @@
--- Retention. A sent or canceled message loses its content (html, text, headers, template variables,
+-- expand: retention. A sent or canceled message loses its content (html, text, headers, template variables,
 -- attachments) once MAILROOM_RETENTION_DAYS have passed since it was sent (or, never sent, accepted);
 -- body_pruned_at says when. Its metadata and timeline go once MAILROOM_METADATA_RETENTION_DAYS have
 -- passed, always after its content. Each index below holds exactly the rows one pruning step looks

@@ -1,4 +1,4 @@
--- The dashboard's overview counts outcomes per hour (GET /overview: the last 24 hours and 30 days).
+-- expand: the dashboard's overview counts outcomes per hour (GET /overview: the last 24 hours and 30 days).
 -- Counting the timeline itself would read every entry of the period, a million rows for a busy month,
 -- so each counted entry also adds one to its hour's row here, in the statement that records it (a
 -- repeat that the timeline drops is not counted). An hour of one kind is split over a few rows

@@ -1,4 +1,4 @@
--- Processes cache API keys and sending domains in memory (src/platform/db/lookup-cache.ts). Every change
+-- expand: processes cache API keys and sending domains in memory (src/platform/db/lookup-cache.ts). Every change
 -- to those rows notifies the channel they listen on, from the commit that makes it, whatever code (or
 -- person at a psql prompt) makes it: each process then forgets what it cached. Inserts need no notice:
 -- only rows that were found are cached.

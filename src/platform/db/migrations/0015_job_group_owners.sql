@@ -1,4 +1,4 @@
--- A group of jobs (a webhook endpoint's deliveries) is run by one worker at a time, its owner, which
+-- expand: A group of jobs (a webhook endpoint's deliveries) is run by one worker at a time, its owner, which
 -- claims the group's due jobs in batches and feeds them to the group's slots from memory
 -- (src/queue/grouped-worker.ts). The row says who owns the group and until when; the owner renews it
 -- while it works and deletes it when the group has nothing due. A dead owner's row simply runs out, and

@@ -1,4 +1,4 @@
--- Traffic shaping per destination site (src/shaping/). Every worker process of an install reads and
+-- expand: traffic shaping per destination site (src/shaping/). Every worker process of an install reads and
 -- writes these rows, so the limits hold summed over all of them, not per process.
 --
 -- A site's row: the limits in force now (the configured ones, lowered by back-off after throttling and

@@ -1,4 +1,4 @@
--- Due jobs are shared out between the organizations they work for: a claim takes the oldest due jobs
+-- expand: due jobs are shared out between the organizations they work for: a claim takes the oldest due jobs
 -- of each organization in turn (src/queue/worker.ts), so one organization's backlog of 50,000 messages
 -- does not queue another's password reset behind it. `share_key` is the organization; jobs that work
 -- for no one in particular share the empty key. The index lists the keys (a skip scan) and each key's

@@ -1,4 +1,4 @@
--- Warm-up of a new sending address, per source and destination site (src/shaping/warmup.ts): the stage
+-- expand: warm-up of a new sending address, per source and destination site (src/shaping/warmup.ts): the stage
 -- it has reached, and what the current day (UTC, `YYYY-MM-DD`) has seen so far. A stage advances at the
 -- first send of a new day, judged by the day before: over 90% of the stage's volume delivered, under 5%
 -- deferred, no block. A block steps it back at once (once a day).

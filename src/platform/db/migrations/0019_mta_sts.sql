@@ -1,4 +1,4 @@
--- MTA-STS policies of recipient domains (RFC 8461), kept for their max_age so that a restart does not
+-- expand: MTA-STS policies of recipient domains (RFC 8461), kept for their max_age so that a restart does not
 -- forget them: a policy stands while its TXT record's id is unchanged, and while the record or the
 -- policy's fetch fails (src/delivery/transports/mta-sts.ts).
 CREATE TABLE mta_sts_policies (

@@ -1,4 +1,4 @@
--- DMARC aggregate reports (RFC 7489 appendix C) that mailbox providers send to the rua address at the
+-- expand: DMARC aggregate reports (RFC 7489 appendix C) that mailbox providers send to the rua address at the
 -- inbound listener (src/inbound/dmarc-reports.ts), stored per sending domain: one row per report, and
 -- one per record of it (a source address on the report's day, with how many messages passed DKIM and
 -- SPF in alignment with the From domain). A report is stored once per domain, whatever its resends.

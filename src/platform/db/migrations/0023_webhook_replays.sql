@@ -1,4 +1,4 @@
--- Webhook deliveries: which delivery a replay sends again (so "replay all failed since" passes over a
+-- expand: webhook deliveries: which delivery a replay sends again (so "replay all failed since" passes over a
 -- failed delivery already replayed, and a second click sends nothing twice), why a delivery failed
 -- without an attempt (its endpoint was disabled while it waited), and whether it is a test event.
 -- No foreign key on replay_of: the delivery replayed may be pruned before its replay.

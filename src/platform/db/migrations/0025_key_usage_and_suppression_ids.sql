@@ -1,4 +1,4 @@
--- When each API key was last used (GET /api-keys `last_used_at`). A table of its own, not a column of
+-- expand: when each API key was last used (GET /api-keys `last_used_at`). A table of its own, not a column of
 -- api_keys: every change to api_keys makes every process forget its cached keys (0013), and a key in
 -- use is stamped about once a minute, which must not empty those caches each time.
 CREATE TABLE api_key_usage (

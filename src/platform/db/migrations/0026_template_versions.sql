@@ -1,4 +1,4 @@
--- Template versions (src/templates/template-versions.ts). The templates row is the version being
+-- expand: template versions (src/templates/template-versions.ts). The templates row is the version being
 -- edited (current_version_id); publishing copies it into template_versions, and sends render only the
 -- published copy (published_version_id), so an edit reaches recipients when it is published, not when
 -- it is saved. An edit after a publish starts a new current version. alias, from and reply_to are

@@ -1,4 +1,4 @@
--- The API request log (GET /logs): one row per request made with an API key, written in batches from
+-- expand: the API request log (GET /logs): one row per request made with an API key, written in batches from
 -- each API process's memory (src/request-log/). Bodies are kept redacted and capped. Rows go with the
 -- organization; a revoked key keeps its rows (keys are never deleted), a deleted one leaves them keyless.
 CREATE TABLE request_logs (

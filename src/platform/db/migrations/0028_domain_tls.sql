@@ -1,4 +1,4 @@
--- Resend's per-domain options `tls` and `region` (src/domains/domain-options.ts), stored as given.
+-- expand: resend's per-domain options `tls` and `region` (src/domains/domain-options.ts), stored as given.
 -- tls 'enforced': the domain's messages are never sent in the clear (no STARTTLS, or a failed
 -- handshake, defers the copy instead). region: kept and answered back only; Mailroom sends from the
 -- servers it runs on whatever it says. Existing domains keep what they had: opportunistic TLS, and

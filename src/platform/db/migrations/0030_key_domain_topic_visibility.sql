@@ -1,4 +1,4 @@
--- A sending_access key may be limited to one of its organization's domains (Resend's domain_id): it
+-- expand: A sending_access key may be limited to one of its organization's domains (Resend's domain_id): it
 -- then sends only with a From address at that domain. No foreign key on purpose: when the domain is
 -- deleted the key keeps the id and can send nothing, rather than losing its limit (ON DELETE SET NULL
 -- would let it send from every domain) or vanishing with the domain.

@@ -1,4 +1,4 @@
--- Contact properties and segments (Resend's /contact-properties, /segments and the legacy /audiences).
+-- expand: contact properties and segments (Resend's /contact-properties, /segments and the legacy /audiences).
 -- A property is a key an organization defines once, with a type (string or number) and an optional
 -- fallback; a contact's values live in contacts.properties, an object of key to JSON string or number.
 -- A segment is a named group of contacts with static membership: a contact is in it because it was

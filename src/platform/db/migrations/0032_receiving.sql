@@ -1,4 +1,4 @@
--- Receiving email. A domain whose receiving capability is enabled takes mail at the inbound listener
+-- expand: receiving email. A domain whose receiving capability is enabled takes mail at the inbound listener
 -- (its MX points there); inbound routes decide, per recipient, whether a message is refused at RCPT TO,
 -- stored, forwarded or announced to one webhook endpoint. Each message accepted is stored raw with what
 -- was read from it (Resend's received-email shape), its attachments, the results of checking its

@@ -1,4 +1,4 @@
--- Broadcasts (Resend's /broadcasts): one message sent to the contacts of a segment, each contact getting
+-- expand: broadcasts (Resend's /broadcasts): one message sent to the contacts of a segment, each contact getting
 -- exactly one copy. Sending a broadcast snapshots its audience into broadcast_recipients, one row per
 -- contact (unique on broadcast and contact), and a fan-out job turns pending rows into ordinary emails
 -- (emails.broadcast_id) in batches claimed under SKIP LOCKED: a row becomes `queued` in the same

@@ -1,4 +1,4 @@
--- Contact imports (Resend's /contacts/imports): a CSV file uploaded once, then read by a 'contact-import'
+-- expand: contact imports (Resend's /contacts/imports): a CSV file uploaded once, then read by a 'contact-import'
 -- job that writes its rows as contacts in batches. The file is kept in the database, in chunks of about
 -- 1 MiB written as the upload arrives, so an import answered 201 survives any crash and the upload is
 -- never held whole in memory. Each batch of contacts commits together with the import's progress
