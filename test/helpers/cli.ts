@@ -11,10 +11,17 @@ export interface CliResult {
   json: Record<string, unknown> | undefined;
 }
 
-/** Runs `mailroom ARGS` in a child process with the given environment added to a clean one. */
-export function runCli(args: string[], env: Record<string, string | undefined>): Promise<CliResult> {
+/**
+ * Runs `mailroom ARGS` in a child process with the given environment added to a clean one; `bin` is the
+ * entry point of another checkout (an older release).
+ */
+export function runCli(
+  args: string[],
+  env: Record<string, string | undefined>,
+  bin: string = MAILROOM_BIN,
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAILROOM_BIN, ...args], {
+    const child = spawn(process.execPath, [bin, ...args], {
       env: { PATH: process.env.PATH, HOME: process.env.HOME, MAILROOM_LOG_LEVEL: 'silent', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

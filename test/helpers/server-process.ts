@@ -27,10 +27,17 @@ export async function freePort(): Promise<number> {
   }
 }
 
-/** `mailroom serve ARGS` in a child process with the given environment; resolves once it has started. */
-export async function startServerProcess(env: Record<string, string>, args: string[] = []): Promise<ServerProcess> {
+/**
+ * `mailroom serve ARGS` in a child process with the given environment; resolves once it has started.
+ * `bin` is the entry point of another checkout (an older release).
+ */
+export async function startServerProcess(
+  env: Record<string, string>,
+  args: string[] = [],
+  bin: string = MAILROOM_BIN,
+): Promise<ServerProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, [MAILROOM_BIN, 'serve', ...args], {
+  const child = spawn(process.execPath, [bin, 'serve', ...args], {
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
