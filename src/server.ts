@@ -33,7 +33,11 @@ export type AdminListener = (db: Database) => Promise<{ close(): Promise<void> }
 
 export async function runServer(config: Config, role: Role = 'all', admin?: AdminListener): Promise<void> {
   const db = await openDatabase(config);
-  await migrate(db);
+  // A schema this release cannot serve, or a migration that fails, ends the start with nothing running.
+  await migrate(db).catch(async (error: unknown) => {
+    await db.close().catch(() => {});
+    throw error;
+  });
   const app = await buildApp({ db, config, runsWorkers: role !== 'api' });
   // What is listening so far, closed again if a later port cannot be bound: a start that fails leaves
   // nothing running and, on the embedded default, has created nothing (see the bootstrap below).
