@@ -196,3 +196,17 @@ test('`mailroom migrate` that fails says so in one line, no stack trace', async 
     await cleanup();
   }
 });
+
+test('a migrations table that cannot be read is one clear error too', async () => {
+  const { db, close } = await openTestDatabase({ migrated: false });
+  try {
+    await db.query('CREATE TABLE mailroom_migrations (version text)'); // not Mailroom's
+    await assert.rejects(migrate(db), (error: Error) => {
+      assert.ok(error instanceof MigrationError, String(error));
+      assert.equal(error.message, 'cannot read the applied migrations: column "id" does not exist');
+      return true;
+    });
+  } finally {
+    await close();
+  }
+});

@@ -148,11 +148,16 @@ export async function migrate(db: Database, options: MigrateOptions = {}): Promi
   const lockTimeout = options.lockTimeout ?? '5s';
   if (!/^\d+(ms|s)?$/.test(lockTimeout)) throw new MigrationError(`invalid lock timeout ${lockTimeout}`);
   const known = await loadMigrations();
-  await prepareMigrationsTable(db, known);
-  await checkSchemaServed(db, known);
-  const done = new Set(
-    (await db.query<{ id: number }>('SELECT id FROM mailroom_migrations')).rows.map((row) => row.id),
-  );
+  const done = new Set<number>();
+  try {
+    await prepareMigrationsTable(db, known);
+    await checkSchemaServed(db, known);
+    for (const row of (await db.query<{ id: number }>('SELECT id FROM mailroom_migrations')).rows) done.add(row.id);
+  } catch (error) {
+    if (isConnectionLost(error) || error instanceof SchemaTooNewError) throw error;
+    // A role without the right to create the table, say: one line, not a stack trace.
+    throw new MigrationError(`cannot read the applied migrations: ${(error as Error).message.split('\n', 1)[0]}`);
+  }
   const contract = options.contract === true || db.kind === 'pglite' || done.size === 0;
   const applied: string[] = [];
   const pendingContract: string[] = [];
