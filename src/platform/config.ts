@@ -4,6 +4,7 @@
 // docs/configuration.md documents the same table (a test keeps the two in step).
 
 import { isHostLabel, normalizeDomainName } from './domain-name.ts';
+import { parseDatabaseUrl } from './db/hosts.ts';
 
 export class ConfigError extends Error {
   readonly variable: string;
@@ -36,8 +37,8 @@ const SETTING_TABLE = {
   databaseUrl: setting(
     'DATABASE_URL',
     undefined,
-    'PostgreSQL 15+ connection string, e.g. `postgres://user@host:5432/mailroom`. Unset: embedded PGlite under `MAILROOM_DATA_DIR`.',
-    optionalUrl(['postgres:', 'postgresql:']),
+    'PostgreSQL 15+ connection string, e.g. `postgres://user@host:5432/mailroom`; several hosts as libpq takes them, `postgres://user@h1:5432,h2:5432/mailroom?target_session_attrs=read-write`, are tried in order for one that takes writes (target_session_attrs `any`, `read-write` or `primary`). Unset: embedded PGlite under `MAILROOM_DATA_DIR`.',
+    databaseUrl,
   ),
   dataDir: setting(
     'MAILROOM_DATA_DIR',
@@ -519,6 +520,17 @@ function optionalUrl(protocols: string[]): Parse<string | undefined> {
     }
     return value;
   };
+}
+
+// A libpq URL, one host or several: node-postgres's own parser does not take a list of hosts.
+function databaseUrl(value: string | undefined, variable: string): string | undefined {
+  if (value === undefined) return undefined;
+  try {
+    parseDatabaseUrl(value);
+  } catch (error) {
+    throw new ConfigError(variable, (error as Error).message);
+  }
+  return value;
 }
 
 // One definition of a domain name and of a label: the one domains are checked against.

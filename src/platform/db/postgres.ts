@@ -9,6 +9,8 @@ import {
   type QueryResult,
   type Transaction,
 } from './database.ts';
+import { hostChoosingClient } from './host-choice.ts';
+import { parseDatabaseUrl } from './hosts.ts';
 
 // int8 (counts, sums) as a JS number, as PGlite returns it: every int8 Mailroom stores fits in 2^53.
 const types = {
@@ -107,7 +109,11 @@ export function openPostgres(connectionString: string, poolSize: number, options
     idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs,
   };
   const sessionReplyTimeout = replyTimeout(options.statementTimeoutMs);
-  const pool = new pg.Pool({ ...connection, max: poolSize });
+  // Several hosts, or a server that must take writes: each connection (the pool's, LISTEN's) picks its host.
+  const target = parseDatabaseUrl(connectionString);
+  const Client =
+    target.hosts.length > 1 || target.targetSessionAttrs !== 'any' ? hostChoosingClient(target) : pg.Client;
+  const pool = new pg.Pool({ ...connection, max: poolSize, Client });
   // An idle client that loses its connection emits here; without a listener the process would crash.
   pool.on('error', () => {});
 
@@ -203,7 +209,7 @@ export function openPostgres(connectionString: string, poolSize: number, options
       let stopped = false;
       const connect = async () => {
         // TCP keep-alive: a connection dropped silently on the way (a NAT, a load balancer) is noticed.
-        const next = new pg.Client(connection);
+        const next = new Client(connection);
         next.on('notification', () => onNotify());
         let dropped = false;
         const reconnect = () => {
