@@ -5,6 +5,10 @@ import { ServiceError } from '../errors.ts';
 import { isConnectionLost, waitedTooLong } from '../db/database.ts';
 import { errorBody, HTTP_STATUS } from './error-envelope.ts';
 
+// When a client should retry after a 503: about the time a lost primary takes to be replaced (or a
+// restart), and longer than one connection attempt, so a retry does not land in the same outage.
+export const RETRY_AFTER_SECONDS = 5;
+
 // Fastify's own 4xx errors (body parsing, content type, size) rewritten into the one envelope.
 const FASTIFY_ERRORS: Record<string, () => ServiceError> = {
   FST_ERR_CTP_BODY_TOO_LARGE: () => new ServiceError('payload_too_large', 'Request body is too large'),
@@ -49,6 +53,11 @@ export function handleError(error: FastifyError | ServiceError | Error, request:
   const status = HTTP_STATUS[serviceError.name];
   if (status >= 500 && error instanceof ServiceError) {
     request.log.error({ err: error, reqId: request.id }, serviceError.message);
+  }
+  // A 503 is an outage (the database gone, a primary being replaced, busy): the client is told when to
+  // come back instead of guessing.
+  if (serviceError.name === 'service_unavailable' && !reply.hasHeader('retry-after')) {
+    reply.header('retry-after', String(RETRY_AFTER_SECONDS));
   }
   return reply.code(status).type('application/json; charset=utf-8').send(errorBody(serviceError));
 }
