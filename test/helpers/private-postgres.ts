@@ -27,7 +27,7 @@ export interface PrivatePostgres {
 }
 
 /** The bin directory of the newest PostgreSQL installed. */
-async function binDir(): Promise<string> {
+export async function binDir(): Promise<string> {
   const versions = existsSync(PG_ROOT) ? await readdir(PG_ROOT) : [];
   const usable = versions
     .filter((version) => existsSync(path.join(PG_ROOT, version, 'bin', 'initdb')))
@@ -36,7 +36,7 @@ async function binDir(): Promise<string> {
   return path.join(PG_ROOT, usable[0]!, 'bin');
 }
 
-async function postgresUser(): Promise<{ uid: number; gid: number }> {
+export async function postgresUser(): Promise<{ uid: number; gid: number }> {
   const uid = Number((await run('id', ['-u', 'postgres'])).stdout.trim());
   const gid = Number((await run('id', ['-g', 'postgres'])).stdout.trim());
   return { uid, gid };
