@@ -195,6 +195,24 @@ if (onPostgres) {
         'SELECT pg_is_in_recovery() AS recovery',
       );
       assert.equal(inRecovery[0]!.recovery, false);
+
+      // The primary turned read-only (as a demoted one is): a write on a connection Mailroom already holds
+      // fails with SQLSTATE 25006, answered 503 with Retry-After, never 500; the connections made while it
+      // stays so find it read-only. Writable again, sends are acknowledged again.
+      const setReadOnly = async (on: boolean) => {
+        await promotedDb.query(`ALTER SYSTEM SET default_transaction_read_only = ${on ? 'on' : 'off'}`);
+        await promotedDb.query('SELECT pg_reload_conf()');
+      };
+      await setReadOnly(true);
+      await sleep(200); // the server's sessions take the reloaded setting
+      for (let n = 0; n < 3; n++) {
+        const answer = await sendOne(`read-only-${n}`);
+        assert.equal(answer.status, 503, `${JSON.stringify(answer)}\n${summary()}`);
+        assert.equal(answer.body.name, 'service_unavailable');
+        assert.equal(answer.retryAfter, '5');
+      }
+      await setReadOnly(false);
+      await waitFor(async () => (await sendOne('writable-again')).status === 200, 10_000, 200);
     } finally {
       await promotedDb.end();
     }
