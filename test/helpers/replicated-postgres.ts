@@ -34,7 +34,14 @@ export interface ReplicatedPostgres {
   destroy(): Promise<void>;
 }
 
-export async function startReplicatedPostgres(options: { synchronous: boolean }): Promise<ReplicatedPostgres> {
+/**
+ * `synchronous`: commits wait for the standby. `durable`: fsync on (each commit flushed to disk, as in
+ * production), for a benchmark; off by default, since a test machine does not crash.
+ */
+export async function startReplicatedPostgres(options: {
+  synchronous: boolean;
+  durable?: boolean;
+}): Promise<ReplicatedPostgres> {
   const bin = await binDir();
   const asRoot = process.getuid?.() === 0;
   const dir = await mkdtemp(path.join(tmpdir(), 'mailroom-pg-replicated-'));
@@ -66,10 +73,10 @@ export async function startReplicatedPostgres(options: { synchronous: boolean })
 
   // initdb's pg_hba.conf trusts loopback for replication connections too.
   await pgRun('initdb', ['-D', primaryData, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--no-locale', '--no-sync']);
-  // fsync off: the test machine does not crash; the standby still gets every commit's WAL over the wire.
+  // fsync off or not, the standby gets every commit's WAL over the wire (the standby copies this file).
   await appendFile(
     path.join(primaryData, 'postgresql.conf'),
-    `\nwal_level = replica\nmax_wal_senders = 4\nfsync = off\n` +
+    `\nwal_level = replica\nmax_wal_senders = 4\nfsync = ${options.durable ? 'on' : 'off'}\n` +
       (options.synchronous ? `synchronous_standby_names = '*'\n` : ''),
   );
   await start(primaryData, primaryPort, 'primary.log');
