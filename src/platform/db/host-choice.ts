@@ -43,7 +43,7 @@ export function hostChoosingClient(target: DatabaseTarget): typeof pg.Client {
     connectionTimeoutMillis: Math.max(1, timeoutMs),
   });
 
-  // Each host in order, each with what is left of the time; the first that accepts is the answer.
+  // Each host in order; the first that accepts is the answer.
   const find = async (config: pg.ClientConfig, deadline: number): Promise<number> => {
     const refusals: string[] = [];
     for (let index = 0; index < target.hosts.length; index++) {
@@ -53,7 +53,9 @@ export function hostChoosingClient(target: DatabaseTarget): typeof pg.Client {
         refusals.push(`${label}: not tried in time`);
         continue;
       }
-      const probe = new pg.Client(configFor(config, index, left));
+      // An equal share of what is left for each host still to try: a host that does not answer at all
+      // (gone without a word) does not use up the time of the ones after it.
+      const probe = new pg.Client(configFor(config, index, left / (target.hosts.length - index)));
       probe.on('error', () => {});
       try {
         await probe.connect();
