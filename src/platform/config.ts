@@ -120,6 +120,18 @@ const SETTING_TABLE = {
     'PostgreSQL ends a session whose open transaction has waited this long for its process (cut off by the network, or gone), releasing its locks. Mailroom keeps no transaction open while it waits on anything slow. `0`: no limit.',
     integer(0, 3_600_000),
   ),
+  dbPooler: setting(
+    'MAILROOM_DB_POOLER',
+    'none',
+    "`transaction` when `DATABASE_URL` points at a pooler in transaction pooling mode (PgBouncer `pool_mode = transaction`): no start-up parameters (the timeouts above are set with each transaction's BEGIN; a statement outside a transaction takes the role's own settings), no named prepared statements, and LISTEN only through `MAILROOM_DB_LISTEN_URL` (without it, workers find work by polling alone). `none`: a direct connection, or a pooler in session mode.",
+    oneOf(['none', 'transaction'] as const),
+  ),
+  dbListenUrl: setting(
+    'MAILROOM_DB_LISTEN_URL',
+    undefined,
+    'Connection string of the connections that LISTEN for wake-ups (queued work, changed look-ups, a new schema), past the pooler straight to PostgreSQL, in the form of `DATABASE_URL`. Unset: they use `DATABASE_URL`, or with `MAILROOM_DB_POOLER=transaction` there are none: workers poll (every 250 ms for deliveries and webhooks, 1 s for broadcasts and imports), look-ups are not cached and a new schema is noticed within a minute.',
+    databaseUrl,
+  ),
   sessionTtlHours: setting(
     'MAILROOM_SESSION_TTL_HOURS',
     '168',
@@ -401,6 +413,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined)) {
     const missing = config.tlsCertFile === undefined ? 'MAILROOM_TLS_CERT_FILE' : 'MAILROOM_TLS_KEY_FILE';
     throw new ConfigError(missing, 'is required with the other of MAILROOM_TLS_CERT_FILE and MAILROOM_TLS_KEY_FILE');
+  }
+  if (config.databaseUrl === undefined) {
+    // The embedded database has no pooler and listens in process.
+    if (config.dbPooler !== 'none') throw new ConfigError('MAILROOM_DB_POOLER', 'needs DATABASE_URL (PostgreSQL)');
+    if (config.dbListenUrl !== undefined)
+      throw new ConfigError('MAILROOM_DB_LISTEN_URL', 'needs DATABASE_URL (PostgreSQL)');
   }
   if ((config.metadataRetentionDays as number) < (config.retentionDays as number)) {
     throw new ConfigError(

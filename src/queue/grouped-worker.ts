@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../platform/logger.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
+import { listenOrPoll } from '../platform/db/listening.ts';
 import { workerBatchSize } from '../platform/metrics.ts';
 import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
 import { claimFailureLog } from './claim-failures.ts';
@@ -346,7 +347,7 @@ export async function startGroupedWorker<T>(
     if (group.inSlot === 0 && group.waiting.length === 0) void claimAndRun(false);
   };
 
-  const unlisten = await db.listen(JOBS_CHANNEL, () => void claimAndRun(true));
+  const unlisten = await listenOrPoll(db, JOBS_CHANNEL, () => void claimAndRun(true));
   // Polls find what a lost notification did not announce, and renew the groups owned meanwhile.
   const timer = setInterval(() => void claimAndRun(true), options.pollIntervalMs);
   void claimAndRun(true);

@@ -1,5 +1,6 @@
 import type { Logger } from '../platform/logger.ts';
 import type { Database } from '../platform/db/database.ts';
+import { listenOrPoll } from '../platform/db/listening.ts';
 import { workerBatchSize } from '../platform/metrics.ts';
 import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
 import { claimFailureLog } from './claim-failures.ts';
@@ -144,7 +145,7 @@ export async function startWorker(
       ),
     (options.leaseSeconds * 1000) / 3,
   );
-  const unlisten = await db.listen(JOBS_CHANNEL, () => void claimAndRun());
+  const unlisten = await listenOrPoll(db, JOBS_CHANNEL, () => void claimAndRun());
   const timer = setInterval(() => void claimAndRun(), options.pollIntervalMs);
   void claimAndRun();
 

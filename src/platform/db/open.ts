@@ -12,6 +12,8 @@ export function openDatabase(config: Config): Promise<Database> {
         statementTimeoutMs: config.dbStatementTimeoutMs,
         lockTimeoutMs: config.dbLockTimeoutMs,
         idleInTransactionTimeoutMs: config.dbIdleTransactionTimeoutMs,
+        pooler: config.dbPooler,
+        listenUrl: config.dbListenUrl,
       }),
     );
   return openPGliteDirectory(config.dataDir);

@@ -11,6 +11,7 @@ import {
 } from './database.ts';
 import { hostChoosingClient } from './host-choice.ts';
 import { parseDatabaseUrl } from './hosts.ts';
+import { ListeningUnavailableError } from './listening.ts';
 
 // int8 (counts, sums) as a JS number, as PGlite returns it: every int8 Mailroom stores fits in 2^53.
 const types = {
@@ -46,6 +47,53 @@ export interface PostgresOptions {
    * this long for its client, releasing its locks. 0 or absent: no limit.
    */
   idleInTransactionTimeoutMs?: number;
+  /**
+   * `transaction`: the connection string points at a pooler in transaction pooling mode (PgBouncer),
+   * which hands each transaction (or statement outside one) to any of its server connections. Nothing
+   * may then outlive a transaction: no start-up parameters (the timeouts are set with each BEGIN), no
+   * named prepared statements, and no LISTEN except through `listenUrl`.
+   */
+  pooler?: 'none' | 'transaction';
+  /** Where the LISTEN connections go (past the pooler, to PostgreSQL itself); absent: the connection string. */
+  listenUrl?: string;
+}
+
+/** The timeouts as `SET LOCAL` settings of a transaction (0 or absent: left to the role's own settings). */
+function timeoutSettings(options: PostgresOptions): Record<string, string> {
+  const settings: Record<string, string> = {};
+  if (options.statementTimeoutMs) settings.statement_timeout = String(options.statementTimeoutMs);
+  if (options.lockTimeoutMs) settings.lock_timeout = String(options.lockTimeoutMs);
+  if (options.idleInTransactionTimeoutMs)
+    settings.idle_in_transaction_session_timeout = String(options.idleInTransactionTimeoutMs);
+  return settings;
+}
+
+type ConnectCallback = ((error: Error) => void) | ((error: null, client: pg.Client) => void);
+
+/**
+ * The Client class whose refused start (a pooler in transaction mode takes no start-up parameters: PgBouncer
+ * answers "unsupported startup parameter: statement_timeout") says which setting to use. The error keeps
+ * its SQLSTATE (08P01): like any connection that cannot be made, requests meanwhile answer 503.
+ */
+function explainingRefusedStartup(Base: typeof pg.Client): typeof pg.Client {
+  return class extends Base {
+    override connect(): Promise<pg.Client>;
+    override connect(callback: ConnectCallback): void;
+    override connect(callback?: ConnectCallback): Promise<pg.Client> | void {
+      const connected = super.connect().then(
+        () => this as pg.Client,
+        (error: Error) => {
+          if (/^unsupported startup parameter/.test(error.message))
+            error.message +=
+              ' (a pooler in transaction pooling mode, such as PgBouncer, refuses the timeouts sent at start-up: set MAILROOM_DB_POOLER=transaction)';
+          throw error;
+        },
+      );
+      if (!callback) return connected;
+      const done = callback as (error: Error | null, client?: pg.Client) => void;
+      connected.then((client) => done(null, client), done);
+    }
+  };
 }
 
 // How much longer than the statement timeout the process waits for an answer: the server's own cancellation
@@ -102,17 +150,30 @@ export function openPostgres(connectionString: string, poolSize: number, options
     connectionTimeoutMillis: connectTimeoutMs,
     keepAlive: true,
     keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
-    // Sent with the connection's start-up message: no round trip of their own. node-postgres leaves a 0
-    // out, which keeps the server's default (none unless an administrator set one).
-    statement_timeout: options.statementTimeoutMs ?? false,
-    lock_timeout: options.lockTimeoutMs,
-    idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs,
   };
+  const pooled = options.pooler === 'transaction';
+  // Behind a transaction pooler, set with each transaction's BEGIN instead (see transaction below).
+  const ownTimeouts = pooled ? timeoutSettings(options) : {};
+  if (!pooled)
+    Object.assign(connection, {
+      // Sent with the connection's start-up message: no round trip of their own. node-postgres leaves a 0
+      // out, which keeps the server's default (none unless an administrator set one).
+      statement_timeout: options.statementTimeoutMs ?? false,
+      lock_timeout: options.lockTimeoutMs,
+      idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs,
+    });
   const sessionReplyTimeout = replyTimeout(options.statementTimeoutMs);
   // Several hosts, or a server that must take writes: each connection (the pool's, LISTEN's) picks its host.
   const target = parseDatabaseUrl(connectionString);
-  const Client =
-    target.hosts.length > 1 || target.targetSessionAttrs !== 'any' ? hostChoosingClient(target) : pg.Client;
+  const clientFor = (target: ReturnType<typeof parseDatabaseUrl>) =>
+    explainingRefusedStartup(
+      target.hosts.length > 1 || target.targetSessionAttrs !== 'any' ? hostChoosingClient(target) : pg.Client,
+    );
+  const Client = clientFor(target);
+  // LISTEN's own connections: past a pooler, to PostgreSQL itself, when told where.
+  const listenConnection = options.listenUrl ? { ...connection, connectionString: options.listenUrl } : connection;
+  const ListenClient = options.listenUrl ? clientFor(parseDatabaseUrl(options.listenUrl)) : Client;
+  const canListen = !pooled || options.listenUrl !== undefined;
   const pool = new pg.Pool({ ...connection, max: poolSize, Client });
   // An idle client that loses its connection emits here; without a listener the process would crash.
   pool.on('error', () => {});
@@ -123,8 +184,14 @@ export function openPostgres(connectionString: string, poolSize: number, options
   // failed statement), and node-postgres closes the socket of one whose statement is still out.
   const statement = (text: string, params: readonly unknown[] | undefined, timeoutMs: number | undefined) => {
     // Statements with parameters are prepared once per connection under a name derived from their text,
-    // so PostgreSQL parses and plans each of Mailroom's statements once instead of on every call.
-    const query = params === undefined ? { text } : { name: statementName(text), text, values: params as unknown[] };
+    // so PostgreSQL parses and plans each of Mailroom's statements once instead of on every call. Behind a
+    // transaction pooler a name would be looked for on whichever server connection comes next: unnamed.
+    const query =
+      params === undefined
+        ? { text }
+        : pooled
+          ? { text, values: params as unknown[] }
+          : { name: statementName(text), text, values: params as unknown[] };
     return (timeoutMs === undefined ? query : { ...query, query_timeout: timeoutMs }) as pg.QueryConfig;
   };
 
@@ -149,9 +216,11 @@ export function openPostgres(connectionString: string, poolSize: number, options
       for (const channel of channelsToNotify(text)) notify(channel);
       return result;
     },
-    async transaction(fn, settings) {
+    async transaction(fn, ownSettings) {
+      // Behind a transaction pooler the timeouts come first, then the transaction's own (the later SET wins).
+      const settings = pooled ? { ...ownTimeouts, ...ownSettings } : ownSettings;
       // A transaction that sets its own statement timeout waits for answers accordingly (0: for ever).
-      const own = settings?.statement_timeout;
+      const own = ownSettings?.statement_timeout;
       const timeoutMs = own === undefined ? sessionReplyTimeout : replyTimeout(durationMs(own));
       const client = await pool.connect();
       // A checked-out client whose connection drops emits 'error' (the pool only listens on idle ones):
@@ -173,8 +242,9 @@ export function openPostgres(connectionString: string, poolSize: number, options
       };
       try {
         // With settings, one simple-protocol query holding several statements: BEGIN and its SET LOCALs.
+        const begin = settings && Object.keys(settings).length > 0 ? settings : undefined;
         await ownStep(
-          client.query(statement(settings ? `BEGIN; ${setLocalStatements(settings)}` : 'BEGIN', undefined, timeoutMs)),
+          client.query(statement(begin ? `BEGIN; ${setLocalStatements(begin)}` : 'BEGIN', undefined, timeoutMs)),
         );
         const tx: Transaction = {
           query: async <Row>(text: string, params?: readonly unknown[]) => {
@@ -202,6 +272,10 @@ export function openPostgres(connectionString: string, poolSize: number, options
       }
     },
     async listen(channel, onNotify, onLost) {
+      if (!canListen)
+        throw new ListeningUnavailableError(
+          'no LISTEN through a transaction pooler: set MAILROOM_DB_LISTEN_URL to reach PostgreSQL directly',
+        );
       // A connection of its own, outside the pool: LISTEN holds it for as long as the listener lives.
       // When it drops, it is reopened every second until that succeeds (the server may be down for a
       // while); the caller's polling covers the gap, and a wake-up after reconnecting catches up.
@@ -209,7 +283,7 @@ export function openPostgres(connectionString: string, poolSize: number, options
       let stopped = false;
       const connect = async () => {
         // TCP keep-alive: a connection dropped silently on the way (a NAT, a load balancer) is noticed.
-        const next = new Client(connection);
+        const next = new ListenClient(listenConnection);
         next.on('notification', () => onNotify());
         let dropped = false;
         const reconnect = () => {

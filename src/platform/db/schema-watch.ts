@@ -3,6 +3,7 @@
 // what is gone, so it must stop. It checks on the notification the migration sends, and every minute in
 // case the notification was lost.
 import type { Database } from './database.ts';
+import { listenOrPoll } from './listening.ts';
 import { checkSchemaServed, loadMigrations, SCHEMA_CHANNEL, SchemaTooNewError } from './migrate.ts';
 
 const POLL_MS = 60_000;
@@ -25,7 +26,7 @@ export async function watchSchema(
       onTooNew(error);
     }
   };
-  const unlisten = await db.listen(SCHEMA_CHANNEL, () => void check());
+  const unlisten = await listenOrPoll(db, SCHEMA_CHANNEL, () => void check());
   const timer = setInterval(() => void check(), POLL_MS);
   timer.unref();
   return {
