@@ -40,7 +40,9 @@ export interface Command {
   description: string;
   options: Record<string, CommandOption>;
   /** The arguments that are not options, in order, each with its help line. */
-  positionals?: Array<{ name: string; help: string }>;
+  /** The arguments that are not options, in order, each with its help line; `path` ones are files, read
+   * against the CLI's working directory even when a running server runs the command. */
+  positionals?: Array<{ name: string; help: string; path?: boolean }>;
   /** Runs in its own process only, never inside a running server (serve, migrate). */
   local?: boolean;
   run(input: CommandInput): Promise<Output | void>;

@@ -2,9 +2,11 @@
 // its output printed and its failure turned into an exit code. Each command prints one JSON object with
 // --json, a readable line without it; failures exit 1 with the reason (as {"error": {...}} under --json),
 // mistakes in the command line exit 2.
+import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../platform/config.ts';
 import { isConnectionLost, type Database } from '../platform/db/database.ts';
+import { BackupError } from '../platform/db/embedded-backup.ts';
 import { migrate, MigrationError, SchemaTooNewError } from '../platform/db/migrate.ts';
 import { openDatabase } from '../platform/db/open.ts';
 import { ServiceError } from '../platform/errors.ts';
@@ -21,6 +23,7 @@ import { sessionCommands } from './commands/session.ts';
 import { routeCommands } from './commands/route.ts';
 import { shapingCommands } from './commands/shaping.ts';
 import { jobCommands } from './commands/jobs.ts';
+import { backupCommands } from './commands/backup.ts';
 
 // Every command, group by group, in the order the help lists them.
 const COMMANDS: Record<string, Command> = {
@@ -33,6 +36,7 @@ const COMMANDS: Record<string, Command> = {
   ...routeCommands,
   ...shapingCommands,
   ...jobCommands,
+  ...backupCommands,
 };
 
 /** The error a command run by the server ended with, as the server worded it. */
@@ -95,6 +99,7 @@ function failure(error: unknown): { code: number; error: { name: string; message
   if (error instanceof ServiceError) return { code: 1, error: { name: error.name, message } };
   if (error instanceof ConfigError) return { code: 1, error: { name: 'configuration', message } };
   if ((error as Error).name === 'DataDirInUseError') return { code: 1, error: { name: 'data_dir_in_use', message } };
+  if (error instanceof BackupError) return { code: 1, error: { name: 'backup', message } };
   if (error instanceof SchemaTooNewError) return { code: 1, error: { name: 'schema_too_new', message } };
   if (error instanceof MigrationError) return { code: 1, error: { name: 'migration_failed', message } };
   if (error instanceof StartupError || error instanceof ShapingFileError) {
@@ -244,7 +249,9 @@ export async function main(argv: string[]): Promise<number> {
       .catch(async (error: Error) => {
         // The embedded database is held by a running server: the command is run there instead.
         if (error.name !== 'DataDirInUseError' || found.command.local) throw error;
-        const reply = await askServer(config.dataDir, args);
+        const pathArgs = new Set(positionals.filter((_, i) => found.command.positionals?.[i]?.path));
+        const forwarded = args.map((arg) => (pathArgs.has(arg) ? path.resolve(arg) : arg));
+        const reply = await askServer(config.dataDir, forwarded);
         if (!reply) throw error;
         if (!reply.ok) throw new ReplyError(reply.code, reply.error);
         return reply.output ?? undefined;

@@ -86,6 +86,11 @@ export interface Database extends Queryable {
   listen(channel: string, onNotify: () => void, onLost?: () => void): Promise<() => Promise<void>>;
   /** The connection pool's use (PostgreSQL); undefined where there is no pool (PGlite). */
   poolStats?(): { total: number; idle: number; waiting: number } | undefined;
+  /**
+   * The embedded database's files as a gzipped tarball, taken between transactions after a checkpoint
+   * (PGlite only: PostgreSQL has pg_dump and base backups).
+   */
+  dumpDataDir?(): Promise<Uint8Array>;
   close(): Promise<void>;
 }
 

@@ -51,6 +51,14 @@ function wrap(db: PGlite, onClose: () => Promise<void>): Database {
       return db.listen(channel, () => onNotify());
     },
     poolStats: () => undefined,
+    async dumpDataDir() {
+      // The checkpoint puts committed changes into the data files; the dump then waits for the transaction
+      // lock (which plain queries take too), so no transaction is half done in the copy. What commits
+      // between the two is in the write-ahead log copied with the files.
+      await db.exec('CHECKPOINT');
+      const dump = await db._runExclusiveTransaction(() => db.dumpDataDir('gzip'));
+      return new Uint8Array(await dump.arrayBuffer());
+    },
     async close() {
       await db.close();
       await onClose();
@@ -92,6 +100,13 @@ export async function openPGliteDirectory(dataDir: string): Promise<Database> {
     await rm(lockPath, { force: true });
     throw error;
   }
+}
+
+/** The live process holding the lock of the embedded database under dataDir, if any. */
+export async function dataDirHolder(dataDir: string): Promise<number | undefined> {
+  const lockPath = path.join(path.resolve(dataDir), 'mailroom.lock');
+  const holder = Number.parseInt(await readFile(lockPath, 'utf8').catch(() => ''), 10);
+  return Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder) ? holder : undefined;
 }
 
 async function acquireLock(lockPath: string, dir: string): Promise<void> {
