@@ -27,12 +27,15 @@ export function hostChoosingClient(target: DatabaseTarget): typeof pg.Client {
   let search: Promise<number> | undefined;
 
   // Whether a connected client's server is one this target accepts: libpq asks the same questions
-  // (transaction_read_only for read-write, pg_is_in_recovery() for primary).
-  const accepts = async (client: pg.Client): Promise<boolean> => {
+  // (transaction_read_only for read-write, pg_is_in_recovery() for primary). The answer is waited for
+  // within what is left of the connect timeout: a host that falls silent just after accepting must not
+  // hold up the search (and every connection waiting for it) for ever.
+  const accepts = async (client: pg.Client, timeoutMs: number): Promise<boolean> => {
     if (!writable) return true;
-    const { rows } = await client.query<{ recovery: boolean; read_only: string }>(
-      "SELECT pg_is_in_recovery() AS recovery, current_setting('transaction_read_only') AS read_only",
-    );
+    const { rows } = await client.query<{ recovery: boolean; read_only: string }>({
+      text: "SELECT pg_is_in_recovery() AS recovery, current_setting('transaction_read_only') AS read_only",
+      query_timeout: Math.max(1, timeoutMs),
+    } as pg.QueryConfig);
     const row = rows[0]!;
     return target.targetSessionAttrs === 'primary' ? !row.recovery : row.read_only === 'off';
   };
@@ -55,11 +58,13 @@ export function hostChoosingClient(target: DatabaseTarget): typeof pg.Client {
       }
       // An equal share of what is left for each host still to try: a host that does not answer at all
       // (gone without a word) does not use up the time of the ones after it.
-      const probe = new pg.Client(configFor(config, index, left / (target.hosts.length - index)));
+      const share = left / (target.hosts.length - index);
+      const hostDeadline = Date.now() + share;
+      const probe = new pg.Client(configFor(config, index, share));
       probe.on('error', () => {});
       try {
         await probe.connect();
-        if (await accepts(probe)) return index;
+        if (await accepts(probe, hostDeadline - Date.now())) return index;
         refusals.push(`${label}: read-only (a standby)`);
       } catch (error) {
         refusals.push(`${label}: ${(error as Error).message}`);
@@ -113,7 +118,7 @@ export function hostChoosingClient(target: DatabaseTarget): typeof pg.Client {
       if (self.connection.stream.destroyed) throw new NoSuitableHost('Connection terminated due to connection timeout');
       try {
         await super.connect();
-        if (await accepts(this)) return this;
+        if (await accepts(this, deadline - Date.now())) return this;
       } catch (error) {
         if (chosen === index) chosen = undefined;
         throw error;
