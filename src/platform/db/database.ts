@@ -81,7 +81,8 @@ export interface Database extends Queryable {
    * Calls onNotify for each NOTIFY on the channel (from any process sharing the database) until the
    * returned function is called. Notifications can be lost (a dropped connection): listeners also poll.
    * When the listening connection drops, onLost is called; once it is back, onNotify is called (the
-   * notifications sent meanwhile are lost).
+   * notifications sent meanwhile are lost). Rejects with ListeningUnavailableError where nothing can
+   * listen (behind a transaction pooler with no direct connection): listenOrPoll then leaves it to polls.
    */
   listen(channel: string, onNotify: () => void, onLost?: () => void): Promise<() => Promise<void>>;
   /** The connection pool's use (PostgreSQL); undefined where there is no pool (PGlite). */
