@@ -26,6 +26,10 @@ const BAD: Array<[string, string]> = [
   ['MAILROOM_DKIM_SELECTOR', 'has space'],
   ['MAILROOM_SUBMISSION_PORT', 'submission'],
   ['MAILROOM_SUBMISSIONS_PORT', '99999'],
+  ['MAILROOM_DB_POOLER', 'statement'],
+  // Without DATABASE_URL (the embedded database) there is no pooler, and nothing to listen past it.
+  ['MAILROOM_DB_POOLER', 'transaction'],
+  ['MAILROOM_DB_LISTEN_URL', 'postgres://mailroom@db:5432/mailroom'],
   // A certificate without its key (or the reverse) names the one missing.
   ['MAILROOM_TLS_KEY_FILE', ''],
 ];
