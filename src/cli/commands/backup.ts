@@ -1,6 +1,6 @@
 // Backups of the embedded database: taken by the running server (its admin socket) or, with none
 // running, by this process; restored only into a stopped data directory.
-import { BackupError, restoreBackup, writeBackup } from '../../platform/db/embedded-backup.ts';
+import { BackupError, checkBackupTarget, restoreBackup, writeBackup } from '../../platform/db/embedded-backup.ts';
 import type { Command } from '../command.ts';
 
 const POSTGRES_REFUSAL =
@@ -21,6 +21,8 @@ export const backupCommands: Record<string, Command> = {
         throw new BackupError(`mailroom backup copies the embedded database only; ${POSTGRES_REFUSAL}`);
       const started = Date.now();
       const file = positionals[0]!;
+      // Checked here first, so a mistake is told without opening the database.
+      await checkBackupTarget(file, { force: values.force === true });
       const bytes = await withDatabase((db) => writeBackup(db, file, { force: values.force === true }));
       const ms = Date.now() - started;
       return {

@@ -23,6 +23,18 @@ function fileProblem(error: unknown, file: string): BackupError {
   return new BackupError(`cannot write ${file}: ${(error as Error).message}`);
 }
 
+/** Where a backup may be written: `file` resolved, refused when its directory is missing or it exists. */
+export async function checkBackupTarget(file: string, options: { force: boolean }): Promise<string> {
+  const target = path.resolve(file);
+  const dir = path.dirname(target);
+  const dirStat = await stat(dir).catch(() => undefined);
+  if (!dirStat?.isDirectory()) throw new BackupError(`cannot write ${target}: directory ${dir} does not exist`);
+  const existing = await stat(target).catch(() => undefined);
+  if (existing?.isDirectory()) throw new BackupError(`cannot write ${target}: it is a directory`);
+  if (existing && !options.force) throw new BackupError(`${target} exists (--force replaces it)`);
+  return target;
+}
+
 /** Writes the database's backup to `file` (a temporary file renamed into place): its size in bytes. */
 export async function writeBackup(db: Database, file: string, options: { force: boolean }): Promise<number> {
   if (!db.dumpDataDir) {
@@ -31,13 +43,8 @@ export async function writeBackup(db: Database, file: string, options: { force: 
         'pg_basebackup with WAL archiving (docs/operations.md, "Backups")',
     );
   }
-  const target = path.resolve(file);
+  const target = await checkBackupTarget(file, options);
   const dir = path.dirname(target);
-  const dirStat = await stat(dir).catch(() => undefined);
-  if (!dirStat?.isDirectory()) throw new BackupError(`cannot write ${target}: directory ${dir} does not exist`);
-  const existing = await stat(target).catch(() => undefined);
-  if (existing?.isDirectory()) throw new BackupError(`cannot write ${target}: it is a directory`);
-  if (existing && !options.force) throw new BackupError(`${target} exists (--force replaces it)`);
   const temporary = path.join(dir, `.${path.basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
   // Fails early on a directory that cannot be written, before the database is held for the dump.
   await writeFile(temporary, '', { flag: 'wx', mode: 0o600 }).catch((error: unknown) => {
