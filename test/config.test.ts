@@ -88,3 +88,18 @@ test('submission ports: a number, 0 for a free one, off, or unset for the defaul
   assert.equal(loadConfig({}).submissionPort, undefined);
   assert.equal(loadConfig({ MAILROOM_SUBMISSIONS_PORT: '465' }).submissionsPort, 465);
 });
+
+test('a transaction pooler and a LISTEN URL: PostgreSQL settings, refused without DATABASE_URL', () => {
+  const url = 'postgres://mailroom@127.0.0.1:6432/mailroom';
+  const pooled = loadConfig({ DATABASE_URL: url, MAILROOM_DB_POOLER: 'transaction', MAILROOM_DB_LISTEN_URL: url });
+  assert.equal(pooled.dbPooler, 'transaction');
+  assert.equal(pooled.dbListenUrl, url);
+  assert.equal(loadConfig({}).dbPooler, 'none');
+  assert.throws(() => loadConfig({ DATABASE_URL: url, MAILROOM_DB_POOLER: 'session' }), /MAILROOM_DB_POOLER: expected/);
+  assert.throws(() => loadConfig({ MAILROOM_DB_POOLER: 'transaction' }), /MAILROOM_DB_POOLER: needs DATABASE_URL/);
+  assert.throws(() => loadConfig({ MAILROOM_DB_LISTEN_URL: url }), /MAILROOM_DB_LISTEN_URL: needs DATABASE_URL/);
+  assert.throws(
+    () => loadConfig({ DATABASE_URL: url, MAILROOM_DB_LISTEN_URL: 'mysql://x/y' }),
+    (error) => error instanceof ConfigError && error.variable === 'MAILROOM_DB_LISTEN_URL',
+  );
+});

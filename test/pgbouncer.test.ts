@@ -260,3 +260,35 @@ test('without MAILROOM_DB_POOLER, the refused start-up parameters are one line n
   assert.equal(lines.length, 1, res.stderr);
   assert.match(lines[0]!, /unsupported startup parameter: statement_timeout.*set MAILROOM_DB_POOLER=transaction/);
 });
+
+test('through PgBouncer the timeouts hold in each transaction, set with its BEGIN', async () => {
+  if (!onPostgres) return;
+  const db = openPostgres(bouncer.url, 2, {
+    pooler: 'transaction',
+    statementTimeoutMs: 300,
+    lockTimeoutMs: 200,
+    idleInTransactionTimeoutMs: 5000,
+  });
+  try {
+    const settings = await db.transaction(async (tx) => {
+      const { rows } = await tx.query<{ statement: string; lock: string; idle: string }>(
+        `SELECT current_setting('statement_timeout') AS statement, current_setting('lock_timeout') AS lock,
+                current_setting('idle_in_transaction_session_timeout') AS idle`,
+      );
+      return rows[0];
+    });
+    assert.deepEqual(settings, { statement: '300ms', lock: '200ms', idle: '5s' });
+    await assert.rejects(
+      db.transaction((tx) => tx.query('SELECT pg_sleep(2)')),
+      (error: { code?: string }) => error.code === '57014', // canceled by statement_timeout
+    );
+    // A transaction's own settings come after them, and win.
+    const own = await db.transaction(
+      async (tx) => (await tx.query<{ s: string }>(`SELECT current_setting('statement_timeout') AS s`)).rows[0]!.s,
+      { statement_timeout: '0' },
+    );
+    assert.equal(own, '0');
+  } finally {
+    await db.close();
+  }
+});
