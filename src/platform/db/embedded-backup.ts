@@ -2,7 +2,7 @@
 // has it open, and its restore into a stopped data directory. Restoring checks the copy opens as a
 // Mailroom database before it takes the directory's place, so a failed restore leaves the target as it was.
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import type { Database } from './database.ts';
@@ -99,7 +99,14 @@ export async function restoreBackup(
       movedAside = `${target}.before-restore-${new Date().toISOString().replace(/[:.]/g, '-')}`;
       await rename(target, movedAside);
     } else {
-      await rm(target, { recursive: true, force: true });
+      // rmdir, not rm: a server that started on the directory while the backup was checked has put files
+      // in it, and they are not deleted.
+      await rmdir(target).catch((error: NodeJS.ErrnoException) => {
+        if (error.code === 'ENOTEMPTY' || error.code === 'EEXIST') {
+          throw new BackupError(`${target} came into use: not restored`);
+        }
+        if (error.code !== 'ENOENT') throw new BackupError(`cannot replace ${target}: ${error.message}`);
+      });
     }
     await rename(staging, target);
     return { bytes: bytes.byteLength, movedAside };
