@@ -115,3 +115,30 @@ test('backup and restore refuse PostgreSQL, a missing directory, a file that is 
     'a refused restore leaves nothing behind',
   );
 });
+
+// Over the directory the first test restored into and served from, with its backup: no new database to make.
+test('restore over a directory with files: refused without --force; with it, the old one is kept aside', async () => {
+  if (onPostgres) return;
+  const env = { MAILROOM_DATA_DIR: path.join(dir, 'restored') };
+  const backupFile = path.join(dir, 'mailroom.tgz');
+  // A file of the operator's beside the database: it goes aside with the old directory.
+  await writeFile(path.join(env.MAILROOM_DATA_DIR, 'kept.txt'), 'mine');
+  const before = (await readdir(env.MAILROOM_DATA_DIR)).sort();
+  assert.ok(before.includes('pgdata'), `the first test left no restored directory: ${before.join(' ')}`);
+
+  const refused = await runCli(['restore', backupFile], env);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /is not empty \(--force moves it aside/);
+  const bad = path.join(dir, 'restored-bad.tgz');
+  await writeFile(bad, 'not a backup');
+  const badForced = await runCli(['restore', bad, '--force'], env);
+  assert.equal(badForced.code, 1);
+  assert.match(badForced.stderr, /is not a Mailroom backup/);
+  assert.deepEqual((await readdir(env.MAILROOM_DATA_DIR)).sort(), before, 'refused restores left it as it was');
+
+  const restored = await cli(env, 'restore', backupFile, '--force');
+  const aside = restored.moved_aside as string;
+  assert.match(aside, /restored\.before-restore-/);
+  assert.deepEqual((await readdir(aside)).sort(), before, 'the old directory is kept whole');
+  assert.deepEqual(await readdir(env.MAILROOM_DATA_DIR), ['pgdata'], 'the backup alone is in its place');
+});
