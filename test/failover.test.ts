@@ -12,6 +12,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { isConnectionLost } from '../src/platform/db/database.ts';
+import { openPostgres } from '../src/platform/db/postgres.ts';
 import { onPostgres } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 import { startReplicatedPostgres, type ReplicatedPostgres } from './helpers/replicated-postgres.ts';
@@ -215,6 +217,27 @@ if (onPostgres) {
       await waitFor(async () => (await sendOne('writable-again')).status === 200, 10_000, 200);
     } finally {
       await promotedDb.end();
+    }
+  });
+
+  test('a commit the synchronous standby does not confirm is not acknowledged: an outage', async () => {
+    const servers = await startReplicatedPostgres({ synchronous: true });
+    cleanups.push(() => servers.destroy());
+    const db = openPostgres(servers.url('read-write'), 2, { connectTimeoutMs: 1000, statementTimeoutMs: 1000 });
+    try {
+      await db.query('CREATE TABLE acknowledged (n int)');
+      await db.transaction((tx) => tx.query('INSERT INTO acknowledged VALUES (1)'));
+      await servers.stopStandby();
+      // PostgreSQL stops the statement timeout before a COMMIT: the process's wait for the answer ends it.
+      const error = await db
+        .transaction((tx) => tx.query('INSERT INTO acknowledged VALUES (2)'))
+        .then(
+          () => assert.fail('acknowledged without the standby'),
+          (error: unknown) => error,
+        );
+      assert.ok(isConnectionLost(error), String(error));
+    } finally {
+      await db.close();
     }
   });
 }

@@ -28,6 +28,8 @@ export interface ReplicatedPostgres {
   url(targetSessionAttrs: string): string;
   /** Stops the primary at once (pg_ctl -m immediate: as a crash, nothing flushed or said to clients). */
   crashPrimary(): Promise<void>;
+  /** Stops the standby (fast shutdown): a synchronous primary's commits then wait for it. */
+  stopStandby(): Promise<void>;
   /** Promotes the standby to a primary and returns once it takes writes. */
   promoteStandby(): Promise<void>;
   /** Stops both and removes their directories. */
@@ -134,6 +136,10 @@ export async function startReplicatedPostgres(options: {
       async crashPrimary() {
         await pgRun('pg_ctl', ['-D', primaryData, '-m', 'immediate', '-w', 'stop']);
         running.delete(primaryData);
+      },
+      async stopStandby() {
+        await pgRun('pg_ctl', ['-D', standbyData, '-m', 'fast', '-w', 'stop']);
+        running.delete(standbyData);
       },
       async promoteStandby() {
         await pgRun('pg_ctl', ['-D', standbyData, '-w', '-t', '30', 'promote']);
