@@ -127,18 +127,6 @@ export async function runServer(config: Config, role: Role = 'all', admin?: Admi
           return undefined;
         })
       : undefined;
-  app.log.info(
-    {
-      role,
-      database: db.kind,
-      transport: transport?.name,
-      inboundPort: inbound?.port,
-      submissionPorts: submission.map((listener) => listener.port),
-      metricsPort: config.metricsPort,
-    },
-    'mailroom started',
-  );
-
   let schemaWatch: { stop(): Promise<void> } | undefined;
   let stopping = false;
   const stop = async (signal: string, exitCode = 0) => {
@@ -167,6 +155,9 @@ export async function runServer(config: Config, role: Role = 'all', admin?: Admi
     clearTimeout(deadline);
     process.exit(exitCode);
   };
+  // Before anything can take time: a signal from now on stops the process cleanly.
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+  process.once('SIGINT', () => void stop('SIGINT'));
   // A later release's contract migration applied beside this process (PostgreSQL only: the embedded
   // database has one process) means this code may no longer fit the schema: it stops rather than write
   // rows the newer code would misread.
@@ -177,8 +168,17 @@ export async function runServer(config: Config, role: Role = 'all', admin?: Admi
       void stop('schema', 1);
     });
   }
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
+  app.log.info(
+    {
+      role,
+      database: db.kind,
+      transport: transport?.name,
+      inboundPort: inbound?.port,
+      submissionPorts: submission.map((listener) => listener.port),
+      metricsPort: config.metricsPort,
+    },
+    'mailroom started',
+  );
 }
 
 function printDevCredentials(dev: DevCredentials, dashboard: string) {

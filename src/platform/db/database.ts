@@ -113,11 +113,12 @@ export function isForeignKeyViolation(error: unknown): boolean {
 
 // SQLSTATEs of a server that is going away or not there yet: 57P01 admin_shutdown (a fast or immediate
 // stop), 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up or shutting down), class 08
-// (connection exceptions), and 25P03, the session ended for sitting idle in a transaction (its client
-// fell silent, as behind a cut link), and 25006, a write refused by a server that is read-only: a
-// primary demoted to a standby is no primary to write to, the same outage as one gone (its connection
-// is dropped, and the next one looks for the new primary).
-const CONNECTION_LOST_STATES = /^(57P0[123]|08\d{3}|25P03|25006)$/;
+// (connection exceptions; 08P01 too, which PgBouncer answers when it refuses a client), and 25P03, the
+// session ended for sitting idle in a transaction (its client fell silent, as behind a cut link), and
+// 25006, a write refused by a server that is read-only: a primary demoted to a standby is no primary to
+// write to, the same outage as one gone (its connection is dropped, and the next one looks for the new
+// primary).
+const CONNECTION_LOST_STATES = /^(57P0[123]|08[0-9A-Z]{3}|25P03|25006)$/;
 // Node's codes for a connection that could not be made or was cut.
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
 // node-postgres and its pool say so in words only: a connection that ended, could not be had in time, or

@@ -26,9 +26,12 @@ export async function watchSchema(
       onTooNew(error);
     }
   };
-  const unlisten = await listenOrPoll(db, SCHEMA_CHANNEL, () => void check());
+  // A LISTEN that cannot be made now (the database away) leaves the minute's look to find a change.
+  const unlisten = await listenOrPoll(db, SCHEMA_CHANNEL, () => void check()).catch(() => async () => {});
   const timer = setInterval(() => void check(), POLL_MS);
   timer.unref();
+  // A migration notified before the LISTEN was in place is seen at once, not a minute later.
+  void check();
   return {
     async stop() {
       done = true;
