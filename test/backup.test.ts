@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { runCli } from './helpers/cli.ts';
 import { onPostgres } from './helpers/database.ts';
+import { waitFor } from './helpers/wait.ts';
 import { startServerProcess } from './helpers/server-process.ts';
 
 // The embedded database only: the PGlite pass runs this.
@@ -47,7 +48,11 @@ test('a backup taken under a stream of sends restores every message acknowledged
     const stream = (async () => {
       while (streaming) acknowledged.push(await send());
     })();
-    while (acknowledged.length < 20) await new Promise((resolve) => setTimeout(resolve, 20));
+    // Bounded: a failed send ends the stream, and its error is the one to see.
+    await Promise.race([
+      waitFor(() => acknowledged.length >= 20, 30_000, 20),
+      stream.then(() => assert.fail('the stream of sends ended early')),
+    ]);
     acknowledgedBefore = [...acknowledged];
     const backup = await cli(live, 'backup', backupFile);
     const during = acknowledged.length - acknowledgedBefore.length;

@@ -127,6 +127,7 @@ test('a running server stops when a contract migration it does not know is appli
       assert.equal(code, 1, server.output());
       assert.match(server.output(), /mailroom: the database has been migrated past what this release can serve/);
     } finally {
+      if (server.child.exitCode === null) server.child.kill('SIGKILL');
       await db.close();
     }
   } finally {

@@ -69,6 +69,8 @@ test('a rolling upgrade on PostgreSQL: the new release migrates and serves besid
     MAILROOM_SMTP_TIMEOUT_MS: '5000',
   };
   const servers: ServerProcess[] = [];
+  // Ended in finally too: a failed assertion must not leave the stream sending for ever.
+  let streaming = false;
   try {
     // The old release makes the database and the organization, with its own CLI.
     const oldCli = async (...args: string[]) => {
@@ -116,7 +118,7 @@ test('a rolling upgrade on PostgreSQL: the new release migrates and serves besid
       refused.push(`${subject}: no server answered`);
     };
     // About 30 sends a second until told to stop.
-    let streaming = true;
+    streaming = true;
     const inFlight: Array<Promise<void>> = [];
     const stream = (async () => {
       for (let n = 0; streaming; n += 1) {
@@ -171,6 +173,7 @@ test('a rolling upgrade on PostgreSQL: the new release migrates and serves besid
     assert.deepEqual(contracted.json, { applied: [], pending_contract: [] });
     assert.equal(await stopped(current), 0, current.output());
   } finally {
+    streaming = false;
     for (const server of servers) if (server.child.exitCode === null) server.child.kill('SIGKILL');
     await sink.close();
     await cleanup();

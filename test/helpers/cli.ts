@@ -3,6 +3,9 @@ import { fileURLToPath } from 'node:url';
 
 export const MAILROOM_BIN = fileURLToPath(new URL('../../bin/mailroom.ts', import.meta.url));
 
+/** The longest a command may run in a test: every command of the tests takes seconds. */
+const CLI_TIME_LIMIT_MS = 120_000;
+
 export interface CliResult {
   code: number | null;
   stdout: string;
@@ -30,7 +33,10 @@ export function runCli(
     child.stdout.on('data', (chunk) => (stdout += chunk));
     child.stderr.on('data', (chunk) => (stderr += chunk));
     child.on('error', reject);
+    // A command that hangs fails its test (exit code null) instead of holding the test run open.
+    const limit = setTimeout(() => child.kill('SIGKILL'), CLI_TIME_LIMIT_MS);
     child.on('close', (code) => {
+      clearTimeout(limit);
       let json: Record<string, unknown> | undefined;
       try {
         json = JSON.parse(stdout);
