@@ -108,6 +108,13 @@ test('backup and restore refuse PostgreSQL, a missing directory, a file that is 
   assert.equal(missing.code, 1);
   assert.match(missing.stderr, /directory .*nowhere does not exist/);
 
+  // A data directory with no database in it (MAILROOM_DATA_DIR set wrong): nothing is made, nothing written.
+  const empty = await runCli(['backup', path.join(dir, 'empty.tgz')], env);
+  assert.equal(empty.code, 1);
+  assert.match(empty.stderr, /no embedded database in .*refusals \(MAILROOM_DATA_DIR\): nothing to back up/);
+  assert.ok(!(await readdir(dir)).includes('empty.tgz'));
+  assert.ok(!(await readdir(dir)).includes('refusals'), 'no database was made');
+
   const bad = path.join(dir, 'bad.tgz');
   await writeFile(bad, 'not a backup');
   const target = { MAILROOM_DATA_DIR: path.join(dir, 'target') };

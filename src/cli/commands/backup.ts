@@ -1,5 +1,7 @@
 // Backups of the embedded database: taken by the running server (its admin socket) or, with none
 // running, by this process; restored only into a stopped data directory.
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { BackupError, checkBackupTarget, restoreBackup, writeBackup } from '../../platform/db/embedded-backup.ts';
 import type { Command } from '../command.ts';
 
@@ -23,6 +25,12 @@ export const backupCommands: Record<string, Command> = {
       const file = positionals[0]!;
       // Checked here first, so a mistake is told without opening the database.
       await checkBackupTarget(file, { force: values.force === true });
+      // A data directory with no database (MAILROOM_DATA_DIR set wrong) would be made afresh and backed up
+      // empty: refused instead.
+      if (!existsSync(path.join(config.dataDir, 'pgdata')))
+        throw new BackupError(
+          `no embedded database in ${path.resolve(config.dataDir)} (MAILROOM_DATA_DIR): nothing to back up`,
+        );
       const bytes = await withDatabase((db) => writeBackup(db, file, { force: values.force === true }));
       const ms = Date.now() - started;
       return {
