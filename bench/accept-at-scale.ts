@@ -13,6 +13,7 @@ import autocannon from 'autocannon';
 import { COUNTED_KINDS, EVENT_COUNT_SHARDS } from '../src/emails/timeline.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { withTeardown } from './teardown.ts';
+import { acceptMessage } from './accept-message.ts';
 
 const STORED = Number(process.env.STORED ?? 1_000_000);
 const DURATION = Number(process.env.DURATION ?? 15);
@@ -57,14 +58,7 @@ await withTeardown(async (teardown) => {
     (pool) => pool.close(),
   );
 
-  const body = JSON.stringify({
-    from: target.from,
-    to: ['alice@example.com', 'Bob <bob@example.com>'],
-    subject: 'Your receipt',
-    html: '<p>Thanks for your order.</p>',
-    text: 'Thanks for your order.',
-    tags: [{ name: 'category', value: 'receipt' }],
-  });
+  const body = acceptMessage(target.from);
   const run = (seconds: number) =>
     autocannon({
       url: `${target.mailroom}/emails`,

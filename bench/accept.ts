@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
 import pg from 'pg';
+import { acceptMessage } from './accept-message.ts';
 
 const DURATION = Number(process.env.DURATION ?? 15);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
@@ -31,14 +32,7 @@ const server = spawn(process.execPath, [...profile, new URL('./accept-server.ts'
 const first = await new Promise<string>((resolve) => createInterface({ input: server.stdout! }).once('line', resolve));
 const target = JSON.parse(first) as { mailroom: string; bare: string; token: string; from: string };
 
-const body = JSON.stringify({
-  from: target.from,
-  to: ['alice@example.com', 'Bob <bob@example.com>'],
-  subject: 'Your receipt',
-  html: '<p>Thanks for your order.</p>',
-  text: 'Thanks for your order.',
-  tags: [{ name: 'category', value: 'receipt' }],
-});
+const body = acceptMessage(target.from);
 
 async function measure(name: string, url: string, seconds: number) {
   const result = await autocannon({

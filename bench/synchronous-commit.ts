@@ -12,6 +12,7 @@ import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { startReplicatedPostgres } from '../test/helpers/replicated-postgres.ts';
+import { acceptMessage } from './accept-message.ts';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const DURATION = Number(process.env.DURATION ?? 10);
@@ -29,14 +30,7 @@ const server = spawn(process.execPath, [new URL('./accept-server.ts', import.met
 const first = await new Promise<string>((resolve) => createInterface({ input: server.stdout! }).once('line', resolve));
 const target = JSON.parse(first) as { mailroom: string; token: string; from: string };
 
-const body = JSON.stringify({
-  from: target.from,
-  to: ['alice@example.com', 'Bob <bob@example.com>'],
-  subject: 'Your receipt',
-  html: '<p>Thanks for your order.</p>',
-  text: 'Thanks for your order.',
-  tags: [{ name: 'category', value: 'receipt' }],
-});
+const body = acceptMessage(target.from);
 
 type Mode = 'on' | 'local';
 

@@ -17,7 +17,7 @@ import { openPostgres } from '../src/platform/db/postgres.ts';
 import { onPostgres } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 import { startReplicatedPostgres, type ReplicatedPostgres } from './helpers/replicated-postgres.ts';
-import { startServerProcess, type ServerProcess } from './helpers/server-process.ts';
+import { startServerProcess, type ServerProcess, logTail } from './helpers/server-process.ts';
 import { bearer } from './helpers/app.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -128,13 +128,7 @@ if (onPostgres) {
       [
         `primary crashed at +${crashed - t0} ms, standby promoted at +${promoted - t0} ms`,
         `answers: ${answers.map((a) => `+${a.start - t0}:${a.status}${a.body.name ? `/${a.body.name}` : ''}(${a.end - a.start}ms)`).join(' ')}`,
-        server
-          .output()
-          .split('\n')
-          .filter((line) => !line.startsWith('{"level":30'))
-          .map((line) => line.slice(0, 400))
-          .join('\n')
-          .slice(-5000),
+        logTail(server, 5000),
       ].join('\n');
     try {
       await waitFor(() => acknowledged.size >= 20, 20_000, 50);

@@ -17,7 +17,7 @@ import { openPostgres } from '../src/platform/db/postgres.ts';
 import { onPostgres } from './helpers/database.ts';
 import { runCli } from './helpers/cli.ts';
 import { startPrivatePostgres } from './helpers/private-postgres.ts';
-import { startServerProcess, type ServerProcess } from './helpers/server-process.ts';
+import { startServerProcess, type ServerProcess, logTail } from './helpers/server-process.ts';
 import { startSmtpSink, subjectCounts } from './helpers/smtp-sink.ts';
 import { startRelayTestBed } from './helpers/delivery.ts';
 import { bearer } from './helpers/app.ts';
@@ -257,13 +257,7 @@ if (onPostgres) {
         `outage from +${down - t0} ms to +${backAt - t0} ms`,
         `sends: ${answers.map((a) => `+${a.start - t0}:${a.status}${a.body.name ? `/${a.body.name}` : ''}(${a.end - a.start}ms)`).join(' ')}`,
         `readyz: ${probes.map((p) => `+${p.start - t0}:${p.status}`).join(' ')}`,
-        server
-          .output()
-          .split('\n')
-          .filter((line) => !line.startsWith('{"level":30'))
-          .map((line) => line.slice(0, 400))
-          .join('\n')
-          .slice(-6000),
+        logTail(server, 6000),
       ].join('\n');
     const t0 = Date.now();
     let down = Infinity;

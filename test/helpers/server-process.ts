@@ -63,3 +63,14 @@ export async function startServerProcess(
   }
   return { child, base: `http://127.0.0.1:${port}`, output: () => output, exited };
 }
+
+/** The server's log without its info lines, each line cut short, the last `chars` characters: what a failed test shows. */
+export function logTail(server: ServerProcess, chars: number): string {
+  return server
+    .output()
+    .split('\n')
+    .filter((line) => !line.startsWith('{"level":30'))
+    .map((line) => line.slice(0, 400))
+    .join('\n')
+    .slice(-chars);
+}
