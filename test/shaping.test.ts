@@ -338,10 +338,12 @@ test("the shaping file's rules: a matching reply pauses the site for the rule's 
       }>(
         `SELECT connection_limit, message_rate, capped_until, paused_until FROM destination_sites WHERE site = 'google'`,
       );
-    await waitFor(
-      async () => (await site()).rows[0]?.capped_until !== null && (await site()).rows.length === 1,
-      15_000,
-    );
+    // Waits for the rule's limits themselves: a cap seen before them (CI once read capped_until set with the
+    // limits still 5 and none) is not yet this rule's.
+    await waitFor(async () => {
+      const { rows } = await site();
+      return rows.length === 1 && rows[0]!.connection_limit === 1 && rows[0]!.message_rate === 600;
+    }, 15_000);
     const after = (await site()).rows[0]!;
     assert.deepEqual([after.connection_limit, after.message_rate], [1, 600]);
     const cappedFor = after.capped_until!.getTime() - Date.now();
