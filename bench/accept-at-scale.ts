@@ -9,11 +9,10 @@
 // STORED (default 1000000), DURATION (seconds per measurement, default 15) and CONNECTIONS (default 50).
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import autocannon from 'autocannon';
 import { COUNTED_KINDS, EVENT_COUNT_SHARDS } from '../src/emails/timeline.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { withTeardown } from './teardown.ts';
-import { acceptMessage } from './accept-message.ts';
+import { driveAccept } from './accept-message.ts';
 
 const STORED = Number(process.env.STORED ?? 1_000_000);
 const DURATION = Number(process.env.DURATION ?? 15);
@@ -58,16 +57,8 @@ await withTeardown(async (teardown) => {
     (pool) => pool.close(),
   );
 
-  const body = acceptMessage(target.from);
   const run = (seconds: number) =>
-    autocannon({
-      url: `${target.mailroom}/emails`,
-      method: 'POST',
-      connections: CONNECTIONS,
-      duration: seconds,
-      headers: { authorization: `Bearer ${target.token}`, 'content-type': 'application/json' },
-      body,
-    });
+    driveAccept({ base: target.mailroom, token: target.token, from: target.from, connections: CONNECTIONS, seconds });
   const storedNow = async () =>
     (
       await db.query<{ n: number }>('SELECT count(*)::int AS n FROM emails WHERE organization_id = $1', [

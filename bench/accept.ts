@@ -6,9 +6,8 @@
 // DURATION (seconds per measurement, default 15), CONNECTIONS (default 50) and PROFILE_DIR may be set.
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import autocannon from 'autocannon';
 import pg from 'pg';
-import { acceptMessage } from './accept-message.ts';
+import { driveAccept } from './accept-message.ts';
 
 const DURATION = Number(process.env.DURATION ?? 15);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
@@ -32,16 +31,13 @@ const server = spawn(process.execPath, [...profile, new URL('./accept-server.ts'
 const first = await new Promise<string>((resolve) => createInterface({ input: server.stdout! }).once('line', resolve));
 const target = JSON.parse(first) as { mailroom: string; bare: string; token: string; from: string };
 
-const body = acceptMessage(target.from);
-
 async function measure(name: string, url: string, seconds: number) {
-  const result = await autocannon({
-    url: `${url}/emails`,
-    method: 'POST',
+  const result = await driveAccept({
+    base: url,
+    token: target.token,
+    from: target.from,
     connections: CONNECTIONS,
-    duration: seconds,
-    headers: { authorization: `Bearer ${target.token}`, 'content-type': 'application/json' },
-    body,
+    seconds,
   });
   const ok = result['2xx'];
   const perSecond = ok / (result.duration || seconds);

@@ -9,10 +9,9 @@
 // measurements, default 3), DURATION (seconds each, default 10) and CONNECTIONS (default 50) may be set.
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import autocannon from 'autocannon';
 import pg from 'pg';
 import { startReplicatedPostgres } from '../test/helpers/replicated-postgres.ts';
-import { acceptMessage } from './accept-message.ts';
+import { driveAccept } from './accept-message.ts';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const DURATION = Number(process.env.DURATION ?? 10);
@@ -30,8 +29,6 @@ const server = spawn(process.execPath, [new URL('./accept-server.ts', import.met
 const first = await new Promise<string>((resolve) => createInterface({ input: server.stdout! }).once('line', resolve));
 const target = JSON.parse(first) as { mailroom: string; token: string; from: string };
 
-const body = acceptMessage(target.from);
-
 type Mode = 'on' | 'local';
 
 // The server's default for every session, its own connections included: a reload reaches sessions that
@@ -44,13 +41,12 @@ async function setMode(mode: Mode) {
 
 async function measure(mode: Mode, seconds: number) {
   await setMode(mode);
-  const result = await autocannon({
-    url: `${target.mailroom}/emails`,
-    method: 'POST',
+  const result = await driveAccept({
+    base: target.mailroom,
+    token: target.token,
+    from: target.from,
     connections: CONNECTIONS,
-    duration: seconds,
-    headers: { authorization: `Bearer ${target.token}`, 'content-type': 'application/json' },
-    body,
+    seconds,
   });
   return {
     mode,
