@@ -37,6 +37,8 @@ import { contactImportRoutes } from './contacts/imports/import-routes.ts';
 import { contactPropertyRoutes } from './contacts/contact-property-routes.ts';
 import { segmentRoutes } from './contacts/segment-routes.ts';
 import { broadcastRoutes } from './broadcasts/broadcast-routes.ts';
+import { eventRoutes } from './automations/event-routes.ts';
+import { automationRoutes } from './automations/automation-routes.ts';
 import { inboundRouteRoutes } from './receiving/inbound-route-routes.ts';
 import { unsubscribeRoutes } from './contacts/unsubscribe-routes.ts';
 import { trackingRoutes } from './tracking/tracking-routes.ts';
@@ -86,6 +88,8 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
     contactPropertyRoutes,
     segmentRoutes,
     broadcastRoutes,
+    eventRoutes,
+    automationRoutes,
     inboundRouteRoutes,
     unsubscribeRoutes,
     trackingRoutes,

@@ -7,7 +7,8 @@ import type { QueueStats } from '../platform/metrics.ts';
 // the workers (in every process) once it commits. No caller wakes workers by hand.
 
 /** Queues of background work. */
-export type QueueName = 'deliver-email' | 'deliver-webhook' | 'broadcast-fan-out' | 'contact-import';
+export type QueueName =
+  'deliver-email' | 'deliver-webhook' | 'broadcast-fan-out' | 'contact-import' | 'automation-event' | 'automation-step';
 
 /** The channel workers LISTEN on; a NOTIFY wakes them before their next poll. */
 export const JOBS_CHANNEL = 'mailroom_jobs';
@@ -16,7 +17,7 @@ export const JOBS_CHANNEL = 'mailroom_jobs';
  * The payload fields that name what a job acts on, so its job can be found again (indexed where
  * that is looked up: `email_id`).
  */
-export type JobKey = 'email_id' | 'delivery_id' | 'broadcast_id' | 'import_id';
+export type JobKey = 'email_id' | 'delivery_id' | 'broadcast_id' | 'import_id' | 'event_id' | 'run_id' | 'seq';
 
 const WAKE = notifyAfterCommitTag(JOBS_CHANNEL);
 
@@ -207,4 +208,11 @@ export async function queueStats(db: Queryable, queues: readonly QueueName[]): P
   return stats;
 }
 
-export const QUEUES: readonly QueueName[] = ['deliver-email', 'deliver-webhook', 'broadcast-fan-out', 'contact-import'];
+export const QUEUES: readonly QueueName[] = [
+  'deliver-email',
+  'deliver-webhook',
+  'broadcast-fan-out',
+  'contact-import',
+  'automation-event',
+  'automation-step',
+];

@@ -43,6 +43,12 @@ export const LEASE =
   'locked_until = now() + make_interval(secs => $3), attempts = attempts + 1, lease_id = gen_random_uuid()';
 /** A job nobody holds (never claimed, or its lease ran out) and due. */
 export const CLAIMABLE = 'run_at <= now() AND (locked_until IS NULL OR locked_until < now()) AND failed_at IS NULL';
+/**
+ * CLAIMABLE, with the time jobs are due by given as the parameter `param` (a timestamptz, or NULL for the
+ * database's clock): how a worker given its own clock (tests of long delays) sees jobs due.
+ */
+export const claimableBy = (param: string) =>
+  `run_at <= coalesce(${param}::timestamptz, now()) AND (locked_until IS NULL OR locked_until < now()) AND failed_at IS NULL`;
 export const CLAIMED = 'RETURNING id, queue, payload, attempts, lease_id, group_key, failed_runs';
 
 export interface ClaimedRow {

@@ -5,8 +5,8 @@ import { workerBatchSize } from '../platform/metrics.ts';
 import { JOBS_CHANNEL, type QueueName } from './jobs.ts';
 import { claimFailureLog } from './claim-failures.ts';
 import {
-  CLAIMABLE,
   CLAIMED,
+  claimableBy,
   jobOf,
   LEASE,
   runJob,
@@ -39,6 +39,11 @@ export interface WorkerOptions {
   maxAttempts?: number;
   /** Per queue, the hook that records a job's failure for good on what it acts on. */
   failed?: Partial<Record<QueueName, FailedJobHook>>;
+  /**
+   * The time jobs are due by: the database's clock when absent. Tests of long delays give one, so that a
+   * job due in 30 days runs when the test's clock says 30 days have passed.
+   */
+  clock?: () => Date;
 }
 
 /** A batch-job worker's options: those of a worker, with its one queue's hook. */
@@ -108,7 +113,8 @@ export async function startWorker(
         // While jobs run, a claim waits until a fifth of the slots are free: a few larger claims (and
         // the larger batches of the steps their jobs run together) instead of one per finished job.
         while (!stopping && options.concurrency - running >= (running === 0 ? 1 : minimumClaim)) {
-          const jobs = await claim(db, queues, options.concurrency - running, options.leaseSeconds, cursors);
+          const dueBy = options.clock?.() ?? null;
+          const jobs = await claim(db, queues, options.concurrency - running, options.leaseSeconds, cursors, dueBy);
           if (jobs.length === 0) break;
           for (const job of jobs) void run(job);
         }
@@ -188,6 +194,7 @@ async function claim(
   limit: number,
   leaseSeconds: number,
   cursors: Cursors,
+  dueBy: Date | null,
 ): Promise<Job[]> {
   const jobs: Job[] = [];
   for (const queue of queues) {
@@ -195,7 +202,7 @@ async function claim(
     for (let pass = 0; pass < 3 && jobs.length < limit; pass++) {
       let claimed: Job[];
       try {
-        claimed = await claimShared(db, queue, limit - jobs.length, leaseSeconds, cursors);
+        claimed = await claimShared(db, queue, limit - jobs.length, leaseSeconds, cursors, dueBy);
       } catch (error) {
         // Jobs claimed by an earlier statement are this worker's now: they run, whatever this one met
         // (left unrun, they would wait for their lease to run out).
@@ -221,6 +228,7 @@ async function claimShared(
   limit: number,
   leaseSeconds: number,
   cursors: Cursors,
+  dueBy: Date | null,
 ): Promise<Job[]> {
   // Taken before the claim, so the lease as reckoned here never outlasts the one in the database.
   const leaseEndsAt = Date.now() + leaseSeconds * 1000;
@@ -239,12 +247,12 @@ async function claimShared(
      due_keys AS (
        SELECT share_key FROM share_keys
         WHERE share_key IS NOT NULL
-          AND EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND jobs.share_key = share_keys.share_key AND ${CLAIMABLE})
+          AND EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND jobs.share_key = share_keys.share_key AND ${claimableBy('$5')})
         ORDER BY share_key <= $4, share_key LIMIT $2
      ),
      shares AS (
        SELECT due.id, due.run_at, due_keys.share_key FROM due_keys, LATERAL (
-         SELECT id, run_at FROM jobs WHERE queue = $1 AND jobs.share_key = due_keys.share_key AND ${CLAIMABLE}
+         SELECT id, run_at FROM jobs WHERE queue = $1 AND jobs.share_key = due_keys.share_key AND ${claimableBy('$5')}
           ORDER BY run_at, id LIMIT ceil($2::float8 / (SELECT count(*) FROM due_keys)) FOR UPDATE SKIP LOCKED
        ) due
      ),
@@ -253,7 +261,7 @@ async function claimShared(
         ORDER BY row_number() OVER (PARTITION BY share_key ORDER BY run_at, id), share_key <= $4, share_key LIMIT $2
      )
      UPDATE jobs SET ${LEASE} WHERE id = ANY(ARRAY(SELECT id FROM picked)) ${CLAIMED}, share_key`,
-    [queue, limit, leaseSeconds, cursor],
+    [queue, limit, leaseSeconds, cursor, dueBy],
   );
   // The cursor moves to the last key served, in the order served (after the cursor first, then from the start).
   const keys = [...new Set(rows.map((row) => row.share_key))].sort();
