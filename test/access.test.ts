@@ -142,6 +142,7 @@ const unique = () => Math.random().toString(36).slice(2);
 const topicFixture = created('/topics', () => ({ name: 'fixture', default_subscription: 'opt_in' }));
 const contactFixture = created('/contacts', () => ({ email: `c${unique()}@example.com` }));
 const contactPropertyFixture = created('/contact-properties', () => ({ key: `k${unique()}`, type: 'string' }));
+const eventDefinitionFixture = created('/events', () => ({ name: `e${unique()}` }));
 /** A contact import, uploaded as multipart/form-data (queued: no worker runs in this file). */
 const contactImportFixture = async (t: TestApp, org: TestOrganization): Promise<string> => {
   const boundary = 'access-fixture';
@@ -492,6 +493,31 @@ export const ROUTES: Row[] = [
     fixture: contactPropertyFixture,
   },
   { method: 'DELETE', url: '/contact-properties/:own', access: 'full', ok: 200, fixture: contactPropertyFixture },
+  {
+    method: 'POST',
+    url: '/events',
+    access: 'full',
+    ok: 201,
+    body: () => ({ name: `e${unique()}`, schema: { plan: 'string' } }),
+  },
+  { method: 'GET', url: '/events', access: 'full', ok: 200 },
+  ...(['GET', 'PATCH', 'DELETE'] as const).map((method): Row => ({
+    method,
+    url: '/events/:own',
+    registered: '/events/:identifier',
+    access: 'full',
+    ok: 200,
+    ...(method === 'PATCH' ? { body: () => ({ schema: { plan: 'string' } }) } : {}),
+    fixture: eventDefinitionFixture,
+  })),
+  {
+    method: 'POST',
+    url: '/events/send',
+    access: 'send',
+    ok: 202,
+    body: () => ({ event: 'signed_up', email: 'someone@example.com', payload: { plan: 'pro' } }),
+  },
+  { method: 'GET', url: '/received-events', access: 'full', ok: 200 },
   { method: 'POST', url: '/segments', access: 'full', ok: 201, body: () => ({ name: 'members' }) },
   { method: 'GET', url: '/segments', access: 'full', ok: 200 },
   { method: 'GET', url: '/segments/:own', access: 'full', ok: 200, fixture: segmentFixture },
