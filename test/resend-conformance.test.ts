@@ -717,3 +717,28 @@ test('logs', async () => {
   assert.ok(logged, "the log has this test's POST /topics");
   check(['topics/create', 'logs/list', 'logs/get']);
 });
+
+test('events', async () => {
+  const { ok, check } = area();
+  const created = await ok('POST', '/events', { name: 'conformance.signed_up', schema: { plan: 'string' } });
+  await ok('GET', '/events');
+  await ok('GET', '/events?limit=1');
+  await ok('GET', `/events/${created.id}`);
+  await ok('GET', '/events/conformance.signed_up');
+  await ok('PATCH', `/events/${created.id}`, { schema: { plan: 'string', seats: 'number' } });
+  const payload = { plan: 'pro', seats: 2 };
+  await ok('POST', '/events/send', { event: 'conformance.signed_up', email: 'signed-up@example.com', payload });
+  const contact = await ok('POST', '/contacts', { email: 'events-contact@example.com' });
+  await ok('POST', '/events/send', { event: 'conformance.signed_up', contact_id: contact.id, payload });
+  await ok('PATCH', '/events/conformance.signed_up', { schema: null });
+  await ok('DELETE', `/events/${created.id}`);
+  check([
+    'events/create',
+    'events/list',
+    'events/get',
+    'events/update',
+    'events/send',
+    'events/remove',
+    'contacts/create',
+  ]);
+});
