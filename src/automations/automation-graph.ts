@@ -28,8 +28,7 @@ import { checkRule } from './condition-rules.ts';
 // - one trigger, and nothing connects into it (a run starts there and only there);
 // - a connection's type fits the step it leaves: a condition leads on by condition_met and
 //   condition_not_met, a wait_for_event by event_received (`default` means the same) and timeout, any
-//   other step by default; a step leads on by at most one connection of each type, so a run's path is
-//   never ambiguous;
+//   other step by default; several connections of one type from a step are branches a run takes together;
 // - a loop must pass through a delay or a wait_for_event step: a loop without one would run its steps
 //   again and again without pause.
 
@@ -58,11 +57,6 @@ const LEADS_ON_BY_SAID: Record<StepType, string> = {
   wait_for_event: 'event_received (default means the same) or timeout',
   condition: 'condition_met or condition_not_met',
 };
-
-/** The branch a connection takes: `default` out of a wait_for_event is its event_received branch. */
-export function connectionBranch(fromType: StepType, type: ConnectionType): ConnectionType {
-  return fromType === 'wait_for_event' && type === 'default' ? 'event_received' : type;
-}
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -285,7 +279,6 @@ export function checkedGraphShape(steps: unknown, connections: unknown): Checked
   if (!trigger) throw invalid('steps', 'no trigger step: one step of type "trigger" names the event that starts a run');
 
   const checkedConnections: AutomationConnection[] = [];
-  const branches = new Set<string>();
   for (const [index, connection] of connections.entries()) {
     if (!isObject(connection)) throw invalid(`connections[${index}]`, 'must be an object with from, to and type');
     const refuse = (field: string, message: string) => refuseConnection(index, connection, field, message);
@@ -308,15 +301,6 @@ export function checkedGraphShape(steps: unknown, connections: unknown): Checked
     if (!LEADS_ON_BY[from.type].includes(type as ConnectionType)) {
       throw refuse('type', `a ${from.type} step leads on by ${LEADS_ON_BY_SAID[from.type]}, not ${type}`);
     }
-    const branch = connectionBranch(from.type, type as ConnectionType);
-    const branchKey = JSON.stringify([from.key, branch]);
-    if (branches.has(branchKey)) {
-      throw refuse(
-        'type',
-        `step ${JSON.stringify(from.key)} has another ${branch} connection: a step leads on by one of each type`,
-      );
-    }
-    branches.add(branchKey);
     checkedConnections.push({ from: from.key, to: to.key, type: type as ConnectionType });
   }
   checkLoops(checkedSteps, checkedConnections, indexOfKey);

@@ -251,7 +251,7 @@ export async function stopAutomation(db: Database, organizationId: string, id: s
       [id],
     );
     await tx.query(
-      `UPDATE automation_run_steps s SET status = 'cancelled', completed_at = now()
+      `UPDATE automation_run_steps s SET status = 'cancelled', completed_at = now(), wait_event = NULL
          FROM automation_runs r
         WHERE s.automation_id = $1 AND s.status IN ('pending', 'running', 'waiting')
           AND r.id = s.run_id AND r.status = 'cancelled'`,
