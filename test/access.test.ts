@@ -143,6 +143,26 @@ const topicFixture = created('/topics', () => ({ name: 'fixture', default_subscr
 const contactFixture = created('/contacts', () => ({ email: `c${unique()}@example.com` }));
 const contactPropertyFixture = created('/contact-properties', () => ({ key: `k${unique()}`, type: 'string' }));
 const eventDefinitionFixture = created('/events', () => ({ name: `e${unique()}` }));
+/** An automation: a trigger and a delay, naming nothing else of the organization's. */
+const automationBody = () => ({
+  name: 'fixture',
+  steps: [
+    { key: 'start', type: 'trigger', config: { event_name: 'signed_up' } },
+    { key: 'pause', type: 'delay', config: { duration: '1 hour' } },
+  ],
+  connections: [{ from: 'start', to: 'pause', type: 'default' }],
+});
+const automationFixture = created('/automations', automationBody);
+/** A run of an automation, written as the engine writes one: `<automation id>/runs/<run id>`. */
+const automationRunFixture = async (t: TestApp, org: TestOrganization) => {
+  const automationId = await automationFixture(t, org);
+  const { rows } = await t.db.query<{ id: string }>(
+    `INSERT INTO automation_runs (organization_id, automation_id, version, event_id, contact_id, contact_email)
+     VALUES ($1, $2, 1, gen_random_uuid(), gen_random_uuid(), 'someone@example.com') RETURNING id`,
+    [org.id, automationId],
+  );
+  return `${automationId}/runs/${rows[0]!.id}`;
+};
 /** A contact import, uploaded as multipart/form-data (queued: no worker runs in this file). */
 const contactImportFixture = async (t: TestApp, org: TestOrganization): Promise<string> => {
   const boundary = 'access-fixture';
@@ -518,6 +538,31 @@ export const ROUTES: Row[] = [
     body: () => ({ event: 'signed_up', email: 'someone@example.com', payload: { plan: 'pro' } }),
   },
   { method: 'GET', url: '/received-events', access: 'full', ok: 200 },
+  // Automations (Resend's, and Mailroom's step counts).
+  { method: 'POST', url: '/automations', access: 'full', ok: 201, body: automationBody },
+  { method: 'GET', url: '/automations', access: 'full', ok: 200 },
+  { method: 'GET', url: '/automations/:own', access: 'full', ok: 200, fixture: automationFixture },
+  {
+    method: 'PATCH',
+    url: '/automations/:own',
+    access: 'full',
+    ok: 200,
+    body: () => ({ name: 'x' }),
+    fixture: automationFixture,
+  },
+  { method: 'DELETE', url: '/automations/:own', access: 'full', ok: 200, fixture: automationFixture },
+  { method: 'POST', url: '/automations/:own/duplicate', access: 'full', ok: 201, fixture: automationFixture },
+  { method: 'POST', url: '/automations/:own/stop', access: 'full', ok: 200, fixture: automationFixture },
+  { method: 'GET', url: '/automations/:own/runs', access: 'full', ok: 200, fixture: automationFixture },
+  {
+    method: 'GET',
+    url: '/automations/:own',
+    registered: '/automations/:id/runs/:run_id',
+    access: 'full',
+    ok: 200,
+    fixture: automationRunFixture,
+  },
+  { method: 'GET', url: '/automations/:own/step-counts', access: 'full', ok: 200, fixture: automationFixture },
   { method: 'POST', url: '/segments', access: 'full', ok: 201, body: () => ({ name: 'members' }) },
   { method: 'GET', url: '/segments', access: 'full', ok: 200 },
   { method: 'GET', url: '/segments/:own', access: 'full', ok: 200, fixture: segmentFixture },
