@@ -742,3 +742,81 @@ test('events', async () => {
     'contacts/create',
   ]);
 });
+
+test('automations', async () => {
+  const { ok, call, check } = area();
+  const template = await ok('POST', '/templates', { name: 'automation', html: '<p>Welcome</p>' });
+  await ok('POST', `/templates/${template.id}/publish`);
+  const created = await ok('POST', '/automations', {
+    name: 'Welcome series',
+    status: 'disabled',
+    steps: [
+      { key: 'start', type: 'trigger', config: { event_name: 'user.created' } },
+      { key: 'welcome', type: 'send_email', config: { template: { id: template.id }, subject: 'Welcome' } },
+      { key: 'pause', type: 'delay', config: { duration: '30 minutes' } },
+      {
+        key: 'wait_pay',
+        type: 'wait_for_event',
+        config: { event_name: 'payment.done', timeout: '1 hour' },
+      },
+      { key: 'paid', type: 'condition', config: { type: 'rule', field: 'event.plan', operator: 'eq', value: 'pro' } },
+      { key: 'update', type: 'contact_update', config: { first_name: { var: 'first_name' }, unsubscribed: false } },
+      { key: 'forget', type: 'contact_delete', config: {} },
+    ],
+    connections: [
+      { from: 'start', to: 'welcome' },
+      { from: 'welcome', to: 'pause', type: 'default' },
+      { from: 'pause', to: 'wait_pay' },
+      { from: 'wait_pay', to: 'paid', type: 'event_received' },
+      { from: 'wait_pay', to: 'forget', type: 'timeout' },
+      { from: 'paid', to: 'update', type: 'condition_met' },
+    ],
+  });
+  assertList(await ok('GET', '/automations'), 'GET /automations');
+  await ok('GET', '/automations?status=disabled&limit=1');
+  assert.equal((await ok('GET', `/automations/${created.id}`)).steps.length, 7);
+  await ok('PATCH', `/automations/${created.id}`, { name: 'Welcome series 2', status: 'enabled' });
+  await ok('PATCH', `/automations/${created.id}`, {
+    steps: [
+      { key: 'start', type: 'trigger', config: { event_name: 'user.created' } },
+      { key: 'pause', type: 'delay', config: { duration: '1 hour' } },
+    ],
+    connections: [{ from: 'start', to: 'pause' }],
+  });
+  // A run as the engine writes one, with a step.
+  const { rows } = await t.db.query<{ id: string }>(
+    `INSERT INTO automation_runs (organization_id, automation_id, version, event_id, contact_id, contact_email,
+                                  started_at)
+     VALUES ($1, $2, 2, gen_random_uuid(), gen_random_uuid(), 'someone@example.com', now()) RETURNING id, contact_id`,
+    [org.id, created.id],
+  );
+  await t.db.query(
+    `INSERT INTO automation_run_steps (run_id, seq, organization_id, automation_id, contact_id, step_key, step_type,
+                                       status, started_at, completed_at)
+     SELECT id, 1, organization_id, automation_id, contact_id, 'start', 'trigger', 'completed', now(), now()
+       FROM automation_runs WHERE id = $1`,
+    [rows[0]!.id],
+  );
+  assertList(await ok('GET', `/automations/${created.id}/runs`), 'GET /automations/:id/runs');
+  await ok('GET', `/automations/${created.id}/runs?status=running,failed&limit=10`);
+  await ok('GET', `/automations/${created.id}/runs/${rows[0]!.id}`);
+  await ok('GET', `/automations/${created.id}/step-counts`, undefined, { mailroomsOwn: true });
+  const copy = await ok('POST', `/automations/${created.id}/duplicate`);
+  await ok('POST', `/automations/${created.id}/stop`);
+  await ok('DELETE', `/automations/${copy.id}`);
+  await ok('DELETE', `/automations/${created.id}`);
+  assert.equal((await call('GET', `/automations/${created.id}`)).status, 404);
+  check([
+    'templates/create',
+    'templates/publish',
+    'automations/create',
+    'automations/list',
+    'automations/get',
+    'automations/update',
+    'automations/list-runs',
+    'automations/get-run',
+    'automations/duplicate',
+    'automations/stop',
+    'automations/remove',
+  ]);
+});
