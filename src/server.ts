@@ -19,6 +19,7 @@ import { createSpamChecker } from './receiving/spam-check.ts';
 import { startRetention } from './retention/start-retention.ts';
 import { startDoctor } from './doctor/start-doctor.ts';
 import { startContactImports } from './contacts/imports/start-imports.ts';
+import { startAutomations } from './automations/start-automations.ts';
 import { doctorContext } from './doctor/doctor-routes.ts';
 import type { Worker } from './queue/worker.ts';
 import { listenOrExplain } from './platform/listen-error.ts';
@@ -109,6 +110,8 @@ export async function runServer(config: Config, role: Role = 'all', admin?: Admi
   const doctor = role === 'api' ? undefined : startDoctor(doctorContext(db, config), app.log);
   // CSV contact imports (uploaded through the API) are read and written where the workers run.
   const imports = role === 'api' ? undefined : await startContactImports(db, config, app.log);
+  // Events sent through the API start and resume automation runs where the workers run.
+  const automations = role === 'api' ? undefined : await startAutomations(db, config, app.log);
   // Everything is running: only now is the development organization made, so that its credentials,
   // shown only once, are never created by a start that then fails.
   const dev = db.kind === 'pglite' ? await bootstrapDevOrganization(db, config) : undefined;
@@ -150,6 +153,7 @@ export async function runServer(config: Config, role: Role = 'all', admin?: Admi
     await retention?.stop(); // stops after its current batch
     await doctor?.stop();
     await imports?.stop(); // each import stops after its current batch, to resume there
+    await automations?.stop(); // lets the event and step jobs running finish
     await transport?.close();
     await db.close();
     clearTimeout(deadline);

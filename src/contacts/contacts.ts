@@ -198,39 +198,46 @@ export async function updateContact(
   idOrEmail: string,
   changes: ContactInput,
 ): Promise<{ id: string }> {
+  const email = changes.email === undefined ? undefined : contactAddress(changes.email);
+  return writing(email, () => db.transaction((tx) => updateContactIn(tx, organizationId, idOrEmail, changes)));
+}
+
+/** updateContact inside the caller's transaction (an automation's contact_update step). */
+export async function updateContactIn(
+  tx: Queryable,
+  organizationId: string,
+  idOrEmail: string,
+  changes: ContactInput,
+): Promise<{ id: string }> {
   const key = contactKey(idOrEmail);
   if (!key) throw notFound('Contact');
   const email = changes.email === undefined ? undefined : contactAddress(changes.email);
   const choices = checkedChoices(changes.topics ?? []);
-  return writing(email, () =>
-    db.transaction(async (tx) => {
-      const current = await findContactRow(tx, organizationId, key, { lock: true });
-      if (!current) throw notFound('Contact');
-      const pick = <K extends 'first_name' | 'last_name' | 'unsubscribed'>(field: K) =>
-        changes[field] !== undefined ? changes[field] : current[field];
-      const properties = await checkedContactProperties(tx, organizationId, changes.properties ?? {});
-      await tx.query(
-        withEvent(
-          `UPDATE contacts SET email = $3, first_name = $4, last_name = $5, unsubscribed = $6,
-                  properties = (properties || $7::jsonb) - $8::text[], updated_at = now()
-            WHERE id = $2 AND organization_id = $1 ${RETURNED}`,
-          contactEvent('contact.updated'),
-        ),
-        [
-          organizationId,
-          current.id,
-          email ?? current.email,
-          pick('first_name'),
-          pick('last_name'),
-          pick('unsubscribed'),
-          JSON.stringify(properties.set),
-          properties.cleared,
-        ],
-      );
-      await setChoices(tx, organizationId, current.id, choices);
-      return { id: current.id };
-    }),
+  const current = await findContactRow(tx, organizationId, key, { lock: true });
+  if (!current) throw notFound('Contact');
+  const pick = <K extends 'first_name' | 'last_name' | 'unsubscribed'>(field: K) =>
+    changes[field] !== undefined ? changes[field] : current[field];
+  const properties = await checkedContactProperties(tx, organizationId, changes.properties ?? {});
+  await tx.query(
+    withEvent(
+      `UPDATE contacts SET email = $3, first_name = $4, last_name = $5, unsubscribed = $6,
+              properties = (properties || $7::jsonb) - $8::text[], updated_at = now()
+        WHERE id = $2 AND organization_id = $1 ${RETURNED}`,
+      contactEvent('contact.updated'),
+    ),
+    [
+      organizationId,
+      current.id,
+      email ?? current.email,
+      pick('first_name'),
+      pick('last_name'),
+      pick('unsubscribed'),
+      JSON.stringify(properties.set),
+      properties.cleared,
+    ],
   );
+  await setChoices(tx, organizationId, current.id, choices);
+  return { id: current.id };
 }
 
 /** Every topic of the organization with the contact's effective subscription to it, oldest topic first. */

@@ -1,0 +1,123 @@
+import type { Config } from '../platform/config.ts';
+import type { Database, Queryable } from '../platform/db/database.ts';
+import { idempotencyKey } from '../platform/idempotency.ts';
+import { isFinalRefusal } from '../platform/errors.ts';
+import { addressKey } from '../platform/address-key.ts';
+import { subscribedAddresses } from '../contacts/subscriptions.ts';
+import { sendEmails } from '../emails/send-emails.ts';
+import type { EmailMessage } from '../emails/message-schema.ts';
+import type { AutomationStep } from './automation-model.ts';
+import { resolveVariables, ruleContext } from './instant-steps.ts';
+import type { RuleContext } from './condition-rules.ts';
+
+// A send_email step sends one message through the accept path every send takes (POST /emails): it gets
+// an id, a timeline, webhooks, the suppression list's check at delivery, topics and the unsubscribe link.
+// It is sent with an idempotency key made of the run and the step's number, and the accept path stores
+// the message and remembers its result under that key in one commit: a step job run again after its
+// worker died between the send and the step's own commit gets the same message back, not a second one.
+
+export type SendStepResult =
+  | { kind: 'sent'; emailId: string }
+  | { kind: 'skipped'; reason: 'unsubscribed' | 'suppressed' | 'contact_deleted'; detail?: Record<string, unknown> }
+  | { kind: 'failed'; error: Record<string, unknown> }
+  | { kind: 'retry'; reason: string };
+
+export interface SendStepRun {
+  id: string;
+  organizationId: string;
+  automationId: string;
+  contactId: string;
+  eventPayload: Record<string, unknown>;
+}
+
+/** The key a step's message is accepted under: one per (run, step number). */
+export const stepIdempotencyKey = (organizationId: string, runId: string, seq: number) =>
+  idempotencyKey(organizationId, `automation-step:${runId}:${seq}`, {
+    kind: 'automation',
+    target: 'send_email',
+    body: { run_id: runId, seq },
+  });
+
+export async function sendEmailStep(
+  db: Database,
+  config: Config,
+  run: SendStepRun,
+  seq: number,
+  step: AutomationStep,
+): Promise<SendStepResult> {
+  const context = await ruleContext(db, run, run.eventPayload);
+  const contact = context.contact;
+  if (!contact) return { kind: 'skipped', reason: 'contact_deleted' };
+  const refusal = await whyNotSend(db, run.organizationId, contact, step.config.topic_id);
+  if (refusal) return refusal;
+
+  const template = step.config.template as { id: string; variables?: Record<string, unknown> };
+  const message: EmailMessage = {
+    to: [contact.email],
+    template: { id: template.id, variables: templateVariables(template.variables ?? {}, context) },
+    tags: [
+      { name: 'automation_id', value: run.automationId },
+      { name: 'automation_run_id', value: run.id },
+    ],
+  };
+  if (typeof step.config.subject === 'string') message.subject = step.config.subject;
+  if (typeof step.config.from === 'string') message.from = step.config.from;
+  if (typeof step.config.reply_to === 'string') message.reply_to = step.config.reply_to;
+  if (typeof step.config.topic_id === 'string') message.topic_id = step.config.topic_id;
+
+  const outcome = await sendEmails(
+    db,
+    config,
+    run.organizationId,
+    { kind: 'single', message },
+    stepIdempotencyKey(run.organizationId, run.id, seq),
+  );
+  const result = outcome.result;
+  if ('entries' in result) {
+    const entry = result.entries[0]!;
+    if (entry.accepted) return { kind: 'sent', emailId: entry.id };
+    return refusedSend(entry.error);
+  }
+  return refusedSend(result.refused);
+}
+
+/**
+ * The step's template variables with each `{ "var": … }` read; one that reads nothing (a contact without
+ * a first name) is left out, so the template's fallback value applies.
+ */
+function templateVariables(variables: Record<string, unknown>, context: RuleContext): Record<string, unknown> {
+  const resolved = resolveVariables(variables, context) as Record<string, unknown>;
+  return Object.fromEntries(Object.entries(resolved).filter(([, value]) => value !== null && value !== undefined));
+}
+
+/** A refusal that the same message would meet again fails the step; a limit's waits and tries again. */
+function refusedSend(error: {
+  name: Parameters<typeof isFinalRefusal>[0];
+  message: string;
+  field?: string;
+}): SendStepResult {
+  if (isFinalRefusal(error.name)) return { kind: 'failed', error: { ...error } };
+  return { kind: 'retry', reason: `${error.name}: ${error.message}` };
+}
+
+/** Why the contact must not get the step's message: unsubscribed (from all, or from its topic), or suppressed. */
+async function whyNotSend(
+  db: Queryable,
+  organizationId: string,
+  contact: { email: string; unsubscribed: boolean },
+  topicId: unknown,
+): Promise<SendStepResult | undefined> {
+  if (contact.unsubscribed) return { kind: 'skipped', reason: 'unsubscribed' };
+  if (typeof topicId === 'string') {
+    const subscribed = await subscribedAddresses(db, organizationId, topicId, [contact.email]);
+    if (!subscribed.has(addressKey(contact.email))) {
+      return { kind: 'skipped', reason: 'unsubscribed', detail: { topic_id: topicId } };
+    }
+  }
+  const { rows } = await db.query<{ reason: string }>(
+    'SELECT reason FROM suppressions WHERE organization_id = $1 AND address = $2',
+    [organizationId, addressKey(contact.email)],
+  );
+  if (rows[0]) return { kind: 'skipped', reason: 'suppressed', detail: { suppression_reason: rows[0].reason } };
+  return undefined;
+}
