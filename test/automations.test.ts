@@ -399,6 +399,13 @@ describe('the checks of a graph', () => {
     }, 'steps[0].config.event_name');
     await refused(
       (g) => {
+        g.steps[0]!.config.event_name = 'e'.repeat(201);
+      },
+      'steps[0].config.event_name',
+      /at most 200 characters/,
+    );
+    await refused(
+      (g) => {
         g.steps[0]!.config.event_name = 'resend:email.sent';
       },
       'steps[0].config.event_name',

@@ -37,6 +37,9 @@ export interface CheckedGraph extends AutomationGraph {
   triggerEvent: string;
 }
 
+/** The longest name an event may be sent under. */
+const MAX_EVENT_NAME = 200;
+
 /** Steps that make a run pause: a loop through one of them is allowed. */
 const PAUSING: readonly StepType[] = ['delay', 'wait_for_event'];
 
@@ -132,6 +135,9 @@ const VARIABLE_HINT = 'or {"var": "<event payload key>"}';
 function checkEventName(place: StepPlace, value: unknown): string {
   if (typeof value !== 'string' || value.trim() === '') {
     throw place.refuse('config.event_name', 'must name an event, e.g. "user.signed_up"');
+  }
+  if (value.length > MAX_EVENT_NAME) {
+    throw place.refuse('config.event_name', `at most ${MAX_EVENT_NAME} characters, as an event's name`);
   }
   if (value.startsWith(RESERVED_EVENT_PREFIX)) {
     throw place.refuse('config.event_name', `names starting with "${RESERVED_EVENT_PREFIX}" are reserved`);
