@@ -406,3 +406,60 @@ test('jobs failed for good go after the metadata period; a newer failed job and 
   );
   await t.db.query(`DELETE FROM jobs WHERE queue = 'contact-import'`);
 });
+
+test('automation runs go after the metadata period once finished; events after the content period, unless a running run reads them', async () => {
+  const { rows: automations } = await t.db.query<{ id: string }>(
+    `INSERT INTO automations (organization_id, name, status, trigger_event) VALUES ($1, 'kept', 'enabled', 'signup')
+     RETURNING id`,
+    [org.id],
+  );
+  const automationId = automations[0]!.id;
+  await t.db.query(
+    `INSERT INTO automation_versions (automation_id, version, steps, connections) VALUES ($1, 1, '[]', '[]')`,
+    [automationId],
+  );
+  const event = async (label: string, daysAgo: number) => {
+    const { rows } = await t.db.query<{ id: string }>(
+      `INSERT INTO received_events (organization_id, name, email, payload, received_at)
+       VALUES ($1, 'signup', $2, '{}', now() - make_interval(days => $3)) RETURNING id`,
+      [org.id, `${label}@example.com`, daysAgo],
+    );
+    return rows[0]!.id;
+  };
+  const run = async (eventId: string, status: string, completedDaysAgo: number | null) => {
+    await t.db.query(
+      `INSERT INTO automation_runs (organization_id, automation_id, version, event_id, contact_id, contact_email, status,
+              completed_at)
+       VALUES ($1, $2, 1, $3, gen_random_uuid(), 'someone@example.com', $4,
+               CASE WHEN $5::int IS NULL THEN NULL ELSE now() - make_interval(days => $5::int) END)`,
+      [org.id, automationId, eventId, status, completedDaysAgo],
+    );
+  };
+  const oldFinished = await event('old-finished', 100);
+  const oldRunning = await event('old-running', 100);
+  const recent = await event('recent', 10);
+  await run(oldFinished, 'completed', 91);
+  await run(oldRunning, 'running', null);
+  await run(recent, 'cancelled', 89);
+
+  const counts = await pruneAll(t.db, options);
+  assert.equal(counts.automationRuns, 1);
+  assert.equal(counts.receivedEvents, 1);
+  const { rows: events } = await t.db.query<{ email: string }>(
+    'SELECT email FROM received_events WHERE organization_id = $1 ORDER BY email',
+    [org.id],
+  );
+  assert.deepEqual(
+    events.map((row) => row.email),
+    ['old-running@example.com', 'recent@example.com'],
+  );
+  const { rows: runs } = await t.db.query<{ status: string }>(
+    'SELECT status FROM automation_runs WHERE automation_id = $1 ORDER BY status',
+    [automationId],
+  );
+  assert.deepEqual(
+    runs.map((row) => row.status),
+    ['cancelled', 'running'],
+  );
+  await t.db.query('DELETE FROM automations WHERE id = $1', [automationId]);
+});

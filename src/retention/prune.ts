@@ -49,6 +49,10 @@ export interface PruneCounts {
   receivedEmails: number;
   /** Jobs failed for good, deleted. */
   failedJobs: number;
+  /** Events sent to automations, deleted with their payload. */
+  receivedEvents: number;
+  /** Finished automation runs, deleted with their steps. */
+  automationRuns: number;
 }
 
 /** Runs every kind once, content before metadata; on PGlite, then vacuums what changed. */
@@ -63,6 +67,8 @@ export async function pruneAll(db: Database, options: PruneOptions): Promise<Pru
     requestLogs: await pruneRequestLogs(db, options),
     receivedEmails: await pruneReceivedEmails(db, options),
     failedJobs: await pruneFailedJobs(db, options),
+    receivedEvents: await pruneReceivedEvents(db, options),
+    automationRuns: await pruneAutomationRuns(db, options),
   };
   if (db.kind === 'pglite') await vacuumChanged(db, counts);
   return counts;
@@ -211,6 +217,37 @@ export async function pruneRequestLogs(db: Database, options: PruneOptions): Pro
 }
 
 /**
+ * Events sent to automations more than `retentionDays` ago: their payload is content. An event that a
+ * running run still reads (its trigger's payload, for fields and variables) is kept until the run ends.
+ */
+export async function pruneReceivedEvents(db: Database, options: PruneOptions): Promise<number> {
+  return inBatches(options, async (limit) => {
+    const { rowCount } = await db.query(
+      `DELETE FROM received_events WHERE id IN (
+         SELECT e.id FROM received_events e WHERE e.received_at < now() - make_interval(days => $1)
+            AND NOT EXISTS (SELECT 1 FROM automation_runs r WHERE r.event_id = e.id AND r.status = 'running')
+          ORDER BY e.received_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+      [options.retentionDays, limit],
+    );
+    return rowCount;
+  });
+}
+
+/** Automation runs finished more than `metadataRetentionDays` ago, with their steps (ON DELETE CASCADE). */
+export async function pruneAutomationRuns(db: Database, options: PruneOptions): Promise<number> {
+  return inBatches(options, async (limit) => {
+    const { rowCount } = await db.query(
+      `DELETE FROM automation_runs WHERE id IN (
+         SELECT id FROM automation_runs
+          WHERE status <> 'running' AND completed_at < now() - make_interval(days => $1)
+          ORDER BY completed_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+      [options.metadataRetentionDays, limit],
+    );
+    return rowCount;
+  });
+}
+
+/**
  * Received messages taken more than `retentionDays` ago, whole: a received message is all content (its
  * addresses, subject and headers are what someone wrote, as much as its body), so nothing of it outlives
  * the content period. Its raw bytes and attachments go with it (ON DELETE CASCADE).
@@ -268,6 +305,8 @@ async function vacuumChanged(db: Database, counts: PruneCounts): Promise<void> {
     ...(counts.requestLogs > 0 ? ['request_logs'] : []),
     ...(counts.receivedEmails > 0 ? ['received_emails', 'received_email_raw', 'received_attachments'] : []),
     ...(counts.failedJobs > 0 ? ['jobs'] : []),
+    ...(counts.receivedEvents > 0 ? ['received_events'] : []),
+    ...(counts.automationRuns > 0 ? ['automation_runs', 'automation_run_steps'] : []),
   ];
   if (tables.length > 0) await db.query(`VACUUM (SKIP_LOCKED) ${tables.join(', ')}`);
 }

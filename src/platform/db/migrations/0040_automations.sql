@@ -28,6 +28,8 @@ CREATE TABLE received_events (
 );
 CREATE INDEX received_events_name_idx ON received_events (organization_id, name, received_at DESC, id);
 CREATE INDEX received_events_list_idx ON received_events (organization_id, received_at DESC, id);
+-- Retention prunes events oldest first, across organizations.
+CREATE INDEX received_events_age_idx ON received_events (received_at, id);
 
 -- An automation: its current graph is the newest row of automation_versions (a run keeps the version it
 -- started with). trigger_event is that version's trigger, for finding what an event starts.
@@ -71,6 +73,9 @@ CREATE TABLE automation_runs (
 );
 CREATE INDEX automation_runs_list_idx ON automation_runs (automation_id, created_at, id);
 CREATE INDEX automation_runs_contact_idx ON automation_runs (contact_id) WHERE status = 'running';
+-- Retention: finished runs oldest first; an event a running run still reads is kept.
+CREATE INDEX automation_runs_finished_idx ON automation_runs (completed_at, id) WHERE status <> 'running';
+CREATE INDEX automation_runs_event_idx ON automation_runs (event_id) WHERE status = 'running';
 
 -- Each step a run enters, numbered in the order entered (seq): a step a loop comes back to is entered
 -- again under a new number. Each row is run by one queue job (run_id, seq), and its status says whether
