@@ -27,6 +27,10 @@ import { DestinationsPage } from './pages/DestinationsPage.tsx';
 import { SettingsPage } from './pages/SettingsPage.tsx';
 import { BroadcastsPage } from './pages/BroadcastsPage.tsx';
 import { BroadcastPage } from './pages/BroadcastPage.tsx';
+import { AutomationsPage } from './pages/AutomationsPage.tsx';
+import { AutomationPage } from './pages/AutomationPage.tsx';
+import { AutomationRunPage } from './pages/AutomationRunPage.tsx';
+import { EventsPage } from './pages/EventsPage.tsx';
 import { ContactImportsPage } from './pages/ContactImportsPage.tsx';
 import { ContactImportPage } from './pages/ContactImportPage.tsx';
 
@@ -56,6 +60,10 @@ export const ROUTES: Route[] = [
   { path: '/templates/:id', page: TemplatePage, section: '/templates' },
   { path: '/broadcasts', page: BroadcastsPage, nav: 'Broadcasts' },
   { path: '/broadcasts/:id', page: BroadcastPage, section: '/broadcasts' },
+  { path: '/automations', page: AutomationsPage, nav: 'Automations' },
+  { path: '/automations/:id', page: AutomationPage, section: '/automations' },
+  { path: '/automations/:id/runs/:run_id', page: AutomationRunPage, section: '/automations' },
+  { path: '/events', page: EventsPage, nav: 'Events' },
   { path: '/topics', page: TopicsPage, nav: 'Topics & contacts' },
   { path: '/contacts/:id', page: ContactPage, section: '/topics' },
   { path: '/segments', page: SegmentsPage, nav: 'Segments' },
