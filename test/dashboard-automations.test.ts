@@ -9,6 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
 import {
+  PHONE,
   docScreenshot,
   openPage,
   signIn,
@@ -98,6 +99,9 @@ before(async () => {
   ).id as string;
   await api('POST', '/events/send', { event: 'trial.started', email: CONTACT, payload: { plan: 'pro' } });
   await api('POST', '/events/send', { event: 'trial.started', email: 'bob@example.org', payload: { plan: 'free' } });
+  // Carl unsubscribed from everything: his run takes the branch that sends, and the send is skipped.
+  await api('POST', '/contacts', { email: 'carl@example.org', unsubscribed: true });
+  await api('POST', '/events/send', { event: 'trial.started', email: 'carl@example.org', payload: { plan: 'pro' } });
 
   // An automation that can no longer be enabled: the template its email step sends is gone.
   const offer = await api('POST', '/templates', { name: 'Offer', subject: 'An offer', html: '<p>Offer</p>' });
@@ -127,12 +131,13 @@ before(async () => {
     30_000,
     200,
   );
-  // Ada's trial run is over once its email is sent; Bob's waits for trial.converted.
+  // Ada's trial run is over once its email is sent, Carl's once its send is skipped; Bob's waits for
+  // trial.converted.
   await waitFor(
     async () => {
       const counts = (await api('GET', `/automations/${trialId}/step-counts`)).data as Array<Record<string, unknown>>;
       const of = (key: string) => counts.find((count) => count.key === key)!;
-      return of('thanks').completed === 1 && of('wait').waiting === 1;
+      return of('thanks').completed === 1 && of('thanks').skipped === 1 && of('wait').waiting === 1;
     },
     30_000,
     200,
@@ -316,13 +321,14 @@ describe('automations', () => {
       // Ada's plan met the condition and her run sent its email; Bob's waits for trial.converted.
       assert.deepEqual((await boxLines(page, 'Condition step check')).slice(2), [
         'event.plan = "pro"',
-        'Entered 2',
+        'Entered 3',
         'Waiting 0',
-        'Completed 2',
+        'Completed 3',
         'Failed 0',
       ]);
+      // Carl's copy was not sent (he unsubscribed): entered, skipped, neither completed nor failed.
       assert.deepEqual((await boxLines(page, 'Send email step thanks')).slice(3), [
-        'Entered 1',
+        'Entered 2',
         'Waiting 0',
         'Completed 1',
         'Failed 0',
@@ -345,8 +351,72 @@ describe('automations', () => {
       ]);
       await page.evaluate("document.getElementById('graph-title').scrollIntoView()");
       await docScreenshot(page, 'automation-graph');
+      await page.getByText('The steps as a table').click();
+      const thanks = page
+        .getByRole('table', { name: 'Steps, with the runs that entered each' })
+        .getByRole('row')
+        .filter({ hasText: 'Template “Welcome”' });
+      assert.deepEqual((await thanks.locator('td').allTextContents()).slice(4), ['2', '0', '1', '0', '1']);
+
+      // Carl's run: the send step skipped, and why, with no email to link.
+      const carlRuns = (await api('GET', `/automations/${trialId}/runs?status=completed`)).data as Array<{
+        id: string;
+      }>;
+      let carlRun = '';
+      for (const run of carlRuns) {
+        const steps = (await api('GET', `/automations/${trialId}/runs/${run.id}`)).steps as RunStep[];
+        if (steps.some((step) => step.key === 'thanks' && step.status === 'skipped')) carlRun = run.id;
+      }
+      assert.ok(carlRun, 'a run whose send was skipped');
+      await openPage(page, `/automations/${trialId}/runs/${carlRun}`, 'Automation run');
+      const skipped = page.getByRole('listitem', { name: 'Step thanks' });
+      await skipped.getByText('Skipped', { exact: true }).waitFor();
+      await skipped.getByText('Not sent: the contact has unsubscribed.').waitFor();
+      assert.equal(await skipped.getByRole('link').count(), 0);
+
+      // Stop: disabled, and Bob's run, waiting for trial.converted, cancelled.
+      await page.getByRole('link', { name: '“Trial follow-up”' }).click();
+      await page.getByRole('heading', { level: 1, name: 'Trial follow-up' }).waitFor();
+      await page.getByRole('button', { name: 'Stop automation' }).click();
+      await page.getByRole('group', { name: 'Confirm' }).getByRole('button', { name: 'Stop automation' }).click();
+      await page
+        .getByRole('status')
+        .filter({ hasText: 'Stopped: disabled, and its running runs cancelled.' })
+        .waitFor();
+      await page
+        .locator('section[aria-labelledby="summary-title"] .status-badge')
+        .filter({ hasText: /^Disabled$/ })
+        .waitFor();
+      assert.equal(await page.getByRole('switch').getAttribute('aria-checked'), 'false');
+      await page.getByLabel('Run status').selectOption('cancelled');
+      const cancelled = page.getByRole('table', { name: 'Runs, newest first' }).getByRole('row');
+      await cancelled.nth(1).getByText('Cancelled', { exact: true }).waitFor();
+      assert.equal(await cancelled.count(), 2);
+      await waitFor(async () => (await boxLines(page, 'Wait for event step wait')).includes('Waiting 0'));
       assert.deepEqual(unexpected(problems), []);
     });
+  });
+
+  test('at phone width the graph scrolls inside its frame, not the page', async (t) => {
+    await withPage(
+      t,
+      sending.dashboard,
+      async ({ page, problems }) => {
+        await signIn(page, sending.dashboard.user.email, sending.dashboard.user.password);
+        await openPage(page, `/automations/${automationId}`, 'Welcome series');
+        const frame = page.getByRole('region', { name: "The automation's graph" });
+        await frame.waitFor();
+        await page.getByRole('group', { name: 'Delay step pause', exact: true }).waitFor();
+        assert.ok(
+          await page.evaluate<boolean>('document.documentElement.scrollWidth <= window.innerWidth'),
+          'the page itself does not scroll sideways',
+        );
+        const box = await frame.boundingBox();
+        assert.ok(box && box.width <= PHONE.width, `the frame fits: ${JSON.stringify(box)}`);
+        assert.deepEqual(unexpected(problems), []);
+      },
+      { viewport: PHONE },
+    );
   });
 
   test('the events page: the name, its schema and the payload received', async (t) => {

@@ -57,7 +57,10 @@ function StepBox({
       data-step={step.key}
       className={`graph-step graph-step-${step.type}${reachable ? '' : ' graph-step-unreached'}`}
     >
-      <title>{`${words} (${step.key})${summary ? `: ${summary}` : ''}${reachable ? '' : ' — not reached from the trigger'}`}</title>
+      <title>
+        {`${words} (${step.key})${summary ? `: ${summary}` : ''}${reachable ? '' : ' — not reached from the trigger'}` +
+          (counts.skipped > 0 ? `. Skipped by ${counts.skipped} run${counts.skipped === 1 ? '' : 's'}.` : '')}
+      </title>
       <rect x={x} y={y} width={BOX_WIDTH} height={BOX_HEIGHT} rx={6} className="graph-box" />
       <text x={x + 10} y={y + 20} className="graph-type">
         {words}
