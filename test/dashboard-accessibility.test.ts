@@ -28,6 +28,7 @@ let routeId = '';
 let receivedId = '';
 let broadcastId = '';
 let importId = '';
+let automationId = '';
 let inboundPort = 0;
 
 before(async () => {
@@ -90,6 +91,24 @@ before(async () => {
       html: '<p>Hello {{{FIRST_NAME}}}, <a href="https://example.com/spring">read more</a></p>',
     })
   ).id as string;
+  // An automation sending the template (published for it), and a declared event with a schema.
+  await api('POST', `/templates/${templateId}/publish`);
+  await api('POST', '/events', { name: 'user.signed_up', schema: { plan: 'string' } });
+  automationId = (
+    await api('POST', '/automations', {
+      name: 'Welcome series',
+      status: 'enabled',
+      steps: [
+        { key: 'start', type: 'trigger', config: { event_name: 'user.signed_up' } },
+        { key: 'welcome', type: 'send_email', config: { template: { id: templateId } } },
+        { key: 'wait', type: 'delay', config: { duration: '2 days' } },
+      ],
+      connections: [
+        { from: 'start', to: 'welcome' },
+        { from: 'welcome', to: 'wait' },
+      ],
+    })
+  ).id as string;
   importId = await uploadImport('Email,First Name\r\nbea@example.com,Bea\r\nnot-an-address,Bad\r\n', segmentId);
   routeId = (
     await api('POST', '/inbound-routes', {
@@ -142,6 +161,7 @@ const AUDIT = `(() => {
   const visible = (el) => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden';
   const named = (el) => Boolean(
     (el.getAttribute('aria-label') || '').trim() ||
+    (el.labels && [...el.labels].some((l) => l.textContent.trim())) ||
     (el.getAttribute('aria-labelledby') || '').split(/\\s+/).some((id) => id && document.getElementById(id)?.textContent.trim()) ||
     (el.textContent || '').trim() || (el.getAttribute('title') || '').trim() ||
     [...el.querySelectorAll('img[alt], svg title')].some((i) => (i.getAttribute('alt') || i.textContent || '').trim()));
@@ -157,8 +177,9 @@ const AUDIT = `(() => {
   }
   for (const el of document.querySelectorAll('button, a[href], [role=button], summary')) {
     if (!visible(el)) continue;
-    el.dataset.a11y = String(n++);
     if (!named(el)) problems.push('control without a name: ' + describe(el));
+    // A disabled button is named like any other, and rightly left out of the Tab order.
+    if (!el.disabled) el.dataset.a11y = String(n++);
   }
   for (const el of document.querySelectorAll('iframe')) if (!(el.getAttribute('title') || '').trim()) problems.push('frame without a title: ' + describe(el));
   for (const el of document.querySelectorAll('img')) if (!el.hasAttribute('alt')) problems.push('image without alt: ' + describe(el));
@@ -200,6 +221,9 @@ const PAGES: Array<[string, string | RegExp]> = [
   ['/broadcasts', 'Broadcasts'],
   ['/broadcasts/new', 'New broadcast'],
   ['/broadcasts/:broadcast', 'Spring news'],
+  ['/automations', 'Automations'],
+  ['/automations/:automation', 'Welcome series'],
+  ['/events', 'Events'],
   ['/topics', 'Topics & contacts'],
   ['/segments', 'Segments'],
   ['/contact-properties', 'Contact properties'],
@@ -232,6 +256,7 @@ test('every page: fields labelled, controls named, and Tab reaches every control
         .replace(':route', routeId)
         .replace(':received', receivedId)
         .replace(':broadcast', broadcastId)
+        .replace(':automation', automationId)
         .replace(':import', importId);
       await openPage(page, address, heading);
       await waitUntilLoaded(page);

@@ -33,6 +33,8 @@ const NAV = [
   ['Webhooks', '/webhooks'],
   ['Templates', '/templates'],
   ['Broadcasts', '/broadcasts'],
+  ['Automations', '/automations'],
+  ['Events', '/events'],
   ['Topics & contacts', '/topics'],
   ['Segments', '/segments'],
   ['Contact properties', '/contact-properties'],
