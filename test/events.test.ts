@@ -128,6 +128,11 @@ describe('events', () => {
     assert.equal(refused.data, null);
     assert.equal(refused.error?.name, 'missing_required_field');
 
+    // A name with a slash or a space, as the SDK puts it in the path (encoded).
+    const slashed = await resend.events.create({ name: 'billing/invoice paid' });
+    assert.equal((await resend.events.get('billing/invoice paid')).data?.id, slashed.data!.id);
+    assert.equal((await resend.events.remove('billing/invoice paid')).data?.deleted, true);
+
     const removed = await resend.events.remove(id);
     assert.deepEqual(removed.data, { object: 'event', id, deleted: true });
     const gone = await resend.events.get(id);
