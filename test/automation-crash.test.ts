@@ -295,7 +295,20 @@ if (onPostgres) {
             `\n${logTail(worker, 3000)}`,
         );
       }
-      console.log(`every run completed ${Math.round((Date.now() - started) / 1000)} s after the first event`);
+      console.log(`every run ended ${Math.round((Date.now() - started) / 1000)} s after the first event`);
+      // Ended, each completed: none failed (a step's job spent its attempts) or was cancelled.
+      const { rows: notCompleted } = await watcher.query<{ email: string; status: string; steps: string }>(
+        `SELECT r.contact_email AS email, r.status,
+                (SELECT string_agg(step_key || ':' || status || coalesce(' ' || (error->>'message'), ''), ' ' ORDER BY seq)
+                   FROM automation_run_steps WHERE run_id = r.id) AS steps
+           FROM automation_runs r WHERE r.automation_id = $1 AND r.status <> 'completed' ORDER BY r.contact_email`,
+        [automationId],
+      );
+      assert.deepEqual(
+        notCompleted.slice(0, 10).map((row) => `${row.email} ${row.status}: ${row.steps}`),
+        [],
+        `${notCompleted.length} runs not completed`,
+      );
       // And every email is delivered (copies the workers had in flight may arrive twice: checked below).
       const expectedCopies = new Set(
         Array.from({ length: RUNS }, (_, i) => expectedSubjects(i).map((subject) => `${address(i)} ${subject}`)).flat(),
