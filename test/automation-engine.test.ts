@@ -8,12 +8,17 @@ import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOr
 import { waitFor } from './helpers/wait.ts';
 import { startAutomations } from '../src/automations/start-automations.ts';
 import { enqueueJob } from '../src/queue/jobs.ts';
+import { claimIdempotencyKey } from '../src/platform/idempotency.ts';
+import { stepIdempotencyKey } from '../src/automations/send-email-step.ts';
 import type { Worker } from '../src/queue/worker.ts';
 import type { AutomationConnection, AutomationStep } from '../src/automations/automation-model.ts';
 
 let t: TestApp;
 let org: TestOrganization;
 let worker: Worker;
+/** What the engine's worker logged as warnings and errors (a failed job attempt is one). */
+const logged: unknown[] = [];
+const log = { error: (...args: unknown[]) => logged.push(args), warn: (...args: unknown[]) => logged.push(args) };
 let templateId: string;
 /** The engine's clock: the real time moved on by what the tests have advanced it. */
 let offset = 0;
@@ -46,7 +51,7 @@ before(async () => {
     headers: bearer(org.fullKey),
   });
   assert.equal(published.statusCode, 200, published.body);
-  worker = await startAutomations(t.db, t.config, { error: () => {}, warn: () => {} }, { clock });
+  worker = await startAutomations(t.db, t.config, log, { clock });
 });
 after(async () => {
   await worker.stop();
@@ -384,6 +389,27 @@ test('a step job or an event job run twice does its work once', async () => {
     after.map((email) => email.id),
     [before],
   );
+});
+
+test('a send claimed by a worker that died is taken over once its lease ends, with no failed attempt', async () => {
+  const { id, event } = await automation(
+    [
+      { key: 'start', type: 'trigger', config: {} },
+      { key: 'wait', type: 'delay', config: { duration: '1 hour' } },
+      send('after_crash'),
+    ],
+    [edge('start', 'wait'), edge('wait', 'after_crash')],
+  );
+  await sendEvent(event, 'crashed.send@example.com');
+  const run = await oneRun(id);
+  await waitFor(async () => (await stepsOf(run.id)).includes('wait:waiting'));
+  // A worker (with a 1-second job lease) claimed step 3's message and died before it was stored.
+  await claimIdempotencyKey(t.db, stepIdempotencyKey(org.id, run.id, 3, 1));
+  logged.length = 0;
+  advance(3_600_000 + 1000);
+  await oneRun(id, 'completed');
+  assert.equal((await emailsOfRun(run.id)).length, 1);
+  assert.deepEqual(logged, [], 'the claim still held is waited for, not counted as a failed attempt');
 });
 
 test('a run keeps the version of the graph it started with', async () => {

@@ -1,7 +1,7 @@
 import type { Config } from '../platform/config.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
 import { idempotencyKey } from '../platform/idempotency.ts';
-import { isFinalRefusal } from '../platform/errors.ts';
+import { isFinalRefusal, ServiceError } from '../platform/errors.ts';
 import { addressKey } from '../platform/address-key.ts';
 import { subscribedAddresses } from '../contacts/subscriptions.ts';
 import { sendEmails } from '../emails/send-emails.ts';
@@ -16,11 +16,16 @@ import type { RuleContext } from './condition-rules.ts';
 // the message and remembers its result under that key in one commit: a step job run again after its
 // worker died between the send and the step's own commit gets the same message back, not a second one.
 
+/** A limit refused a step's message (rate, quota): it is tried again this much later. */
+const LIMIT_RETRY_MS = 30_000;
+/** The step's message is claimed by a send still in progress, or by a dead worker's about to run out. */
+const CLAIM_RETRY_MS = 1000;
+
 export type SendStepResult =
   | { kind: 'sent'; emailId: string }
   | { kind: 'skipped'; reason: 'unsubscribed' | 'suppressed' | 'contact_deleted'; detail?: Record<string, unknown> }
   | { kind: 'failed'; error: Record<string, unknown> }
-  | { kind: 'retry'; reason: string };
+  | { kind: 'retry'; reason: string; afterMs: number };
 
 export interface SendStepRun {
   id: string;
@@ -30,13 +35,19 @@ export interface SendStepRun {
   eventPayload: Record<string, unknown>;
 }
 
-/** The key a step's message is accepted under: one per (run, step number). */
-export const stepIdempotencyKey = (organizationId: string, runId: string, seq: number) =>
-  idempotencyKey(organizationId, `automation-step:${runId}:${seq}`, {
+/**
+ * The key a step's message is accepted under: one per (run, step number). Its claim lasts as long as the
+ * step job's lease: only the job's holder sends, and a job taken over after its worker died finds the
+ * dead worker's claim over too, instead of waiting out the minute an HTTP request's claim lasts.
+ */
+export const stepIdempotencyKey = (organizationId: string, runId: string, seq: number, leaseSeconds: number) => ({
+  ...idempotencyKey(organizationId, `automation-step:${runId}:${seq}`, {
     kind: 'automation',
     target: 'send_email',
     body: { run_id: runId, seq },
-  });
+  }),
+  leaseSeconds,
+});
 
 export async function sendEmailStep(
   db: Database,
@@ -65,13 +76,22 @@ export async function sendEmailStep(
   if (typeof step.config.reply_to === 'string') message.reply_to = step.config.reply_to;
   if (typeof step.config.topic_id === 'string') message.topic_id = step.config.topic_id;
 
-  const outcome = await sendEmails(
-    db,
-    config,
-    run.organizationId,
-    { kind: 'single', message },
-    stepIdempotencyKey(run.organizationId, run.id, seq),
-  );
+  let outcome;
+  try {
+    outcome = await sendEmails(
+      db,
+      config,
+      run.organizationId,
+      { kind: 'single', message },
+      stepIdempotencyKey(run.organizationId, run.id, seq, config.jobLeaseSeconds),
+    );
+  } catch (error) {
+    // The claim of a worker that died while sending this step has not quite run out: soon it has.
+    if (error instanceof ServiceError && error.name === 'concurrent_idempotent_requests') {
+      return { kind: 'retry', reason: error.message, afterMs: CLAIM_RETRY_MS };
+    }
+    throw error;
+  }
   const result = outcome.result;
   if ('entries' in result) {
     const entry = result.entries[0]!;
@@ -97,7 +117,7 @@ function refusedSend(error: {
   field?: string;
 }): SendStepResult {
   if (isFinalRefusal(error.name)) return { kind: 'failed', error: { ...error } };
-  return { kind: 'retry', reason: `${error.name}: ${error.message}` };
+  return { kind: 'retry', reason: `${error.name}: ${error.message}`, afterMs: LIMIT_RETRY_MS };
 }
 
 /** Why the contact must not get the step's message: unsubscribed (from all, or from its topic), or suppressed. */

@@ -18,9 +18,6 @@ export interface EngineContext {
   clock: () => Date;
 }
 
-/** A limit refused a step's message (rate, quota): it is tried again this much later. */
-const LIMIT_RETRY_MS = 30_000;
-
 interface StepRow {
   step_key: string;
   step_type: string;
@@ -122,7 +119,7 @@ async function sendStep(context: EngineContext, runId: string, seq: number): Pro
     [runId, seq, context.clock()],
   );
   const result = await sendEmailStep(context.db, context.config, run, seq, step);
-  if (result.kind === 'retry') return { retryAt: new Date(Date.now() + LIMIT_RETRY_MS), reason: result.reason };
+  if (result.kind === 'retry') return { retryAt: new Date(Date.now() + result.afterMs), reason: result.reason };
   const now = context.clock();
   await context.db.transaction(async (tx) => {
     const locked = await readRun(tx, runId, { lock: true });
