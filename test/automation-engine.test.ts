@@ -112,8 +112,8 @@ async function sendEvent(name: string, email: string, payload: Record<string, un
 }
 
 async function runsOf(automationId: string) {
-  const { rows } = await t.db.query<{ id: string; status: string; contact_id: string }>(
-    'SELECT id, status, contact_id FROM automation_runs WHERE automation_id = $1 ORDER BY created_at',
+  const { rows } = await t.db.query<{ id: string; status: string; contact_id: string; contact_email: string }>(
+    'SELECT id, status, contact_id, contact_email FROM automation_runs WHERE automation_id = $1 ORDER BY contact_email',
     [automationId],
   );
   return rows;
@@ -207,7 +207,7 @@ test('a wait resumes on its event for that contact (filter met), or takes its ti
   await sendEvent(event, 'payer@example.com');
   await sendEvent(event, 'late@example.com');
   await waitFor(async () => (await runsOf(id)).length === 2);
-  const [payer, late] = await runsOf(id);
+  const [late, payer] = await runsOf(id); // by address
   await waitFor(async () => (await stepsOf(late!.id)).includes('paid:waiting'));
   // Another contact's event, and one whose payload the filter refuses, resume nothing.
   await sendEvent('invoice.paid', 'someone.else@example.com', { amount: 10 });
@@ -216,11 +216,11 @@ test('a wait resumes on its event for that contact (filter met), or takes its ti
   assert.deepEqual(await stepsOf(payer!.id), ['start:completed', 'paid:waiting']);
 
   await sendEvent('invoice.paid', 'payer@example.com', { amount: 25 });
-  await waitFor(async () => (await runsOf(id))[0]!.status === 'completed');
+  await waitFor(async () => (await runsOf(id))[1]!.status === 'completed');
   assert.deepEqual(await stepsOf(payer!.id), ['start:completed', 'paid:completed', 'thanks:completed']);
 
   advance(3 * DAY + 1000);
-  await waitFor(async () => (await runsOf(id))[1]!.status === 'completed');
+  await waitFor(async () => (await runsOf(id))[0]!.status === 'completed');
   assert.deepEqual(await stepsOf(late!.id), ['start:completed', 'paid:completed', 'reminder:completed']);
   assert.deepEqual(
     (await emailsOfRun(late!.id)).map((email) => email.subject),
@@ -253,7 +253,7 @@ test('a condition over the payload and the contact chooses the branch', async ()
   assert.deepEqual(await stepsOf(run.id), ['start:completed', 'is_pro:completed', 'pro:completed']);
   await sendEvent(event, 'free.user@example.com', { plan: 'free' });
   await waitFor(async () => (await runsOf(id)).filter((r) => r.status === 'completed').length === 2);
-  const second = (await runsOf(id))[1]!;
+  const second = (await runsOf(id)).find((r) => r.contact_email === 'free.user@example.com')!;
   assert.deepEqual(await stepsOf(second.id), ['start:completed', 'is_pro:completed', 'free:completed']);
 });
 

@@ -1,5 +1,5 @@
 import type { Queryable } from '../platform/db/database.ts';
-import { enqueueJob } from '../queue/jobs.ts';
+import { enqueueJobsFromRows } from '../queue/jobs.ts';
 import type { AutomationConnection, AutomationGraph, AutomationStep, ConnectionType } from './automation-model.ts';
 import { parseDuration } from './durations.ts';
 import { runInstantStep, type StepOutcome } from './instant-steps.ts';
@@ -28,7 +28,32 @@ const MAX_STEPS_PER_WALK = 500;
 
 export interface WalkContext {
   now: Date;
+  /** The highest step number the run has so far (read with the run, under its lock). */
+  lastSeq: number;
 }
+
+/**
+ * What one walk knows while it holds the run's lock, so that it asks the database nothing it can tell:
+ * the next step number, whether the run is still running (only this walk can end it meanwhile), and
+ * whether it left a step pending or waiting (then the run cannot be done).
+ */
+interface Walk {
+  run: RunInWalk;
+  now: Date;
+  nextSeq: number;
+  live: boolean;
+  leftActive: boolean;
+  budget: number;
+}
+
+const newWalk = (run: RunInWalk, context: WalkContext): Walk => ({
+  run,
+  now: context.now,
+  nextSeq: context.lastSeq + 1,
+  live: true,
+  leftActive: false,
+  budget: MAX_STEPS_PER_WALK,
+});
 
 /** The connection types a step's outcome follows. */
 export function connectionsFrom(graph: AutomationGraph, key: string, type: ConnectionType): AutomationConnection[] {
@@ -50,94 +75,81 @@ export async function followFrom(
   type: ConnectionType,
   context: WalkContext,
 ): Promise<void> {
-  const budget = { left: MAX_STEPS_PER_WALK };
-  for (const connection of connectionsFrom(run.graph, key, type)) {
-    await enterStep(tx, run, connection.to, context, budget);
-  }
-  await finishRunIfDone(tx, run.id, context.now);
+  const walk = newWalk(run, context);
+  for (const connection of connectionsFrom(run.graph, key, type)) await enterStep(tx, walk, connection.to);
+  await endWalk(tx, walk);
 }
 
-/** Starts a run at its trigger (already written as the run's row). */
-export async function startWalk(tx: Queryable, run: RunInWalk, context: WalkContext): Promise<void> {
+/** Starts a run at its trigger (its row just written, with no step yet). */
+export async function startWalk(tx: Queryable, run: RunInWalk, now: Date): Promise<void> {
   const trigger = run.graph.steps.find((step) => step.type === 'trigger');
   if (!trigger) throw new Error(`automation ${run.automationId} has no trigger`);
-  await enterStep(tx, run, trigger.key, context, { left: MAX_STEPS_PER_WALK });
-  await finishRunIfDone(tx, run.id, context.now);
+  const walk = newWalk(run, { now, lastSeq: 0 });
+  await enterStep(tx, walk, trigger.key);
+  await endWalk(tx, walk);
 }
 
-async function enterStep(
-  tx: Queryable,
-  run: RunInWalk,
-  key: string,
-  context: WalkContext,
-  budget: { left: number },
-): Promise<void> {
-  // A run already failed or ended (a contact_delete before, a failed branch) enters nothing more.
-  const { rows: live } = await tx.query<{ status: string }>('SELECT status FROM automation_runs WHERE id = $1', [
-    run.id,
-  ]);
-  if (live[0]?.status !== 'running') return;
-  if (--budget.left < 0) {
-    await failRun(tx, run.id, context.now, { name: 'step_limit', message: 'the run entered too many steps at once' });
+/** A walk that left nothing pending or waiting may have been the run's last: it completes then. */
+async function endWalk(tx: Queryable, walk: Walk): Promise<void> {
+  if (walk.live && !walk.leftActive) await finishRunIfDone(tx, walk.run.id, walk.now);
+}
+
+async function enterStep(tx: Queryable, walk: Walk, key: string): Promise<void> {
+  // A run this walk ended (a contact_delete, a failed step) enters nothing more.
+  if (!walk.live) return;
+  const { run, now } = walk;
+  if (--walk.budget < 0) {
+    await failRun(tx, run.id, now, { name: 'step_limit', message: 'the run entered too many steps at once' });
+    walk.live = false;
     return;
   }
   const step = run.graph.steps.find((candidate) => candidate.key === key);
   if (!step) throw new Error(`automation ${run.automationId} has no step ${key}`);
-  const seq = await nextSeq(tx, run.id);
-  const now = context.now;
+  const seq = walk.nextSeq++;
 
   if (step.type === 'send_email') {
-    await insertStep(tx, run, seq, step, { status: 'pending', startedAt: null });
-    await enqueueStepJob(tx, run, seq, now);
+    await insertStep(tx, run, seq, step, { status: 'pending', startedAt: null }, now);
+    walk.leftActive = true;
     return;
   }
   if (step.type === 'delay') {
     const wakeAt = new Date(now.getTime() + (parseDuration(String(step.config.duration)) ?? 0));
-    await insertStep(tx, run, seq, step, { status: 'waiting', startedAt: now, wakeAt });
-    await enqueueStepJob(tx, run, seq, wakeAt);
+    await insertStep(tx, run, seq, step, { status: 'waiting', startedAt: now, wakeAt }, wakeAt);
+    walk.leftActive = true;
     return;
   }
   if (step.type === 'wait_for_event') {
     const timeout = typeof step.config.timeout === 'string' ? parseDuration(step.config.timeout) : undefined;
     const wakeAt = timeout === undefined ? null : new Date(now.getTime() + timeout);
-    await insertStep(tx, run, seq, step, {
-      status: 'waiting',
-      startedAt: now,
-      wakeAt,
-      waitEvent: String(step.config.event_name),
-    });
+    const values = { status: 'waiting', startedAt: now, wakeAt, waitEvent: String(step.config.event_name) };
     // Without a timeout the wait ends only with its event: no job.
-    if (wakeAt) await enqueueStepJob(tx, run, seq, wakeAt);
+    await insertStep(tx, run, seq, step, values, wakeAt);
+    walk.leftActive = true;
     return;
   }
 
   const outcome: StepOutcome = await runInstantStep(tx, run, step);
-  await insertStep(tx, run, seq, step, {
+  const values = {
     status: outcome.status,
     startedAt: now,
     completedAt: now,
     output: outcome.output,
     error: outcome.error,
-  });
+  };
+  await insertStep(tx, run, seq, step, values, null);
   if (outcome.status === 'failed') {
     await failRun(tx, run.id, now, outcome.error ?? null);
+    walk.live = false;
     return;
   }
   if (outcome.endsRun) {
     await endRun(tx, run.id, 'completed', now);
+    walk.live = false;
     return;
   }
   for (const connection of connectionsFrom(run.graph, key, outcome.follow ?? 'default')) {
-    await enterStep(tx, run, connection.to, context, budget);
+    await enterStep(tx, walk, connection.to);
   }
-}
-
-async function nextSeq(tx: Queryable, runId: string): Promise<number> {
-  const { rows } = await tx.query<{ seq: number }>(
-    'SELECT coalesce(max(seq), 0) + 1 AS seq FROM automation_run_steps WHERE run_id = $1',
-    [runId],
-  );
-  return rows[0]!.seq;
 }
 
 interface StepRowValues {
@@ -150,11 +162,30 @@ interface StepRowValues {
   error?: Record<string, unknown> | null;
 }
 
-async function insertStep(tx: Queryable, run: RunInWalk, seq: number, step: AutomationStep, values: StepRowValues) {
+/**
+ * Writes a step's row and, when `jobAt` is given, its job keyed (run, seq) due then: one statement, so a
+ * step that waits or sends costs one round trip.
+ */
+async function insertStep(
+  tx: Queryable,
+  run: RunInWalk,
+  seq: number,
+  step: AutomationStep,
+  values: StepRowValues,
+  jobAt: Date | null,
+) {
+  const insert = `INSERT INTO automation_run_steps (run_id, seq, organization_id, automation_id, contact_id, step_key,
+            step_type, status, wait_event, wake_at, output, error, started_at, completed_at, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12::jsonb, $13, $14, $15)`;
+  const job = enqueueJobsFromRows({
+    from: 'entered',
+    queue: 'automation-step',
+    payload: "jsonb_build_object('run_id', entered.run_id::text, 'seq', entered.seq::text)",
+    runAt: '$16::timestamptz',
+    shareKey: 'entered.organization_id::text',
+  });
   await tx.query(
-    `INSERT INTO automation_run_steps (run_id, seq, organization_id, automation_id, contact_id, step_key, step_type,
-            status, wait_event, wake_at, output, error, started_at, completed_at, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12::jsonb, $13, $14, $15)`,
+    jobAt ? `WITH entered AS (${insert} RETURNING run_id, seq, organization_id), job AS (${job}) SELECT 1` : insert,
     [
       run.id,
       seq,
@@ -171,17 +202,9 @@ async function insertStep(tx: Queryable, run: RunInWalk, seq: number, step: Auto
       values.startedAt,
       values.completedAt ?? null,
       values.startedAt ?? new Date(),
+      ...(jobAt ? [jobAt] : []),
     ],
   );
-}
-
-async function enqueueStepJob(tx: Queryable, run: RunInWalk, seq: number, runAt: Date) {
-  await enqueueJob(tx, {
-    queue: 'automation-step',
-    payload: { run_id: run.id, seq: String(seq) },
-    shareKey: run.organizationId,
-    runAt,
-  });
 }
 
 /** Marks a step done (or skipped, or failed) with what it produced. */
@@ -189,11 +212,18 @@ export async function settleStep(
   tx: Queryable,
   runId: string,
   seq: number,
-  values: { status: string; at: Date; output?: Record<string, unknown> | null; error?: Record<string, unknown> | null },
+  values: {
+    status: string;
+    at: Date;
+    /** When the step began, if it began before it was settled (a send). */
+    startedAt?: Date;
+    output?: Record<string, unknown> | null;
+    error?: Record<string, unknown> | null;
+  },
 ): Promise<void> {
   await tx.query(
     `UPDATE automation_run_steps
-        SET status = $3, completed_at = $4, started_at = coalesce(started_at, $4),
+        SET status = $3, completed_at = $4, started_at = coalesce(started_at, $7, $4),
             output = coalesce($5::jsonb, output), error = $6::jsonb, wait_event = NULL
       WHERE run_id = $1 AND seq = $2`,
     [
@@ -203,6 +233,7 @@ export async function settleStep(
       values.at,
       values.output ? JSON.stringify(values.output) : null,
       values.error ? JSON.stringify(values.error) : null,
+      values.startedAt ?? null,
     ],
   );
 }

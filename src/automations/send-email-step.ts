@@ -7,7 +7,7 @@ import { subscribedAddresses } from '../contacts/subscriptions.ts';
 import { sendEmails } from '../emails/send-emails.ts';
 import type { EmailMessage } from '../emails/message-schema.ts';
 import type { AutomationStep } from './automation-model.ts';
-import { resolveVariables, ruleContext } from './instant-steps.ts';
+import { resolveVariables } from './instant-steps.ts';
 import type { RuleContext } from './condition-rules.ts';
 
 // A send_email step sends one message through the accept path every send takes (POST /emails): it gets
@@ -56,11 +56,11 @@ export async function sendEmailStep(
   seq: number,
   step: AutomationStep,
 ): Promise<SendStepResult> {
-  const context = await ruleContext(db, run, run.eventPayload);
-  const contact = context.contact;
+  const contact = await contactToSend(db, run);
   if (!contact) return { kind: 'skipped', reason: 'contact_deleted' };
   const refusal = await whyNotSend(db, run.organizationId, contact, step.config.topic_id);
   if (refusal) return refusal;
+  const context: RuleContext = { event: run.eventPayload, contact };
 
   const template = step.config.template as { id: string; variables?: Record<string, unknown> };
   const message: EmailMessage = {
@@ -120,11 +120,35 @@ function refusedSend(error: {
   return { kind: 'retry', reason: `${error.name}: ${error.message}`, afterMs: LIMIT_RETRY_MS };
 }
 
+interface ContactToSend {
+  email: string;
+  first_name: string | null;
+  last_name: string | null;
+  unsubscribed: boolean;
+  properties: Record<string, unknown>;
+  /** Why its address is on the suppression list, if it is. */
+  suppression_reason: string | null;
+}
+
+/** The run's contact as it is now, with whether its address is suppressed, in one read. */
+async function contactToSend(db: Queryable, run: SendStepRun): Promise<ContactToSend | undefined> {
+  // Contacts hold addresses as parsed (ASCII throughout): lower(email) is the suppression list's key.
+  const { rows } = await db.query<ContactToSend>(
+    `SELECT c.email, c.first_name, c.last_name, c.unsubscribed, coalesce(c.properties, '{}'::jsonb) AS properties,
+            s.reason AS suppression_reason
+       FROM contacts c
+       LEFT JOIN suppressions s ON s.organization_id = c.organization_id AND s.address = lower(c.email)
+      WHERE c.id = $1 AND c.organization_id = $2`,
+    [run.contactId, run.organizationId],
+  );
+  return rows[0];
+}
+
 /** Why the contact must not get the step's message: unsubscribed (from all, or from its topic), or suppressed. */
 async function whyNotSend(
   db: Queryable,
   organizationId: string,
-  contact: { email: string; unsubscribed: boolean },
+  contact: ContactToSend,
   topicId: unknown,
 ): Promise<SendStepResult | undefined> {
   if (contact.unsubscribed) return { kind: 'skipped', reason: 'unsubscribed' };
@@ -134,10 +158,8 @@ async function whyNotSend(
       return { kind: 'skipped', reason: 'unsubscribed', detail: { topic_id: topicId } };
     }
   }
-  const { rows } = await db.query<{ reason: string }>(
-    'SELECT reason FROM suppressions WHERE organization_id = $1 AND address = $2',
-    [organizationId, addressKey(contact.email)],
-  );
-  if (rows[0]) return { kind: 'skipped', reason: 'suppressed', detail: { suppression_reason: rows[0].reason } };
+  if (contact.suppression_reason !== null) {
+    return { kind: 'skipped', reason: 'suppressed', detail: { suppression_reason: contact.suppression_reason } };
+  }
   return undefined;
 }

@@ -25,12 +25,24 @@ interface StepRow {
   wake_at: Date | null;
 }
 
-/** The run with its graph (the version it started with) and its trigger's payload; locked when asked. */
+/** A run with its graph and the state of one of its steps, as one read. */
+export interface RunState {
+  run: RunInWalk & { status: string };
+  /** The step asked for; undefined when the run has no such step. */
+  step: StepRow | undefined;
+  /** The run's highest step number: where a walk from here numbers on. */
+  lastSeq: number;
+}
+
+/**
+ * The run with its graph (the version it started with), its trigger's payload, one step's row and its
+ * highest step number, in one read; the run's row locked when asked.
+ */
 export async function readRun(
   db: Queryable,
   runId: string,
-  options: { lock: boolean },
-): Promise<(RunInWalk & { status: string }) | undefined> {
+  options: { lock: boolean; seq?: number },
+): Promise<RunState | undefined> {
   const { rows } = await db.query<{
     id: string;
     organization_id: string;
@@ -40,24 +52,39 @@ export async function readRun(
     steps: AutomationStep[];
     connections: AutomationConnection[];
     payload: Record<string, unknown> | null;
+    last_seq: number;
+    step_key: string | null;
+    step_type: string;
+    step_status: string;
+    wake_at: Date | null;
   }>(
-    `SELECT r.id, r.organization_id, r.automation_id, r.contact_id, r.status, v.steps, v.connections, e.payload
+    `SELECT r.id, r.organization_id, r.automation_id, r.contact_id, r.status, v.steps, v.connections, e.payload,
+            (SELECT coalesce(max(seq), 0) FROM automation_run_steps m WHERE m.run_id = r.id) AS last_seq,
+            s.step_key, s.step_type, s.status AS step_status, s.wake_at
        FROM automation_runs r
        JOIN automation_versions v ON v.automation_id = r.automation_id AND v.version = r.version
        LEFT JOIN received_events e ON e.id = r.event_id
+       LEFT JOIN automation_run_steps s ON s.run_id = r.id AND s.seq = $2
       WHERE r.id = $1 ${options.lock ? 'FOR UPDATE OF r' : ''}`,
-    [runId],
+    [runId, options.seq ?? 0],
   );
   const row = rows[0];
   if (!row) return undefined;
   return {
-    id: row.id,
-    organizationId: row.organization_id,
-    automationId: row.automation_id,
-    contactId: row.contact_id,
-    status: row.status,
-    eventPayload: row.payload ?? {},
-    graph: graphOf(row.steps, row.connections),
+    run: {
+      id: row.id,
+      organizationId: row.organization_id,
+      automationId: row.automation_id,
+      contactId: row.contact_id,
+      status: row.status,
+      eventPayload: row.payload ?? {},
+      graph: graphOf(row.steps, row.connections),
+    },
+    step:
+      row.step_key === null
+        ? undefined
+        : { step_key: row.step_key, step_type: row.step_type, status: row.step_status, wake_at: row.wake_at },
+    lastSeq: row.last_seq,
   };
 }
 
@@ -69,71 +96,60 @@ export function graphOf(steps: AutomationStep[], connections: AutomationConnecti
   };
 }
 
-async function readStep(db: Queryable, runId: string, seq: number): Promise<StepRow | undefined> {
-  const { rows } = await db.query<StepRow>(
-    'SELECT step_key, step_type, status, wake_at FROM automation_run_steps WHERE run_id = $1 AND seq = $2',
-    [runId, seq],
-  );
-  return rows[0];
-}
-
 const ACTIVE = ['pending', 'running', 'waiting'];
 
 export function stepJobHandler(context: EngineContext): JobHandler {
   return async (job: Job): Promise<JobResult> => {
     const runId = String(job.payload.run_id);
     const seq = Number(job.payload.seq);
-    const first = await readStep(context.db, runId, seq);
-    if (!first || !ACTIVE.includes(first.status)) return { done: true };
+    const first = await readRun(context.db, runId, { lock: false, seq });
+    if (!first || first.run.status !== 'running' || !first.step || !ACTIVE.includes(first.step.status)) {
+      return { done: true };
+    }
+    if (first.step.step_type === 'send_email') return sendStep(context, first, seq);
     const now = context.clock();
-    if (first.step_type === 'send_email') return sendStep(context, runId, seq);
     // A job woken before its time (a test's clock, a clock step back) waits for it.
-    if (first.wake_at && first.wake_at.getTime() > now.getTime()) {
-      return { retryAt: first.wake_at, reason: 'not due yet' };
+    if (first.step.wake_at && first.step.wake_at.getTime() > now.getTime()) {
+      return { retryAt: first.step.wake_at, reason: 'not due yet' };
     }
     await context.db.transaction(async (tx) => {
-      const run = await readRun(tx, runId, { lock: true });
-      const step = await readStep(tx, runId, seq);
-      if (!run || run.status !== 'running' || step?.status !== 'waiting') return;
+      const state = await readRun(tx, runId, { lock: true, seq });
+      const step = state?.step;
+      if (!state || state.run.status !== 'running' || step?.status !== 'waiting') return;
+      const walk = { now, lastSeq: state.lastSeq };
       if (step.step_type === 'delay') {
         await settleStep(tx, runId, seq, { status: 'completed', at: now, output: { delayed_until: step.wake_at } });
-        await followFrom(tx, run, step.step_key, 'default', { now });
+        await followFrom(tx, state.run, step.step_key, 'default', walk);
       } else if (step.step_type === 'wait_for_event') {
         await settleStep(tx, runId, seq, { status: 'completed', at: now, output: { timed_out: true } });
-        await followFrom(tx, run, step.step_key, 'timeout', { now });
+        await followFrom(tx, state.run, step.step_key, 'timeout', walk);
       }
     });
     return { done: true };
   };
 }
 
-async function sendStep(context: EngineContext, runId: string, seq: number): Promise<JobResult> {
-  const run = await readRun(context.db, runId, { lock: false });
-  if (!run || run.status !== 'running') return { done: true };
-  const stepRow = await readStep(context.db, runId, seq);
-  const step = run.graph.steps.find((candidate) => candidate.key === stepRow?.step_key);
-  if (!stepRow || !step) return { done: true };
-  await context.db.query(
-    `UPDATE automation_run_steps SET status = 'running', started_at = coalesce(started_at, $3)
-      WHERE run_id = $1 AND seq = $2 AND status = 'pending'`,
-    [runId, seq, context.clock()],
-  );
+async function sendStep(context: EngineContext, first: RunState, seq: number): Promise<JobResult> {
+  const { run } = first;
+  const step = run.graph.steps.find((candidate) => candidate.key === first.step!.step_key);
+  if (!step) return { done: true };
+  const startedAt = context.clock();
   const result = await sendEmailStep(context.db, context.config, run, seq, step);
   if (result.kind === 'retry') return { retryAt: new Date(Date.now() + result.afterMs), reason: result.reason };
   const now = context.clock();
   await context.db.transaction(async (tx) => {
-    const locked = await readRun(tx, runId, { lock: true });
-    const current = await readStep(tx, runId, seq);
-    if (!locked || locked.status !== 'running' || !current || !ACTIVE.includes(current.status)) return;
+    const state = await readRun(tx, run.id, { lock: true, seq });
+    if (!state || state.run.status !== 'running' || !state.step || !ACTIVE.includes(state.step.status)) return;
     if (result.kind === 'failed') {
-      await settleStep(tx, runId, seq, { status: 'failed', at: now, error: result.error });
-      await failRun(tx, runId, now, result.error);
+      await settleStep(tx, run.id, seq, { status: 'failed', at: now, startedAt, error: result.error });
+      await failRun(tx, run.id, now, result.error);
       return;
     }
     const output =
       result.kind === 'sent' ? { email_id: result.emailId } : { skipped: result.reason, ...(result.detail ?? {}) };
-    await settleStep(tx, runId, seq, { status: result.kind === 'sent' ? 'completed' : 'skipped', at: now, output });
-    await followFrom(tx, locked, step.key, 'default', { now });
+    const status = result.kind === 'sent' ? 'completed' : 'skipped';
+    await settleStep(tx, run.id, seq, { status, at: now, startedAt, output });
+    await followFrom(tx, state.run, step.key, 'default', { now, lastSeq: state.lastSeq });
   });
   return { done: true };
 }

@@ -142,6 +142,33 @@ export async function createContact(
 }
 
 /**
+ * The organization's contact with this address, created (subscribed, no name, in no segment) when there is
+ * none, inside the caller's transaction: how an event sent for an address names its contact. A contact
+ * created here has its contact.created webhook event like one created through the API.
+ */
+export async function ensureContactIn(
+  tx: Queryable,
+  organizationId: string,
+  email: string,
+): Promise<{ id: string; email: string }> {
+  const address = contactAddress(email);
+  const { rows } = await tx.query<{ id: string; email: string }>(
+    withEvent(
+      `INSERT INTO contacts (organization_id, email) VALUES ($1, $2) ON CONFLICT DO NOTHING ${RETURNED}`,
+      contactEvent('contact.created', "'[]'::jsonb"),
+    ),
+    [organizationId, address],
+  );
+  if (rows[0]) return rows[0];
+  // Another transaction made it first (it has committed: the insert waited for it).
+  const found = await tx.query<{ id: string; email: string }>(
+    'SELECT id, email FROM contacts WHERE organization_id = $1 AND lower(email) = lower($2)',
+    [organizationId, address],
+  );
+  return found.rows[0]!;
+}
+
+/**
  * Oldest first, `limit` at a time; `after` is the id of the last contact of the previous page, `before`
  * the id of the first contact of the next one (Resend's SDK sends either).
  */
