@@ -479,6 +479,13 @@ describe('the checks of a graph', () => {
     );
   });
 
+  test('the same connection twice is refused', async () => {
+    const message = await refused((g) => {
+      g.connections.push({ ...g.connections[0]! });
+    }, 'connections[7].to');
+    assert.match(message, /connections\[0\] connects these steps already/);
+  });
+
   test('a loop must pass through a delay or a wait_for_event', async () => {
     const message = await refused((g) => {
       g.connections.push({ from: 'tag', to: 'paid' });

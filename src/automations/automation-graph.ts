@@ -285,6 +285,7 @@ export function checkedGraphShape(steps: unknown, connections: unknown): Checked
   if (!trigger) throw invalid('steps', 'no trigger step: one step of type "trigger" names the event that starts a run');
 
   const checkedConnections: AutomationConnection[] = [];
+  const seenEdges = new Map<string, number>();
   for (const [index, connection] of connections.entries()) {
     if (!isObject(connection)) throw invalid(`connections[${index}]`, 'must be an object with from, to and type');
     const refuse = (field: string, message: string) => refuseConnection(index, connection, field, message);
@@ -307,6 +308,12 @@ export function checkedGraphShape(steps: unknown, connections: unknown): Checked
     if (!LEADS_ON_BY[from.type].includes(type as ConnectionType)) {
       throw refuse('type', `a ${from.type} step leads on by ${LEADS_ON_BY_SAID[from.type]}, not ${type}`);
     }
+    // The same connection twice would have a run enter its target twice each time (and a loop through a
+    // delay double its steps at every turn).
+    const effective = type === 'default' && from.type === 'wait_for_event' ? 'event_received' : type;
+    const edge = `${from.key}\u0000${to.key}\u0000${effective}`;
+    if (seenEdges.has(edge)) throw refuse('to', `connections[${seenEdges.get(edge)}] connects these steps already`);
+    seenEdges.set(edge, index);
     checkedConnections.push({ from: from.key, to: to.key, type: type as ConnectionType });
   }
   checkLoops(checkedSteps, checkedConnections, indexOfKey);

@@ -245,9 +245,11 @@ export async function stopAutomation(db: Database, organizationId: string, id: s
       [organizationId, id],
     );
     if (!rows[0]) throw notFound('Automation');
+    // The runs locked in the order of their ids, the order the engine locks several in.
     await tx.query(
       `UPDATE automation_runs SET status = 'cancelled', completed_at = now()
-        WHERE automation_id = $1 AND status = 'running'`,
+        WHERE id IN (SELECT id FROM automation_runs WHERE automation_id = $1 AND status = 'running'
+                      ORDER BY id FOR UPDATE)`,
       [id],
     );
     await tx.query(

@@ -4,7 +4,7 @@ import { ensureContactIn } from '../contacts/contacts.ts';
 import type { Job, JobHandler, JobResult } from '../queue/worker.ts';
 import { checkRule, ruleHolds } from './condition-rules.ts';
 import { ruleContext } from './instant-steps.ts';
-import { followFrom, settleStep, startWalk } from './run-graph.ts';
+import { followFrom, settleStep, startWalk, type SharedWalkState } from './run-graph.ts';
 import { graphOf, readRun, type EngineContext } from './step-jobs.ts';
 import type { AutomationConnection, AutomationStep } from './automation-model.ts';
 
@@ -42,8 +42,10 @@ export function eventJobHandler(context: EngineContext): JobHandler {
       ]);
       // The contact was deleted since the event was sent: there is no one to run anything for.
       if (!contact) return;
-      await resumeWaits(tx, event, contact.id, now);
-      await startRuns(tx, event, contact, now);
+      const shared = { contactDeleted: false };
+      await resumeWaits(tx, event, contact.id, now, shared);
+      // A resumed run's contact_delete step deleted the contact: there is no one to start runs for.
+      if (!shared.contactDeleted) await startRuns(tx, event, contact, now, shared);
     });
     return { done: true };
   };
@@ -66,7 +68,14 @@ async function readEvent(db: Queryable, id: string): Promise<ReceivedEvent | und
 
 /** The event's contact; one named by an address that is no contact yet is created (as POST /contacts would). */
 async function contactOf(tx: Queryable, event: ReceivedEvent): Promise<{ id: string; email: string } | undefined> {
-  if (event.found_id) return { id: event.found_id, email: event.found_email! };
+  if (event.found_id) {
+    // Locked against deletion until the runs started for it are written: a deletion then cancels them.
+    const { rows } = await tx.query<{ id: string; email: string }>(
+      'SELECT id, email FROM contacts WHERE id = $1 FOR KEY SHARE',
+      [event.found_id],
+    );
+    return rows[0];
+  }
   if (!event.email) return undefined;
   try {
     return await ensureContactIn(tx, event.organization_id, event.email);
@@ -77,7 +86,13 @@ async function contactOf(tx: Queryable, event: ReceivedEvent): Promise<{ id: str
   }
 }
 
-async function startRuns(tx: Queryable, event: ReceivedEvent, contact: { id: string; email: string }, now: Date) {
+async function startRuns(
+  tx: Queryable,
+  event: ReceivedEvent,
+  contact: { id: string; email: string },
+  now: Date,
+  shared: SharedWalkState,
+) {
   // The runs are written with the automations they start from, in one statement.
   const { rows } = await tx.query<{
     run_id: string;
@@ -88,7 +103,9 @@ async function startRuns(tx: Queryable, event: ReceivedEvent, contact: { id: str
     `WITH triggered AS (
        SELECT a.id, a.version, v.steps, v.connections
          FROM automations a JOIN automation_versions v ON v.automation_id = a.id AND v.version = a.version
-        WHERE a.organization_id = $1 AND a.trigger_event = $2 AND a.status = 'enabled'),
+        WHERE a.organization_id = $1 AND a.trigger_event = $2 AND a.status = 'enabled'
+          -- A stop committing meanwhile is waited for (and then starts nothing); one after sees these runs.
+          FOR SHARE OF a),
      started AS (
        INSERT INTO automation_runs (organization_id, automation_id, version, event_id, contact_id, contact_email,
               status, started_at, created_at)
@@ -109,11 +126,11 @@ async function startRuns(tx: Queryable, event: ReceivedEvent, contact: { id: str
       eventPayload: event.payload,
       graph: graphOf(started.steps, started.connections),
     };
-    await startWalk(tx, run, now);
+    await startWalk(tx, run, now, shared);
   }
 }
 
-async function resumeWaits(tx: Queryable, event: ReceivedEvent, contactId: string, now: Date) {
+async function resumeWaits(tx: Queryable, event: ReceivedEvent, contactId: string, now: Date, shared: SharedWalkState) {
   const { rows } = await tx.query<{ run_id: string; seq: number }>(
     `SELECT run_id, seq FROM automation_run_steps
       WHERE organization_id = $1 AND contact_id = $2 AND wait_event = $3 AND status = 'waiting'
@@ -131,11 +148,12 @@ async function resumeWaits(tx: Queryable, event: ReceivedEvent, contactId: strin
       const rule = checkRule(step.config.filter_rule, 'config.filter_rule');
       if (!ruleHolds(rule, await ruleContext(tx, run, event.payload))) continue;
     }
+    if (shared.contactDeleted) return;
     await settleStep(tx, run.id, waiting.seq, {
       status: 'completed',
       at: now,
       output: { event_id: event.id, payload: event.payload },
     });
-    await followFrom(tx, run, step.key, 'event_received', { now, lastSeq: state.lastSeq });
+    await followFrom(tx, run, step.key, 'event_received', { now, lastSeq: state.lastSeq, shared });
   }
 }

@@ -26,10 +26,19 @@ export interface RunInWalk {
 /** A walk enters at most this many steps in one transaction (a graph is checked to have no instant loop). */
 const MAX_STEPS_PER_WALK = 500;
 
+/** Steps one run may enter in all (a loop through a delay comes back many times): past it, the run fails. */
+export const MAX_STEPS_PER_RUN = 10_000;
+
+/** What the walks of one transaction share: whether one of them deleted the contact they all run for. */
+export interface SharedWalkState {
+  contactDeleted: boolean;
+}
+
 export interface WalkContext {
   now: Date;
   /** The highest step number the run has so far (read with the run, under its lock). */
   lastSeq: number;
+  shared?: SharedWalkState;
 }
 
 /**
@@ -44,6 +53,7 @@ interface Walk {
   live: boolean;
   leftActive: boolean;
   budget: number;
+  shared: SharedWalkState;
 }
 
 const newWalk = (run: RunInWalk, context: WalkContext): Walk => ({
@@ -53,6 +63,7 @@ const newWalk = (run: RunInWalk, context: WalkContext): Walk => ({
   live: true,
   leftActive: false,
   budget: MAX_STEPS_PER_WALK,
+  shared: context.shared ?? { contactDeleted: false },
 });
 
 /** The connection types a step's outcome follows. */
@@ -81,10 +92,10 @@ export async function followFrom(
 }
 
 /** Starts a run at its trigger (its row just written, with no step yet). */
-export async function startWalk(tx: Queryable, run: RunInWalk, now: Date): Promise<void> {
+export async function startWalk(tx: Queryable, run: RunInWalk, now: Date, shared: SharedWalkState): Promise<void> {
   const trigger = run.graph.steps.find((step) => step.type === 'trigger');
   if (!trigger) throw new Error(`automation ${run.automationId} has no trigger`);
-  const walk = newWalk(run, { now, lastSeq: 0 });
+  const walk = newWalk(run, { now, lastSeq: 0, shared });
   await enterStep(tx, walk, trigger.key);
   await endWalk(tx, walk);
 }
@@ -95,10 +106,11 @@ async function endWalk(tx: Queryable, walk: Walk): Promise<void> {
 }
 
 async function enterStep(tx: Queryable, walk: Walk, key: string): Promise<void> {
-  // A run this walk ended (a contact_delete, a failed step) enters nothing more.
-  if (!walk.live) return;
+  // A run this walk ended (a contact_delete, a failed step) enters nothing more; nor does one whose
+  // contact another walk of this transaction deleted (the deletion cancelled it).
+  if (!walk.live || walk.shared.contactDeleted) return;
   const { run, now } = walk;
-  if (--walk.budget < 0) {
+  if (--walk.budget < 0 || walk.nextSeq > MAX_STEPS_PER_RUN) {
     await failRun(tx, run.id, now, { name: 'step_limit', message: 'the run entered too many steps at once' });
     walk.live = false;
     return;
@@ -145,6 +157,7 @@ async function enterStep(tx: Queryable, walk: Walk, key: string): Promise<void> 
   if (outcome.endsRun) {
     await endRun(tx, run.id, 'completed', now);
     walk.live = false;
+    walk.shared.contactDeleted = true;
     return;
   }
   for (const connection of connectionsFrom(run.graph, key, outcome.follow ?? 'default')) {

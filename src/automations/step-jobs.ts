@@ -2,7 +2,7 @@ import type { Config } from '../platform/config.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
 import type { FailedJobHook, Job, JobHandler, JobResult } from '../queue/worker.ts';
 import type { AutomationConnection, AutomationGraph, AutomationStep } from './automation-model.ts';
-import { failRun, finishRunIfDone, followFrom, settleStep, type RunInWalk } from './run-graph.ts';
+import { endRun, failRun, finishRunIfDone, followFrom, settleStep, type RunInWalk } from './run-graph.ts';
 import { sendEmailStep } from './send-email-step.ts';
 
 // The job of one step a run entered (run-graph.ts): a send_email step's message, a delay's end, a wait's
@@ -43,6 +43,12 @@ export async function readRun(
   runId: string,
   options: { lock: boolean; seq?: number },
 ): Promise<RunState | undefined> {
+  // The lock first, in a statement of its own: a statement that waited for the lock would read the steps
+  // as they were before the holder committed, not as it left them.
+  if (options.lock) {
+    const locked = await db.query('SELECT 1 FROM automation_runs WHERE id = $1 FOR UPDATE', [runId]);
+    if (locked.rows.length === 0) return undefined;
+  }
   const { rows } = await db.query<{
     id: string;
     organization_id: string;
@@ -65,7 +71,7 @@ export async function readRun(
        JOIN automation_versions v ON v.automation_id = r.automation_id AND v.version = r.version
        LEFT JOIN received_events e ON e.id = r.event_id
        LEFT JOIN automation_run_steps s ON s.run_id = r.id AND s.seq = $2
-      WHERE r.id = $1 ${options.lock ? 'FOR UPDATE OF r' : ''}`,
+      WHERE r.id = $1`,
     [runId, options.seq ?? 0],
   );
   const row = rows[0];
@@ -124,6 +130,7 @@ export function stepJobHandler(context: EngineContext): JobHandler {
         await settleStep(tx, runId, seq, { status: 'completed', at: now, output: { timed_out: true } });
         await followFrom(tx, state.run, step.step_key, 'timeout', walk);
       }
+      // (The step was read as waiting under the run's lock, which every change of it takes first.)
     });
     return { done: true };
   };
@@ -143,6 +150,11 @@ async function sendStep(context: EngineContext, first: RunState, seq: number): P
     if (result.kind === 'failed') {
       await settleStep(tx, run.id, seq, { status: 'failed', at: now, startedAt, error: result.error });
       await failRun(tx, run.id, now, result.error);
+      return;
+    }
+    if (result.kind === 'skipped' && result.reason === 'contact_deleted') {
+      // Deleting a contact cancels its runs; one that got here first is cancelled now.
+      await endRun(tx, run.id, 'cancelled', now);
       return;
     }
     const output =

@@ -162,7 +162,7 @@ export async function ensureContactIn(
   if (rows[0]) return rows[0];
   // Another transaction made it first (it has committed: the insert waited for it).
   const found = await tx.query<{ id: string; email: string }>(
-    'SELECT id, email FROM contacts WHERE organization_id = $1 AND lower(email) = lower($2)',
+    'SELECT id, email FROM contacts WHERE organization_id = $1 AND lower(email) = lower($2) FOR KEY SHARE',
     [organizationId, address],
   );
   return found.rows[0]!;
