@@ -224,7 +224,9 @@ describe('addTracking: hostile input', () => {
       const started = performance.now();
       const out = addTracking(html, options({ opens: true }));
       const elapsed = performance.now() - started;
-      assert.ok(elapsed < 5000, `${name}: ${Math.round(elapsed)} ms`);
+      // Linear work on 1 MB takes well under a second; quadratic work would take hours. The bound is far
+      // from both, so a loaded machine (CI runs two suites at once) does not fail it.
+      assert.ok(elapsed < 30_000, `${name}: ${Math.round(elapsed)} ms`);
       assert.ok(out.includes(`${BASE}/t/o/`), 'the pixel was added');
     });
   }
