@@ -167,7 +167,8 @@ test('a migration that waits for a lock held by live traffic is rolled back and 
     lines.length = 0;
     setTimeout(() => void traffic.query('COMMIT'), 400);
     const result = await migrate(db, { ...fast, attempts: 20 });
-    assert.deepEqual(result.applied, ['0039_domain_trusted']);
+    // 0039 first, then any later migration of this release.
+    assert.equal(result.applied[0], '0039_domain_trusted');
     assert.ok(lines.length >= 1, 'retried at least once');
   } finally {
     await traffic.end();

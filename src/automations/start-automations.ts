@@ -30,7 +30,9 @@ export async function startAutomations(
   const context = { db, config, clock };
   return startWorker(
     db,
-    { 'automation-event': eventJobHandler(context), 'automation-step': stepJobHandler(context) },
+    // Steps first: a claim serves its queues in this order, and the runs already started go on before new
+    // events start more (a burst of events would otherwise hold up every started run's sends).
+    { 'automation-step': stepJobHandler(context), 'automation-event': eventJobHandler(context) },
     {
       concurrency: CONCURRENCY,
       leaseSeconds: config.jobLeaseSeconds,
