@@ -45,9 +45,8 @@ export type RunStatus = 'running' | 'completed' | 'failed' | 'cancelled';
  */
 export type RunStepStatus = 'pending' | 'running' | 'waiting' | 'completed' | 'failed' | 'skipped' | 'cancelled';
 
-/** The queues of the automation engine: one job per event sent, one per step a run enters. */
-export const EVENT_QUEUE = 'automation-event';
-export const STEP_QUEUE = 'automation-step';
-
 /** Event names starting with this are Resend's own, refused from applications. */
 export const RESERVED_EVENT_PREFIX = 'resend:';
+
+/** The queue of the events sent: one job per event. */
+export const EVENT_QUEUE = 'automation-event';

@@ -81,6 +81,10 @@ export function checkRule(rule: unknown, path: string, depth = 0): ConditionRule
   return { type: 'rule', field: rule.field, operator: op, value: value as string | number | boolean | null };
 }
 
+/** A `{ "var": "<field>" }` value: what the field reads, put in its place when a step runs. */
+export const isVariable = (value: unknown): value is { var: string } =>
+  isObject(value) && Object.keys(value).length === 1 && typeof value.var === 'string' && value.var.trim() !== '';
+
 /** The value a field names in the context; undefined when there is none. */
 export function fieldValue(field: string, context: RuleContext): unknown {
   const parts = field.split('.');

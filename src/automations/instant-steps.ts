@@ -3,7 +3,7 @@ import { ServiceError } from '../platform/errors.ts';
 import { deleteContact, updateContactIn, type ContactInput } from '../contacts/contacts.ts';
 import { addToSegment } from '../contacts/segments.ts';
 import type { AutomationGraph, AutomationStep, ConnectionType } from './automation-model.ts';
-import { checkRule, fieldValue, ruleHolds, type RuleContext } from './condition-rules.ts';
+import { checkRule, fieldValue, isVariable, ruleHolds, type RuleContext } from './condition-rules.ts';
 
 // The steps that take no time: each runs inside the transaction that enters it (run-graph.ts), so what
 // it changes (a contact, a membership) commits exactly once, with the step's row.
@@ -83,13 +83,6 @@ export async function ruleContext(
   const contact = rows[0];
   return { event: payload, contact: contact ? { ...contact, properties: contact.properties ?? {} } : null };
 }
-
-const isVariable = (value: unknown): value is { var: string } =>
-  typeof value === 'object' &&
-  value !== null &&
-  !Array.isArray(value) &&
-  Object.keys(value).length === 1 &&
-  typeof (value as { var?: unknown }).var === 'string';
 
 /** A value with every `{ "var": "<field>" }` in it replaced by what the field reads (null when nothing). */
 export function resolveVariables(value: unknown, context: RuleContext): unknown {

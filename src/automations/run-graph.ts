@@ -111,7 +111,7 @@ async function enterStep(tx: Queryable, walk: Walk, key: string): Promise<void> 
   if (!walk.live || walk.shared.contactDeleted) return;
   const { run, now } = walk;
   if (--walk.budget < 0 || walk.nextSeq > MAX_STEPS_PER_RUN) {
-    await failRun(tx, run.id, now, { name: 'step_limit', message: 'the run entered too many steps at once' });
+    await failRun(tx, run.id, now);
     walk.live = false;
     return;
   }
@@ -150,7 +150,7 @@ async function enterStep(tx: Queryable, walk: Walk, key: string): Promise<void> 
   };
   await insertStep(tx, run, seq, step, values, null);
   if (outcome.status === 'failed') {
-    await failRun(tx, run.id, now, outcome.error ?? null);
+    await failRun(tx, run.id, now);
     walk.live = false;
     return;
   }
@@ -273,7 +273,7 @@ export async function endRun(tx: Queryable, runId: string, status: 'completed' |
 }
 
 /** A step failed: the run fails, and its other branches' steps not yet done are cancelled. */
-export async function failRun(tx: Queryable, runId: string, now: Date, _error: Record<string, unknown> | null) {
+export async function failRun(tx: Queryable, runId: string, now: Date) {
   await tx.query(
     `UPDATE automation_run_steps SET status = 'cancelled', completed_at = $2, wait_event = NULL
       WHERE run_id = $1 AND status IN ('pending', 'running', 'waiting')`,

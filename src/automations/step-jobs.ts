@@ -149,7 +149,7 @@ async function sendStep(context: EngineContext, first: RunState, seq: number): P
     if (!state || state.run.status !== 'running' || !state.step || !ACTIVE.includes(state.step.status)) return;
     if (result.kind === 'failed') {
       await settleStep(tx, run.id, seq, { status: 'failed', at: now, startedAt, error: result.error });
-      await failRun(tx, run.id, now, result.error);
+      await failRun(tx, run.id, now);
       return;
     }
     if (result.kind === 'skipped' && result.reason === 'contact_deleted') {
@@ -177,6 +177,6 @@ export const stepJobFailed: FailedJobHook = async (tx, job, reason) => {
       WHERE run_id = $1 AND seq = $2 AND status IN ('pending', 'running', 'waiting')`,
     [runId, seq, now, JSON.stringify(error)],
   );
-  await failRun(tx, runId, now, error);
+  await failRun(tx, runId, now);
   await finishRunIfDone(tx, runId, now);
 };
