@@ -51,6 +51,25 @@ export function renderPublishedVersion(
 
 export type TemplatePart = 'subject' | 'html' | 'text';
 
+/** Sources compiled at most (the oldest compiled is forgotten first). */
+const MAX_COMPILED = 500;
+const compiledSources = new Map<string, Handlebars.TemplateDelegate>();
+
+/**
+ * The source compiled, kept by its text: an update of a template is another text, so it takes effect at
+ * once in every process, and a template sent many times is compiled once.
+ */
+function compiledSource(source: string, noEscape: boolean): Handlebars.TemplateDelegate {
+  const key = `${noEscape ? 'plain' : 'html'}\u0000${source}`;
+  let compiled = compiledSources.get(key);
+  if (!compiled) {
+    compiled = handlebars.compile(source, { strict: false, noEscape });
+    if (compiledSources.size >= MAX_COMPILED) compiledSources.delete(compiledSources.keys().next().value!);
+    compiledSources.set(key, compiled);
+  }
+  return compiled;
+}
+
 /**
  * Renders subject, html and text with the values in `data`: the one rendering of a send and of a
  * preview (POST /templates/render). `describe` words a failure at render time and names its field.
@@ -63,9 +82,7 @@ export function renderSources(
   const render = (part: TemplatePart, source: string | null) => {
     if (source === null) return null;
     try {
-      // Compiled per call, not cached: an update takes effect at once in every process.
-      const compiled = handlebars.compile(source, { strict: false, noEscape: part !== 'html' });
-      return compiled(data, RUNTIME_OPTIONS);
+      return compiledSource(source, part !== 'html')(data, RUNTIME_OPTIONS);
     } catch (error) {
       // Runtime failures the save-time checks cannot foresee, such as {{#each}} without an argument.
       if (error instanceof handlebars.Exception) {
