@@ -3,8 +3,8 @@
 // automation whose graph has a step of every kind of boundary: a send_email (a job that sends through
 // the accept path), a delay (a job due later), a condition and a contact_update (done in the
 // transaction that enters them), a wait_for_event that ends by its event or by its timeout (a job).
-// The worker is killed with SIGKILL twice while the runs are between steps, and started again each
-// time. Then "done" is sent for half of the contacts, once each one's run waits for it. In the end every
+// The events come at a steady pace, and the worker is killed with SIGKILL twice while the runs are
+// between steps, and started again each time. Then "done" is sent for half of the contacts, once each one's run waits for it. In the end every
 // run has completed along the path its graph gives for its contact, no step was entered twice, and every
 // step's email exists once (emails are tagged with their run), none more.
 //
@@ -34,6 +34,9 @@ const DONE_MARGIN_MS = 2_000;
 /** Copies one worker process delivers at once: the most a kill can catch handed to the sink but not recorded. */
 const DELIVERY_CONCURRENCY = 8;
 const KILLS = 2;
+/** The events are sent by this many lanes, each pausing this long after each: about 50 a second. */
+const EVENT_LANES = 10;
+const EVENT_GAP_MS = 200;
 
 const address = (i: number) => `contact${i}@example.com`;
 /** Half the contacts take the condition's met branch (their event says group b), half the other. */
@@ -209,13 +212,18 @@ if (onPostgres) {
       };
       const describe = (map: Map<string, number>) => [...map].map(([at, n]) => `${at} ${n}`).join(', ');
 
-      // The events are all accepted before a worker runs, so the first worker starts the runs together.
+      // The events come at a steady pace (as an application sends them) while the first two workers run:
+      // the engine takes them in many batches, so that each kill finds runs at every stage.
       const started = Date.now();
-      await inLanes(
+      const sending = inLanes(
         Array.from({ length: RUNS }, (_, i) => i),
-        20,
-        (i) => sendEvent('user.signed_up', i, { group: groupOf(i), n: i }),
+        EVENT_LANES,
+        async (i) => {
+          await sendEvent('user.signed_up', i, { group: groupOf(i), n: i });
+          await sleep(EVENT_GAP_MS);
+        },
       );
+      sending.catch(() => {}); // awaited below, after the kills
 
       // Kill 1: once some runs are in the delay, while others have not sent A (or not started).
       // Kill 2: once some runs wait for "done", while others are still in the delay or before it.
@@ -241,6 +249,7 @@ if (onPostgres) {
       assert.ok(count(atKills[0]!, ['event unprocessed', 'start:', 'send_a:']) > 0, progress);
       assert.ok(count(atKills[1]!, ['wait_done:']) > 0, progress);
       assert.ok(count(atKills[1]!, ['event unprocessed', 'start:', 'send_a:', 'pause:', 'send_b:']) > 0, progress);
+      await sending;
 
       worker = await startServerProcess(env, ['--role', 'worker']);
 

@@ -8,8 +8,6 @@ import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOr
 import { waitFor } from './helpers/wait.ts';
 import { startAutomations } from '../src/automations/start-automations.ts';
 import { enqueueJob } from '../src/queue/jobs.ts';
-import { claimIdempotencyKey } from '../src/platform/idempotency.ts';
-import { stepIdempotencyKey } from '../src/automations/send-email-step.ts';
 import type { Worker } from '../src/queue/worker.ts';
 import type { AutomationConnection, AutomationStep } from '../src/automations/automation-model.ts';
 
@@ -376,40 +374,46 @@ test('a step job or an event job run twice does its work once', async () => {
   });
   assert.equal((await runsOf(id)).length, 1);
   assert.equal((await emailsOfRun(run.id)).length, 1);
-  // And a send whose step was not yet marked done, sent again, is the same message (its idempotency key).
-  await t.db.query(`UPDATE automation_run_steps SET status = 'pending' WHERE run_id = $1 AND seq = 2`, [run.id]);
-  await t.db.query(`UPDATE automation_runs SET status = 'running' WHERE id = $1`, [run.id]);
-  const before = (await emailsOfRun(run.id))[0]!.id;
-  await t.db.transaction((tx) =>
-    enqueueJob(tx, { queue: 'automation-step', payload: { run_id: run.id, seq: '2' }, shareKey: org.id }),
-  );
-  await oneRun(id, 'completed');
-  const after = await emailsOfRun(run.id);
-  assert.deepEqual(
-    after.map((email) => email.id),
-    [before],
-  );
 });
 
-test('a send claimed by a worker that died is taken over once its lease ends, with no failed attempt', async () => {
+test('a send’s message and its step commit together: a transaction that fails after storing the message leaves neither, and the retry sends it once', async () => {
   const { id, event } = await automation(
     [
       { key: 'start', type: 'trigger', config: {} },
       { key: 'wait', type: 'delay', config: { duration: '1 hour' } },
-      send('after_crash'),
+      send('after_failure'),
     ],
-    [edge('start', 'wait'), edge('wait', 'after_crash')],
+    [edge('start', 'wait'), edge('wait', 'after_failure')],
   );
-  await sendEvent(event, 'crashed.send@example.com');
+  await sendEvent(event, 'failed.commit@example.com');
   const run = await oneRun(id);
   await waitFor(async () => (await stepsOf(run.id)).includes('wait:waiting'));
-  // A worker (with a 1-second job lease) claimed step 3's message and died before it was stored.
-  await claimIdempotencyKey(t.db, stepIdempotencyKey(org.id, run.id, 3, 1));
-  logged.length = 0;
-  advance(3_600_000 + 1000);
-  await oneRun(id, 'completed');
+  // The send step's settling fails (as a lost connection or a crash at that moment would end the
+  // transaction), after its message was written in the same transaction.
+  await t.db.query(`CREATE FUNCTION fail_step_settle() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION 'settling refused by the test'; END $$`);
+  await t.db.query(`CREATE TRIGGER fail_step_settle BEFORE UPDATE ON automation_run_steps FOR EACH ROW
+    WHEN (NEW.run_id = '${run.id}' AND NEW.seq = 3) EXECUTE FUNCTION fail_step_settle()`);
+  try {
+    logged.length = 0;
+    advance(3_600_000 + 1000);
+    await waitFor(async () => {
+      const { rows } = await t.db.query<{ failed_runs: number }>(
+        `SELECT failed_runs FROM jobs WHERE queue = 'automation-step' AND payload ->> 'run_id' = $1`,
+        [run.id],
+      );
+      return (rows[0]?.failed_runs ?? 0) >= 1;
+    }, 15_000);
+    assert.equal((await emailsOfRun(run.id)).length, 0, 'the message was rolled back with its step');
+    assert.ok((await stepsOf(run.id)).includes('after_failure:pending'));
+  } finally {
+    await t.db.query('DROP TRIGGER fail_step_settle ON automation_run_steps');
+    await t.db.query('DROP FUNCTION fail_step_settle()');
+  }
+  // The job's next run (a failed run backs off 2 s) sends the message once.
+  await waitFor(async () => (await runsOf(id))[0]?.status === 'completed', 15_000, 100);
   assert.equal((await emailsOfRun(run.id)).length, 1);
-  assert.deepEqual(logged, [], 'the claim still held is waited for, not counted as a failed attempt');
+  assert.ok(logged.length >= 1, 'the failed attempt was logged');
 });
 
 test('a run keeps the version of the graph it started with', async () => {

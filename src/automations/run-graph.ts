@@ -1,8 +1,8 @@
 import type { Queryable } from '../platform/db/database.ts';
-import { enqueueJobsFromRows } from '../queue/jobs.ts';
 import type { AutomationConnection, AutomationGraph, AutomationStep, ConnectionType } from './automation-model.ts';
 import { parseDuration } from './durations.ts';
 import { runInstantStep, type StepOutcome } from './instant-steps.ts';
+import { stepWritesOf, type StepWrites } from './step-writes.ts';
 
 // How a run walks its graph. Entering a step writes its row (automation_run_steps, numbered by `seq`) in
 // the transaction that finished the step before it. A step that takes no time (trigger, condition,
@@ -10,7 +10,8 @@ import { runInstantStep, type StepOutcome } from './instant-steps.ts';
 // walk goes on: it happens exactly when that transaction commits, never twice. A step that waits or
 // sends (delay, wait_for_event, send_email) gets a queue job keyed (run, seq) instead; the job's handler
 // (step-jobs.ts) does it and goes on from there. A delay is a job due when the delay ends, not a
-// sleeping process.
+// sleeping process. The rows a walk enters and settles are held and written together (step-writes.ts):
+// the steps of every run a transaction walks cost one statement.
 
 /** The run a walk acts for, read under its row lock. */
 export interface RunInWalk {
@@ -48,6 +49,8 @@ export interface WalkContext {
  */
 interface Walk {
   run: RunInWalk;
+  /** The transaction, holding the step rows back until the next other statement or the walk's end. */
+  tx: StepWrites;
   now: Date;
   nextSeq: number;
   live: boolean;
@@ -56,8 +59,9 @@ interface Walk {
   shared: SharedWalkState;
 }
 
-const newWalk = (run: RunInWalk, context: WalkContext): Walk => ({
+const newWalk = (tx: StepWrites, run: RunInWalk, context: WalkContext): Walk => ({
   run,
+  tx,
   now: context.now,
   nextSeq: context.lastSeq + 1,
   live: true,
@@ -86,8 +90,8 @@ export async function followFrom(
   type: ConnectionType,
   context: WalkContext,
 ): Promise<void> {
-  const walk = newWalk(run, context);
-  for (const connection of connectionsFrom(run.graph, key, type)) await enterStep(tx, walk, connection.to);
+  const walk = newWalk(stepWritesOf(tx), run, context);
+  for (const connection of connectionsFrom(run.graph, key, type)) await enterStep(walk, connection.to);
   await endWalk(tx, walk);
 }
 
@@ -95,17 +99,22 @@ export async function followFrom(
 export async function startWalk(tx: Queryable, run: RunInWalk, now: Date, shared: SharedWalkState): Promise<void> {
   const trigger = run.graph.steps.find((step) => step.type === 'trigger');
   if (!trigger) throw new Error(`automation ${run.automationId} has no trigger`);
-  const walk = newWalk(run, { now, lastSeq: 0, shared });
-  await enterStep(tx, walk, trigger.key);
+  const walk = newWalk(stepWritesOf(tx), run, { now, lastSeq: 0, shared });
+  await enterStep(walk, trigger.key);
   await endWalk(tx, walk);
 }
 
-/** A walk that left nothing pending or waiting may have been the run's last: it completes then. */
+/**
+ * A walk that left nothing pending or waiting may have been the run's last: it completes then. The rows
+ * it holds are written now, unless the caller holds them for more walks (`tx` is its StepWrites).
+ */
 async function endWalk(tx: Queryable, walk: Walk): Promise<void> {
-  if (walk.live && !walk.leftActive) await finishRunIfDone(tx, walk.run.id, walk.now);
+  if (walk.live && !walk.leftActive) await finishRunIfDone(walk.tx, walk.run.id, walk.now);
+  if (walk.tx !== tx) await walk.tx.flush();
 }
 
-async function enterStep(tx: Queryable, walk: Walk, key: string): Promise<void> {
+async function enterStep(walk: Walk, key: string): Promise<void> {
+  const { tx } = walk;
   // A run this walk ended (a contact_delete, a failed step) enters nothing more; nor does one whose
   // contact another walk of this transaction deleted (the deletion cancelled it).
   if (!walk.live || walk.shared.contactDeleted) return;
@@ -120,13 +129,13 @@ async function enterStep(tx: Queryable, walk: Walk, key: string): Promise<void> 
   const seq = walk.nextSeq++;
 
   if (step.type === 'send_email') {
-    await insertStep(tx, run, seq, step, { status: 'pending', startedAt: null }, now);
+    insertStep(tx, run, seq, step, { status: 'pending', startedAt: null }, now);
     walk.leftActive = true;
     return;
   }
   if (step.type === 'delay') {
     const wakeAt = new Date(now.getTime() + (parseDuration(String(step.config.duration)) ?? 0));
-    await insertStep(tx, run, seq, step, { status: 'waiting', startedAt: now, wakeAt }, wakeAt);
+    insertStep(tx, run, seq, step, { status: 'waiting', startedAt: now, wakeAt }, wakeAt);
     walk.leftActive = true;
     return;
   }
@@ -135,7 +144,7 @@ async function enterStep(tx: Queryable, walk: Walk, key: string): Promise<void> 
     const wakeAt = timeout === undefined ? null : new Date(now.getTime() + timeout);
     const values = { status: 'waiting', startedAt: now, wakeAt, waitEvent: String(step.config.event_name) };
     // Without a timeout the wait ends only with its event: no job.
-    await insertStep(tx, run, seq, step, values, wakeAt);
+    insertStep(tx, run, seq, step, values, wakeAt);
     walk.leftActive = true;
     return;
   }
@@ -148,7 +157,7 @@ async function enterStep(tx: Queryable, walk: Walk, key: string): Promise<void> 
     output: outcome.output,
     error: outcome.error,
   };
-  await insertStep(tx, run, seq, step, values, null);
+  insertStep(tx, run, seq, step, values, null);
   if (outcome.status === 'failed') {
     await failRun(tx, run.id, now);
     walk.live = false;
@@ -161,7 +170,7 @@ async function enterStep(tx: Queryable, walk: Walk, key: string): Promise<void> 
     return;
   }
   for (const connection of connectionsFrom(run.graph, key, outcome.follow ?? 'default')) {
-    await enterStep(tx, walk, connection.to);
+    await enterStep(walk, connection.to);
   }
 }
 
@@ -175,52 +184,39 @@ interface StepRowValues {
   error?: Record<string, unknown> | null;
 }
 
-/**
- * Writes a step's row and, when `jobAt` is given, its job keyed (run, seq) due then: one statement, so a
- * step that waits or sends costs one round trip.
- */
-async function insertStep(
-  tx: Queryable,
+/** Enters a step: its row and, when `jobAt` is given, its job keyed (run, seq) due then (written with the walk's). */
+function insertStep(
+  tx: StepWrites,
   run: RunInWalk,
   seq: number,
   step: AutomationStep,
   values: StepRowValues,
   jobAt: Date | null,
 ) {
-  const insert = `INSERT INTO automation_run_steps (run_id, seq, organization_id, automation_id, contact_id, step_key,
-            step_type, status, wait_event, wake_at, output, error, started_at, completed_at, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12::jsonb, $13, $14, $15)`;
-  const job = enqueueJobsFromRows({
-    from: 'entered',
-    queue: 'automation-step',
-    payload: "jsonb_build_object('run_id', entered.run_id::text, 'seq', entered.seq::text)",
-    runAt: '$16::timestamptz',
-    shareKey: 'entered.organization_id::text',
+  tx.enter({
+    run_id: run.id,
+    seq,
+    organization_id: run.organizationId,
+    automation_id: run.automationId,
+    contact_id: run.contactId,
+    step_key: step.key,
+    step_type: step.type,
+    status: values.status,
+    wait_event: values.waitEvent ?? null,
+    wake_at: values.wakeAt ?? null,
+    output: values.output ?? null,
+    error: values.error ?? null,
+    started_at: values.startedAt,
+    completed_at: values.completedAt ?? null,
+    created_at: values.startedAt ?? new Date(),
+    job_at: jobAt,
   });
-  await tx.query(
-    jobAt ? `WITH entered AS (${insert} RETURNING run_id, seq, organization_id), job AS (${job}) SELECT 1` : insert,
-    [
-      run.id,
-      seq,
-      run.organizationId,
-      run.automationId,
-      run.contactId,
-      step.key,
-      step.type,
-      values.status,
-      values.waitEvent ?? null,
-      values.wakeAt ?? null,
-      values.output ? JSON.stringify(values.output) : null,
-      values.error ? JSON.stringify(values.error) : null,
-      values.startedAt,
-      values.completedAt ?? null,
-      values.startedAt ?? new Date(),
-      ...(jobAt ? [jobAt] : []),
-    ],
-  );
 }
 
-/** Marks a step done (or skipped, or failed) with what it produced. */
+/**
+ * Marks a step done (or skipped, or failed) with what it produced: held with the transaction's other step
+ * rows when `tx` holds them, else written now.
+ */
 export async function settleStep(
   tx: Queryable,
   runId: string,
@@ -234,21 +230,17 @@ export async function settleStep(
     error?: Record<string, unknown> | null;
   },
 ): Promise<void> {
-  await tx.query(
-    `UPDATE automation_run_steps
-        SET status = $3, completed_at = $4, started_at = coalesce(started_at, $7, $4),
-            output = coalesce($5::jsonb, output), error = $6::jsonb, wait_event = NULL
-      WHERE run_id = $1 AND seq = $2`,
-    [
-      runId,
-      seq,
-      values.status,
-      values.at,
-      values.output ? JSON.stringify(values.output) : null,
-      values.error ? JSON.stringify(values.error) : null,
-      values.startedAt ?? null,
-    ],
-  );
+  const writes = stepWritesOf(tx);
+  writes.settle({
+    run_id: runId,
+    seq,
+    status: values.status,
+    at: values.at,
+    started_at: values.startedAt ?? null,
+    output: values.output ?? null,
+    error: values.error ?? null,
+  });
+  if (writes !== tx) await writes.flush();
 }
 
 /** Ends the run as completed once none of its steps is pending, running or waiting. */

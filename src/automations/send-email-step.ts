@@ -1,25 +1,26 @@
 import type { Config } from '../platform/config.ts';
 import type { Database, Queryable } from '../platform/db/database.ts';
-import { idempotencyKey } from '../platform/idempotency.ts';
 import { isFinalRefusal, ServiceError } from '../platform/errors.ts';
 import { addressKey } from '../platform/address-key.ts';
 import { subscribedAddresses } from '../contacts/subscriptions.ts';
-import { sendEmails } from '../emails/send-emails.ts';
+import { writeAcceptances, type Acceptance } from '../emails/group-commit.ts';
 import type { EmailMessage } from '../emails/message-schema.ts';
+import { newRequestScope, prepareMessage, type PreparedMessage, type RequestScope } from '../emails/prepare-message.ts';
 import type { AutomationStep } from './automation-model.ts';
 import { resolveVariables } from './instant-steps.ts';
 import type { RuleContext } from './condition-rules.ts';
+import { throughLookupsOf } from '../platform/db/lookup-cache.ts';
 
-// A send_email step sends one message through the accept path every send takes (POST /emails): it gets
-// an id, a timeline, webhooks, the suppression list's check at delivery, topics and the unsubscribe link.
-// It is sent with an idempotency key made of the run and the step's number, and the accept path stores
-// the message and remembers its result under that key in one commit: a step job run again after its
-// worker died between the send and the step's own commit gets the same message back, not a second one.
+// A send_email step's message goes through the accept path every send takes (POST /emails): it is
+// checked and rendered as one, takes the organization's rate limit and monthly quota, and is stored with
+// its recipients, timeline, webhook events and delivery job by the same statement (so it has an id, a
+// timeline, webhooks, the suppression list's check at delivery, topics and the unsubscribe link). It is
+// stored in the transaction that settles the step and walks on (step-jobs.ts): the message exists if and
+// only if the step is done, so a step job run again after its worker died sends nothing twice and loses
+// nothing. The send steps due together are stored together, one statement for all their messages.
 
 /** A limit refused a step's message (rate, quota): it is tried again this much later. */
 const LIMIT_RETRY_MS = 30_000;
-/** The step's message is claimed by a send still in progress, or by a dead worker's about to run out. */
-const CLAIM_RETRY_MS = 1000;
 
 export type SendStepResult =
   | { kind: 'sent'; emailId: string }
@@ -35,33 +36,98 @@ export interface SendStepRun {
   eventPayload: Record<string, unknown>;
 }
 
+export interface ContactToSend {
+  email: string;
+  first_name: string | null;
+  last_name: string | null;
+  unsubscribed: boolean;
+  properties: Record<string, unknown>;
+  /** Why its address is on the suppression list, if it is. */
+  suppression_reason: string | null;
+}
+
+/** A send step due: its run, the step, and the run's contact as it is now (undefined: deleted). */
+export interface SendStep {
+  run: SendStepRun;
+  step: AutomationStep;
+  contact: ContactToSend | undefined;
+}
+
 /**
- * The key a step's message is accepted under: one per (run, step number). Its claim lasts as long as the
- * step job's lease: only the job's holder sends, and a job taken over after its worker died finds the
- * dead worker's claim over too, instead of waiting out the minute an HTTP request's claim lasts.
+ * Sends the steps' messages in the caller's transaction (on `db`): one result per step, in order. A
+ * message refused for good fails its step; one a limit refused is tried again later; nothing is stored
+ * for either. `tokens` holds the rate limit's tokens taken for them, by organization: each message sent
+ * uses one, and what is left is the caller's to give back.
  */
-export const stepIdempotencyKey = (organizationId: string, runId: string, seq: number, leaseSeconds: number) => ({
-  ...idempotencyKey(organizationId, `automation-step:${runId}:${seq}`, {
-    kind: 'automation',
-    target: 'send_email',
-    body: { run_id: runId, seq },
-  }),
-  leaseSeconds,
-});
-
-export async function sendEmailStep(
+export async function sendEmailSteps(
+  tx: Queryable,
   db: Database,
+  tokens: Map<string, number>,
   config: Config,
-  run: SendStepRun,
-  seq: number,
-  step: AutomationStep,
-): Promise<SendStepResult> {
-  const contact = await contactToSend(db, run);
-  if (!contact) return { kind: 'skipped', reason: 'contact_deleted' };
-  const refusal = await whyNotSend(db, run.organizationId, contact, step.config.topic_id);
-  if (refusal) return refusal;
-  const context: RuleContext = { event: run.eventPayload, contact };
+  steps: SendStep[],
+  now: Date,
+): Promise<SendStepResult[]> {
+  const results: Array<SendStepResult | undefined> = [];
+  const prepared: Array<{ index: number; organizationId: string; message: PreparedMessage }> = [];
+  const scopes = new Map<string, RequestScope>();
+  // Sending domains and the like are read through the process's caches, as every send reads them.
+  const reads = throughLookupsOf(db, tx);
+  for (const [index, { run, step, contact }] of steps.entries()) {
+    const refusal = contact
+      ? await whyNotSend(tx, run.organizationId, contact, step.config.topic_id)
+      : ({ kind: 'skipped', reason: 'contact_deleted' } as const);
+    if (refusal) {
+      results[index] = refusal;
+      continue;
+    }
+    let scope = scopes.get(run.organizationId);
+    if (!scope) scopes.set(run.organizationId, (scope = newRequestScope(config)));
+    try {
+      const message = await prepareMessage(
+        reads,
+        config,
+        run.organizationId,
+        stepMessage(run, step, contact!),
+        now,
+        scope,
+      );
+      prepared.push({ index, organizationId: run.organizationId, message });
+    } catch (error) {
+      if (!(error instanceof ServiceError)) throw error;
+      results[index] = refusedSend(error.detail());
+    }
+  }
+  // The rate limit: the messages past the tokens taken wait for a retry.
+  const granted: typeof prepared = [];
+  for (const p of prepared) {
+    const left = tokens.get(p.organizationId) ?? 0;
+    if (left > 0) {
+      tokens.set(p.organizationId, left - 1);
+      granted.push(p);
+    } else results[p.index] = { kind: 'retry', reason: 'rate_limit_exceeded', afterMs: LIMIT_RETRY_MS };
+  }
+  const acceptances: Acceptance[] = granted.map((p) => ({
+    organizationId: p.organizationId,
+    messages: [p.message],
+    allOrNothing: true,
+    idempotency: undefined,
+    resultOf: () => undefined,
+  }));
+  const accepted = acceptances.length > 0 ? await writeAcceptances(tx, acceptances) : [];
+  for (const [i, p] of granted.entries()) {
+    if (accepted[i]! > 0) {
+      results[p.index] = { kind: 'sent', emailId: p.message.id };
+      continue;
+    }
+    results[p.index] = { kind: 'retry', reason: 'monthly_quota_exceeded', afterMs: LIMIT_RETRY_MS };
+    tokens.set(p.organizationId, (tokens.get(p.organizationId) ?? 0) + 1);
+  }
+  return results.map((result) => result!);
+}
 
+/** The step's message to the run's contact, tagged with the automation and the run. */
+function stepMessage(run: SendStepRun, step: AutomationStep, contact: ContactToSend): EmailMessage {
+  const context: RuleContext = { event: run.eventPayload, contact };
   const template = step.config.template as { id: string; variables?: Record<string, unknown> };
   const message: EmailMessage = {
     to: [contact.email],
@@ -75,30 +141,7 @@ export async function sendEmailStep(
   if (typeof step.config.from === 'string') message.from = step.config.from;
   if (typeof step.config.reply_to === 'string') message.reply_to = step.config.reply_to;
   if (typeof step.config.topic_id === 'string') message.topic_id = step.config.topic_id;
-
-  let outcome;
-  try {
-    outcome = await sendEmails(
-      db,
-      config,
-      run.organizationId,
-      { kind: 'single', message },
-      stepIdempotencyKey(run.organizationId, run.id, seq, config.jobLeaseSeconds),
-    );
-  } catch (error) {
-    // The claim of a worker that died while sending this step has not quite run out: soon it has.
-    if (error instanceof ServiceError && error.name === 'concurrent_idempotent_requests') {
-      return { kind: 'retry', reason: error.message, afterMs: CLAIM_RETRY_MS };
-    }
-    throw error;
-  }
-  const result = outcome.result;
-  if ('entries' in result) {
-    const entry = result.entries[0]!;
-    if (entry.accepted) return { kind: 'sent', emailId: entry.id };
-    return refusedSend(entry.error);
-  }
-  return refusedSend(result.refused);
+  return message;
 }
 
 /**
@@ -118,30 +161,6 @@ function refusedSend(error: {
 }): SendStepResult {
   if (isFinalRefusal(error.name)) return { kind: 'failed', error: { ...error } };
   return { kind: 'retry', reason: `${error.name}: ${error.message}`, afterMs: LIMIT_RETRY_MS };
-}
-
-interface ContactToSend {
-  email: string;
-  first_name: string | null;
-  last_name: string | null;
-  unsubscribed: boolean;
-  properties: Record<string, unknown>;
-  /** Why its address is on the suppression list, if it is. */
-  suppression_reason: string | null;
-}
-
-/** The run's contact as it is now, with whether its address is suppressed, in one read. */
-async function contactToSend(db: Queryable, run: SendStepRun): Promise<ContactToSend | undefined> {
-  // Contacts hold addresses as parsed (ASCII throughout): lower(email) is the suppression list's key.
-  const { rows } = await db.query<ContactToSend>(
-    `SELECT c.email, c.first_name, c.last_name, c.unsubscribed, coalesce(c.properties, '{}'::jsonb) AS properties,
-            s.reason AS suppression_reason
-       FROM contacts c
-       LEFT JOIN suppressions s ON s.organization_id = c.organization_id AND s.address = lower(c.email)
-      WHERE c.id = $1 AND c.organization_id = $2`,
-    [run.contactId, run.organizationId],
-  );
-  return rows[0];
 }
 
 /** Why the contact must not get the step's message: unsubscribed (from all, or from its topic), or suppressed. */

@@ -5,8 +5,12 @@ import { startWorker, type Worker } from '../queue/worker.ts';
 import { eventJobHandler } from './process-event.ts';
 import { stepJobFailed, stepJobHandler } from './step-jobs.ts';
 
-/** Event and step jobs run at once per process (each a few statements, or one message accepted). */
-const CONCURRENCY = 16;
+/**
+ * Event and step jobs held at once per process. The jobs running at once are done together, a batch of
+ * events and one of steps at a time (process-event.ts, step-jobs.ts): the more a claim takes, the fewer
+ * claims, transactions and statements for the same work.
+ */
+const CONCURRENCY = 1000;
 /** A lost NOTIFY delays an event or a step by at most this. */
 const POLL_INTERVAL_MS = 1000;
 

@@ -142,30 +142,54 @@ export async function createContact(
 }
 
 /**
- * The organization's contact with this address, created (subscribed, no name, in no segment) when there is
- * none, inside the caller's transaction: how an event sent for an address names its contact. A contact
- * created here has its contact.created webhook event like one created through the API.
+ * The contact of each address of one organization (created, as POST /contacts would, when there is none
+ * yet, with its contact.created event), keyed by the address as given; an address the contacts refuse
+ * has none. Contacts found are locked against deletion (FOR KEY SHARE), as the created ones are by their
+ * insert, until the transaction ends.
  */
-export async function ensureContactIn(
+export async function ensureContactsIn(
   tx: Queryable,
   organizationId: string,
-  email: string,
-): Promise<{ id: string; email: string }> {
-  const address = contactAddress(email);
-  const { rows } = await tx.query<{ id: string; email: string }>(
-    withEvent(
-      `INSERT INTO contacts (organization_id, email) VALUES ($1, $2) ON CONFLICT DO NOTHING ${RETURNED}`,
-      contactEvent('contact.created', "'[]'::jsonb"),
-    ),
-    [organizationId, address],
-  );
-  if (rows[0]) return rows[0];
-  // Another transaction made it first (it has committed: the insert waited for it).
-  const found = await tx.query<{ id: string; email: string }>(
-    'SELECT id, email FROM contacts WHERE organization_id = $1 AND lower(email) = lower($2) FOR KEY SHARE',
-    [organizationId, address],
-  );
-  return found.rows[0]!;
+  emails: string[],
+): Promise<Map<string, { id: string; email: string }>> {
+  const keyOf = new Map<string, string>();
+  const addresses = new Map<string, string>();
+  for (const email of emails) {
+    try {
+      const address = contactAddress(email);
+      keyOf.set(email, address.toLowerCase());
+      addresses.set(address.toLowerCase(), address);
+    } catch (error) {
+      if (!(error instanceof ServiceError)) throw error;
+    }
+  }
+  const contacts = new Map<string, { id: string; email: string }>();
+  if (addresses.size > 0) {
+    const { rows: created } = await tx.query<{ id: string; email: string }>(
+      withEvent(
+        `INSERT INTO contacts (organization_id, email) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING ${RETURNED}`,
+        contactEvent('contact.created', "'[]'::jsonb"),
+      ),
+      [organizationId, [...addresses.values()]],
+    );
+    for (const row of created) contacts.set(row.email.toLowerCase(), { id: row.id, email: row.email });
+    const missing = [...addresses.keys()].filter((key) => !contacts.has(key));
+    if (missing.length > 0) {
+      // Other transactions made these first (they have committed: the insert waited for them).
+      const { rows: found } = await tx.query<{ id: string; email: string }>(
+        `SELECT id, email FROM contacts WHERE organization_id = $1 AND lower(email) = ANY($2::text[])
+          ORDER BY id FOR KEY SHARE`,
+        [organizationId, missing],
+      );
+      for (const row of found) contacts.set(row.email.toLowerCase(), { id: row.id, email: row.email });
+    }
+  }
+  const byEmail = new Map<string, { id: string; email: string }>();
+  for (const [email, key] of keyOf) {
+    const contact = contacts.get(key);
+    if (contact) byEmail.set(email, contact);
+  }
+  return byEmail;
 }
 
 /**

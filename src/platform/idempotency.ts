@@ -21,12 +21,6 @@ export interface IdempotencyKey {
   key: string;
   /** Identifies what was asked: the same key with another fingerprint is refused. */
   fingerprint: string;
-  /**
-   * How long a claim holds before a request with the same key may take it over (its holder presumed
-   * dead): LEASE_SECONDS unless given. A sender that is itself the only holder of the work while it holds
-   * a shorter lease (a queue job) gives that lease, so its retry does not wait out the longer one.
-   */
-  leaseSeconds?: number;
 }
 
 /** Canonical JSON: object keys sorted at every depth, so that key order does not change the fingerprint. */
@@ -83,7 +77,7 @@ export async function claimIdempotencyKey(db: Database, target: IdempotencyKey):
      WHERE k.created_at < now() - ${WINDOW}
         OR (k.result IS NULL AND k.locked_until < now() AND k.fingerprint = EXCLUDED.fingerprint)
      RETURNING 1`,
-    [target.organizationId, target.key, target.fingerprint, target.leaseSeconds ?? LEASE_SECONDS],
+    [target.organizationId, target.key, target.fingerprint, LEASE_SECONDS],
   );
   if (taken.rowCount > 0) return { claimed: true };
   const { rows } = await db.query<{ fingerprint: string; result: unknown }>(

@@ -100,6 +100,16 @@ function lookupsOf(db: Queryable): Lookups {
 }
 
 /**
+ * `tx`, a transaction on `db`, as a handle whose look-ups go through `db`'s caches: what is cached was
+ * committed, as it is for any look-up on `db`. Statements still run in the transaction.
+ */
+export function throughLookupsOf(db: Queryable, tx: Queryable): Queryable {
+  const reader: Queryable = { query: (text, params) => tx.query(text, params) };
+  byDatabase.set(reader, lookupsOf(db));
+  return reader;
+}
+
+/**
  * The cache `name` of this database handle. It caches nothing until cacheLookups has started listening
  * for changes on the handle.
  */
