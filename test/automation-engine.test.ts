@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { buildTestApp, bearer, createTestOrganization, type TestApp, type TestOrganization } from './helpers/app.ts';
 import { waitFor } from './helpers/wait.ts';
 import { startAutomations } from '../src/automations/start-automations.ts';
+import { processEvents } from '../src/automations/process-event.ts';
 import { enqueueJob } from '../src/queue/jobs.ts';
 import type { Worker } from '../src/queue/worker.ts';
 import type { AutomationConnection, AutomationStep } from '../src/automations/automation-model.ts';
@@ -81,9 +82,10 @@ let automationCount = 0;
 async function automation(
   steps: AutomationStep[],
   connections: AutomationConnection[],
+  triggeredBy?: string,
 ): Promise<{ id: string; event: string }> {
   automationCount += 1;
-  const event = `test.event.${automationCount}`;
+  const event = triggeredBy ?? `test.event.${automationCount}`;
   const graph = steps.map((step) => (step.type === 'trigger' ? { ...step, config: { event_name: event } } : step));
   const { rows } = await t.db.query<{ id: string }>(
     `INSERT INTO automations (organization_id, name, status, version, trigger_event)
@@ -448,6 +450,79 @@ test('a run keeps the version of the graph it started with', async () => {
     (await emailsOfRun(run.id)).map((email) => email.subject),
     ['Version 1'],
   );
+});
+
+test('a step that deletes the contact stops the contact’s other runs done in the same batch; they do not walk on', async () => {
+  // Two automations on one event: the first deletes the contact when its delay ends, the second's
+  // (longer) delay ends in the same batch, after it.
+  const deleting = await automation(
+    [
+      { key: 'start', type: 'trigger', config: {} },
+      { key: 'wait_x', type: 'delay', config: { duration: '1 hour' } },
+      { key: 'bye', type: 'contact_delete', config: {} },
+    ],
+    [edge('start', 'wait_x'), edge('wait_x', 'bye')],
+  );
+  const other = await automation(
+    [
+      { key: 'start', type: 'trigger', config: {} },
+      { key: 'wait_y', type: 'delay', config: { duration: '90 minutes' } },
+      { key: 'again', type: 'delay', config: { duration: '1 hour' } },
+      send('never'),
+    ],
+    [edge('start', 'wait_y'), edge('wait_y', 'again'), edge('again', 'never')],
+    deleting.event,
+  );
+  await sendEvent(deleting.event, 'deleted.in.batch@example.com');
+  const x = await oneRun(deleting.id);
+  const y = await oneRun(other.id);
+  await waitFor(async () => (await stepsOf(y.id)).includes('wait_y:waiting'));
+  advance(2 * 3_600_000);
+  await oneRun(deleting.id, 'completed');
+  await oneRun(other.id, 'cancelled');
+  assert.deepEqual(await stepsOf(x.id), ['start:completed', 'wait_x:completed', 'bye:completed']);
+  // The second run's delay stays cancelled (by the deletion), and nothing after it was entered.
+  assert.deepEqual(await stepsOf(y.id), ['start:completed', 'wait_y:cancelled']);
+});
+
+test('events of one address in one batch: a contact deleted by the first event’s run is made again for the second', async () => {
+  const bye = await automation(
+    [
+      { key: 'start', type: 'trigger', config: {} },
+      { key: 'bye', type: 'contact_delete', config: {} },
+    ],
+    [edge('start', 'bye')],
+  );
+  const hello = await automation([{ key: 'start', type: 'trigger', config: {} }, send('hi')], [edge('start', 'hi')]);
+  const email = 'comes.back@example.com';
+  const { rows: made } = await t.db.query<{ id: string }>(
+    'INSERT INTO contacts (organization_id, email) VALUES ($1, $2) RETURNING id',
+    [org.id, email],
+  );
+  // Both stored (no jobs: the batch is run here, as a worker would run the two together), "bye" first.
+  const stored = async (name: string, at: string) =>
+    (
+      await t.db.query<{ id: string }>(
+        `INSERT INTO received_events (organization_id, name, email, payload, received_at)
+         VALUES ($1, $2, $3, '{}'::jsonb, $4) RETURNING id`,
+        [org.id, name, email, at],
+      )
+    ).rows[0]!.id;
+  const byeId = await stored(bye.event, '2026-01-01T00:00:00Z');
+  const helloId = await stored(hello.event, '2026-01-01T00:00:01Z');
+  await t.db.transaction((tx) => processEvents(tx, [helloId, byeId], clock()));
+  await oneRun(bye.id, 'completed');
+  const run = await oneRun(hello.id);
+  const { rows } = await t.db.query<{ id: string; contact_id: string | null }>(
+    'SELECT id, contact_id FROM received_events WHERE id = ANY($1::uuid[])',
+    [[byeId, helloId]],
+  );
+  const contactOf = new Map(rows.map((row) => [row.id, row.contact_id]));
+  assert.equal(contactOf.get(byeId), made[0]!.id);
+  assert.ok(contactOf.get(helloId) && contactOf.get(helloId) !== made[0]!.id, 'a new contact for the second event');
+  assert.equal(run.contact_id, contactOf.get(helloId));
+  await oneRun(hello.id, 'completed');
+  assert.equal((await emailsOfRun(run.id)).length, 1);
 });
 
 test('delays from a second up: a 2-second delay ends on the real clock', async () => {

@@ -105,6 +105,13 @@ async function processRound(tx: Queryable, events: ReceivedEvent[], now: Date): 
   const withContact = events.filter((event) => contacts.has(event.id));
   const shared = new Map(withContact.map((event) => [event.id, { contactDeleted: false }]));
   const waiting = await waitingFor(tx, withContact, contacts);
+  // The waiting runs locked together, in id order (as every other locker of runs takes them), before
+  // each event resumes its own.
+  if (waiting.size > 0) {
+    await tx.query('SELECT 1 FROM automation_runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE', [
+      [...new Set([...waiting.values()].flat())].sort(),
+    ]);
+  }
   for (const event of withContact) {
     if (waiting.has(event.id)) await resumeWaits(tx, event, contacts.get(event.id)!.id, now, shared.get(event.id)!);
   }
@@ -132,7 +139,9 @@ async function contactsOf(tx: Queryable, events: ReceivedEvent[]): Promise<Map<s
       if (contact) contacts.set(event.id, contact);
     }
   }
-  const byAddress = events.filter((event) => !event.found_id && event.email);
+  // An address with no contact yet, or whose contact was deleted since the event was read (by an earlier
+  // round's walk, or the API), has one made.
+  const byAddress = events.filter((event) => !contacts.has(event.id) && event.email);
   for (const organizationId of [...new Set(byAddress.map((event) => event.organization_id))].sort()) {
     const theirs = byAddress.filter((event) => event.organization_id === organizationId);
     const ensured = await ensureContactsIn(
@@ -148,15 +157,15 @@ async function contactsOf(tx: Queryable, events: ReceivedEvent[]): Promise<Map<s
   return contacts;
 }
 
-/** The events (of this round) for whose contact and name some run is waiting. */
+/** The events (of this round) for whose contact and name some run is waiting, with those runs. */
 async function waitingFor(
   tx: Queryable,
   events: ReceivedEvent[],
   contacts: Map<string, Contact>,
-): Promise<Set<string>> {
-  if (events.length === 0) return new Set();
-  const { rows } = await tx.query<{ organization_id: string; contact_id: string; wait_event: string }>(
-    `SELECT DISTINCT s.organization_id, s.contact_id, s.wait_event
+): Promise<Map<string, string[]>> {
+  if (events.length === 0) return new Map();
+  const { rows } = await tx.query<{ organization_id: string; contact_id: string; wait_event: string; run_id: string }>(
+    `SELECT s.organization_id, s.contact_id, s.wait_event, s.run_id
        FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS w(organization_id, contact_id, name)
        JOIN automation_run_steps s ON s.organization_id = w.organization_id AND s.contact_id = w.contact_id
                                   AND s.wait_event = w.name AND s.status = 'waiting'`,
@@ -166,12 +175,17 @@ async function waitingFor(
       events.map((event) => event.name),
     ],
   );
-  const keys = new Set(rows.map((row) => `${row.organization_id}:${row.contact_id}:${row.wait_event}`));
-  return new Set(
-    events
-      .filter((event) => keys.has(`${event.organization_id}:${contacts.get(event.id)!.id}:${event.name}`))
-      .map((event) => event.id),
-  );
+  const runs = new Map<string, string[]>();
+  for (const row of rows) {
+    const key = `${row.organization_id}:${row.contact_id}:${row.wait_event}`;
+    runs.set(key, [...(runs.get(key) ?? []), row.run_id]);
+  }
+  const waiting = new Map<string, string[]>();
+  for (const event of events) {
+    const found = runs.get(`${event.organization_id}:${contacts.get(event.id)!.id}:${event.name}`);
+    if (found) waiting.set(event.id, found);
+  }
+  return waiting;
 }
 
 async function startRuns(

@@ -4,7 +4,15 @@ import { Batcher } from '../platform/db/batcher.ts';
 import { refundRateTokens, takeRateTokens } from '../emails/sending-limits.ts';
 import type { FailedJobHook, Job, JobHandler, JobResult } from '../queue/worker.ts';
 import type { AutomationConnection, AutomationGraph, AutomationStep } from './automation-model.ts';
-import { endRun, failRun, finishRunIfDone, followFrom, settleStep, type RunInWalk } from './run-graph.ts';
+import {
+  endRun,
+  failRun,
+  finishRunIfDone,
+  followFrom,
+  settleStep,
+  type RunInWalk,
+  type SharedWalkState,
+} from './run-graph.ts';
 import { sendEmailSteps, type ContactToSend, type SendStep, type SendStepResult } from './send-email-step.ts';
 import { StepWrites } from './step-writes.ts';
 
@@ -183,12 +191,13 @@ async function runStepJobs(context: EngineContext, refs: StepRef[]): Promise<Job
 async function runRoundWithTokens(context: EngineContext, refs: StepRef[]): Promise<JobResult[]> {
   const { db } = context;
   const taken = new Map<string, number>();
-  for (const [organizationId, wanted] of await sendsDue(db, refs)) {
-    taken.set(organizationId, (await takeRateTokens(db, organizationId, wanted)).granted);
-  }
-  const tokens = new Map(taken);
+  const tokens = new Map<string, number>();
   let committed = false;
   try {
+    for (const [organizationId, wanted] of await sendsDue(db, refs)) {
+      taken.set(organizationId, (await takeRateTokens(db, organizationId, wanted)).granted);
+      tokens.set(organizationId, taken.get(organizationId)!);
+    }
     const results = await db.transaction((tx) => runRound(context, tx, refs, tokens));
     committed = true;
     return results;
@@ -247,12 +256,20 @@ async function runRound(
     now,
   );
   const writes = new StepWrites(tx);
+  // Runs of one contact share whether a walk of this round deleted it (which cancelled the others).
+  const shared = new Map<string, SharedWalkState>();
+  const sharedOf = (state: RunState) => {
+    let contact = shared.get(state.run.contactId);
+    if (!contact) shared.set(state.run.contactId, (contact = { contactDeleted: false }));
+    return contact;
+  };
   for (const [i, { index, state, step }] of sends.entries()) {
-    results[index] = await afterSend(writes, state, refs[index]!.seq, step, sent[i]!, now);
+    results[index] = await afterSend(writes, state, refs[index]!.seq, step, sent[i]!, now, sharedOf(state));
   }
   for (const { seq, state } of timers) {
     const step = state.step!;
-    const walk = { now, lastSeq: state.lastSeq };
+    const walk = { now, lastSeq: state.lastSeq, shared: sharedOf(state) };
+    if (walk.shared.contactDeleted) continue;
     if (step.step_type === 'delay') {
       await settleStep(writes, state.run.id, seq, {
         status: 'completed',
@@ -277,8 +294,11 @@ async function afterSend(
   step: AutomationStep,
   result: SendStepResult,
   now: Date,
+  shared: SharedWalkState,
 ): Promise<JobResult> {
   const { run } = state;
+  // Another run of this round deleted the contact, which cancelled this run: nothing more to do.
+  if (shared.contactDeleted) return { done: true };
   if (result.kind === 'retry') return { retryAt: new Date(now.getTime() + result.afterMs), reason: result.reason };
   if (result.kind === 'failed') {
     await settleStep(tx, run.id, seq, { status: 'failed', at: now, error: result.error });
@@ -294,7 +314,7 @@ async function afterSend(
     result.kind === 'sent' ? { email_id: result.emailId } : { skipped: result.reason, ...(result.detail ?? {}) };
   const status = result.kind === 'sent' ? 'completed' : 'skipped';
   await settleStep(tx, run.id, seq, { status, at: now, output });
-  await followFrom(tx, run, step.key, 'default', { now, lastSeq: state.lastSeq });
+  await followFrom(tx, run, step.key, 'default', { now, lastSeq: state.lastSeq, shared });
   return { done: true };
 }
 

@@ -114,6 +114,7 @@ const FLUSH = `WITH entering AS (
            output = coalesce(u.output, s.output), error = u.error, wait_event = NULL
       FROM jsonb_to_recordset($2::jsonb) AS u(run_id uuid, seq integer, status text, at timestamptz,
            started_at timestamptz, output jsonb, error jsonb)
-     WHERE s.run_id = u.run_id AND s.seq = u.seq
+     -- A step cancelled meanwhile (its run's contact deleted by another walk of the transaction) stays so.
+     WHERE s.run_id = u.run_id AND s.seq = u.seq AND s.status IN ('pending', 'running', 'waiting')
     RETURNING 1)
 SELECT 1`;

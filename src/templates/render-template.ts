@@ -51,21 +51,35 @@ export function renderPublishedVersion(
 
 export type TemplatePart = 'subject' | 'html' | 'text';
 
-/** Sources compiled at most (the oldest compiled is forgotten first). */
-const MAX_COMPILED = 500;
+/** The compiled sources kept hold at most this many characters of source in all ... */
+const MAX_COMPILED_CHARS = 16 * 1024 * 1024;
+/** ... and a source longer than this is compiled for each use, not kept. */
+const MAX_KEPT_SOURCE_CHARS = 512 * 1024;
 const compiledSources = new Map<string, Handlebars.TemplateDelegate>();
+let compiledChars = 0;
 
 /**
  * The source compiled, kept by its text: an update of a template is another text, so it takes effect at
- * once in every process, and a template sent many times is compiled once.
+ * once in every process, and a template sent many times is compiled once. The least recently used go
+ * first when the sources kept grow past MAX_COMPILED_CHARS.
  */
 function compiledSource(source: string, noEscape: boolean): Handlebars.TemplateDelegate {
   const key = `${noEscape ? 'plain' : 'html'}\u0000${source}`;
-  let compiled = compiledSources.get(key);
-  if (!compiled) {
-    compiled = handlebars.compile(source, { strict: false, noEscape });
-    if (compiledSources.size >= MAX_COMPILED) compiledSources.delete(compiledSources.keys().next().value!);
-    compiledSources.set(key, compiled);
+  const kept = compiledSources.get(key);
+  if (kept) {
+    // Used again: it moves to the end of the order of use.
+    compiledSources.delete(key);
+    compiledSources.set(key, kept);
+    return kept;
+  }
+  const compiled = handlebars.compile(source, { strict: false, noEscape });
+  if (key.length > MAX_KEPT_SOURCE_CHARS) return compiled;
+  compiledSources.set(key, compiled);
+  compiledChars += key.length;
+  for (const oldest of compiledSources.keys()) {
+    if (compiledChars <= MAX_COMPILED_CHARS) break;
+    compiledSources.delete(oldest);
+    compiledChars -= oldest.length;
   }
   return compiled;
 }
