@@ -266,6 +266,12 @@ async function runRound(
   for (const [i, { index, state, step }] of sends.entries()) {
     results[index] = await afterSend(writes, state, refs[index]!.seq, step, sent[i]!, now, sharedOf(state));
   }
+  // In the order they came due (then by run), whatever order the jobs were claimed in.
+  timers.sort(
+    (a, b) =>
+      (a.state.step!.wake_at?.getTime() ?? 0) - (b.state.step!.wake_at?.getTime() ?? 0) ||
+      (a.state.run.id < b.state.run.id ? -1 : 1),
+  );
   for (const { seq, state } of timers) {
     const step = state.step!;
     const walk = { now, lastSeq: state.lastSeq, shared: sharedOf(state) };
