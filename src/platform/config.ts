@@ -1,37 +1,30 @@
-// The one place where Mailroom reads its environment. Each setting is declared once below: its
-// variable, its default (as the text a user would write, parsed like their input), what it means, and
-// how it is checked. `loadConfig` validates them all at boot and names the variable at fault;
+// The one place where Mailroom reads its environment. Each setting is declared once below (those of mail
+// going out and coming in in config-mail.ts, in their place in the table; the parsers in
+// config-parsers.ts): its variable, its default (as the text a user would write, parsed like their
+// input), what it means, and how it is checked. `loadConfig` validates them all at boot and names the variable at fault;
 // docs/configuration.md documents the same table (a test keeps the two in step).
 
-import { isHostLabel, normalizeDomainName } from './domain-name.ts';
-import { parseDatabaseUrl } from './db/hosts.ts';
+import {
+  ConfigError,
+  setting,
+  type Parse,
+  type Setting,
+  text,
+  integer,
+  optionalInteger,
+  optionalPort,
+  oneOf,
+  optionalText,
+  fraction,
+  secondsList,
+  cidrList,
+  optionalUrl,
+  databaseUrl,
+  domainName,
+} from './config-parsers.ts';
+import { MAIL_SETTINGS } from './config-mail.ts';
 
-export class ConfigError extends Error {
-  readonly variable: string;
-  constructor(variable: string, problem: string) {
-    super(`${variable}: ${problem}`);
-    this.name = 'ConfigError';
-    this.variable = variable;
-  }
-}
-
-/** Turns the variable's text (or its default; undefined when unset without one) into a value. */
-type Parse<T> = (value: string | undefined, variable: string) => T;
-
-interface Setting<T> {
-  variable: string;
-  /** The default as written in the docs; undefined when "unset" is the default. */
-  default: string | undefined;
-  doc: string;
-  parse: Parse<T>;
-}
-
-const setting = <T>(variable: string, defaultText: string | undefined, doc: string, parse: Parse<T>): Setting<T> => ({
-  variable,
-  default: defaultText,
-  doc,
-  parse,
-});
+export { ConfigError } from './config-parsers.ts';
 
 const SETTING_TABLE = {
   databaseUrl: setting(
@@ -144,120 +137,7 @@ const SETTING_TABLE = {
     'Verified domain of the development organization made on the first embedded start.',
     domainName,
   ),
-  dnsServers: setting(
-    'MAILROOM_DNS_SERVERS',
-    undefined,
-    'Comma-separated DNS servers (`ip` or `ip:port`, IPv6 as `[ip]:port`) for domain verification, MX look-ups and webhook hosts. Unset: the system resolver.',
-    dnsServerList,
-  ),
-  dnsTimeoutMs: setting(
-    'MAILROOM_DNS_TIMEOUT_MS',
-    '5000',
-    'Time allowed for one DNS look-up (domain verification, MX, webhook hosts).',
-    integer(100, 60_000),
-  ),
-  dkimSelector: setting(
-    'MAILROOM_DKIM_SELECTOR',
-    'mailroom',
-    'DKIM selector of newly added domains: their key is published at `<selector>._domainkey.<domain>`.',
-    dnsLabel,
-  ),
-  transport: setting(
-    'MAILROOM_TRANSPORT',
-    undefined,
-    "How mail leaves: `capture` (stored as .eml under `MAILROOM_DATA_DIR/captured`, outcome delivered), `smtp` (a relay at `MAILROOM_SMTP_URL`) or `mx` (straight to each recipient domain's MX). Unset: `capture` on PGlite, `mx` on PostgreSQL.",
-    optionalOneOf(['capture', 'smtp', 'mx'] as const),
-  ),
-  smtpUrl: setting(
-    'MAILROOM_SMTP_URL',
-    undefined,
-    'The relay for the `smtp` transport: `smtp://user:pass@host:587` (STARTTLS when offered) or `smtps://…:465`.',
-    optionalUrl(['smtp:', 'smtps:']),
-  ),
-  mxPort: setting(
-    'MAILROOM_MX_PORT',
-    '25',
-    'Port the `mx` transport connects to on each MX host (25 on the Internet; tests use a loopback port).',
-    integer(1, 65535),
-  ),
-  mtaStsPort: setting(
-    'MAILROOM_MTA_STS_PORT',
-    '443',
-    'Port of the HTTPS servers MTA-STS policies are fetched from (`https://mta-sts.<domain>/.well-known/mta-sts.txt`); 443 on the Internet, tests use a loopback port.',
-    integer(1, 65535),
-  ),
-  extraCaFile: setting(
-    'MAILROOM_EXTRA_CA_FILE',
-    undefined,
-    "PEM certificates trusted besides the system's when a certificate is checked on delivery: MTA-STS policy fetches, and MX hosts of MTA-STS `enforce` and TLS-required domains (a private CA, or a test one).",
-    optionalText,
-  ),
-  tlsRequiredDomains: setting(
-    'MAILROOM_TLS_REQUIRED_DOMAINS',
-    undefined,
-    'Comma-separated recipient domains whose mail goes only over TLS with a certificate valid for the MX host, whatever they publish (as with an MTA-STS `enforce` policy naming every MX); otherwise the recipient is deferred. Unset: none.',
-    domainList,
-  ),
-  dnsblZones: setting(
-    'MAILROOM_DNSBL_ZONES',
-    'zen.spamhaus.org,bl.spamcop.net,b.barracudacentral.org',
-    "Comma-separated DNS blocklists the deliverability doctor looks each source address up on. Spamhaus answers only resolvers it knows: point `MAILROOM_DNS_SERVERS` at your own resolver (or use Spamhaus's DQS zone). Empty: none.",
-    domainList,
-  ),
-  heloName: setting(
-    'MAILROOM_HELO_NAME',
-    undefined,
-    "Host name Mailroom gives in EHLO. Unset: the machine's host name.",
-    optionalText,
-  ),
-  mxHost: setting(
-    'MAILROOM_MX_HOST',
-    undefined,
-    "Public host name of the inbound listener: the value of the MX records a domain's owner publishes (a receiving domain's, a custom return path's). Unset: `MAILROOM_HELO_NAME`, else the host of `MAILROOM_PUBLIC_URL` when that is a public name, else the machine's host name. A value that is not a public, fully qualified name is shown with a warning.",
-    optionalDomainName,
-  ),
-  smtpTimeoutMs: setting(
-    'MAILROOM_SMTP_TIMEOUT_MS',
-    '30000',
-    'Time allowed for connecting to an SMTP server and for each of its answers.',
-    integer(100, 600_000),
-  ),
-  returnPathDomain: setting(
-    'MAILROOM_RETURN_PATH_DOMAIN',
-    undefined,
-    'Domain of the per-recipient return path (VERP, `bounce-<message>-<recipient>-<signature>@<domain>`) that bounce reports come back to; its MX must reach the inbound listener. Unset: the return path is the From address and later bounces are not seen.',
-    optionalDomainName,
-  ),
-  inboundPort: setting(
-    'MAILROOM_INBOUND_PORT',
-    undefined,
-    'Port of the inbound SMTP listener (the MX of the return-path domain and of receiving domains: bounce reports, complaints, DMARC reports and received mail), on `HOST`; 25 on the Internet. Unset: no listener.',
-    optionalInteger(1, 65535),
-  ),
-  inboundMaxBytes: setting(
-    'MAILROOM_INBOUND_MAX_BYTES',
-    '41943040',
-    'Largest message the inbound listener takes (40 MiB by default), advertised in EHLO (SIZE) and enforced while the message arrives: a larger one is refused (552) and nothing of it is kept.',
-    integer(1024, 1024 * 1024 * 1024),
-  ),
-  rspamdUrl: setting(
-    'MAILROOM_RSPAMD_URL',
-    undefined,
-    'Base URL of an rspamd scanner (its normal worker or controller, e.g. `http://127.0.0.1:11333`) that scores each received message (`POST /checkv2`). Unset: received mail is not scanned.',
-    optionalUrl(['http:', 'https:']),
-  ),
-  spamQuarantineScore: setting(
-    'MAILROOM_SPAM_QUARANTINE_SCORE',
-    undefined,
-    "rspamd score at or over which a received message is quarantined (stored, but left out of lists and not announced). Unset: quarantined when rspamd's own action is `reject` (its reject threshold, 15 by default).",
-    optionalDecimal,
-  ),
-  spamCheckTimeoutMs: setting(
-    'MAILROOM_SPAM_CHECK_TIMEOUT_MS',
-    '5000',
-    'Time rspamd has to answer for one received message; past it (or when rspamd cannot be reached) the message is stored unscanned, never refused.',
-    integer(100, 60_000),
-  ),
+  ...MAIL_SETTINGS,
   submissionPort: setting(
     'MAILROOM_SUBMISSION_PORT',
     undefined,
@@ -434,160 +314,4 @@ export function publicBaseUrl(config: Pick<Config, 'publicUrl' | 'host' | 'port'
   const base =
     config.publicUrl ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`;
   return base.replace(/\/+$/, '');
-}
-
-// Parsers. Each receives the text (or undefined for "unset") and the variable name for its errors.
-
-function text(value: string | undefined, variable: string): string {
-  if (value === undefined) throw new ConfigError(variable, 'is required');
-  return value;
-}
-
-function integer(min: number, max: number): Parse<number> {
-  return (value, variable) => {
-    if (value === undefined || !/^\d+$/.test(value)) {
-      throw new ConfigError(variable, `expected a whole number, got "${value ?? ''}"`);
-    }
-    const n = Number(value);
-    if (n < min || n > max) throw new ConfigError(variable, `expected a number from ${min} to ${max}, got ${n}`);
-    return n;
-  };
-}
-
-function optionalInteger(min: number, max: number): Parse<number | undefined> {
-  const parse = integer(min, max);
-  return (value, variable) => (value === undefined ? undefined : parse(value, variable));
-}
-
-/** A port number, `off`, or unset (undefined: the listener's own default decides). */
-function optionalPort(value: string | undefined, variable: string): number | 'off' | undefined {
-  if (value === undefined) return undefined;
-  if (value.toLowerCase() === 'off') return 'off';
-  return integer(0, 65535)(value, variable);
-}
-
-function oneOf<T extends string>(allowed: readonly T[]): Parse<T> {
-  return (value, variable) => {
-    if (!(allowed as readonly (string | undefined)[]).includes(value)) {
-      throw new ConfigError(variable, `expected one of ${allowed.join(', ')}, got "${value ?? ''}"`);
-    }
-    return value as T;
-  };
-}
-
-function optionalText(value: string | undefined): string | undefined {
-  return value;
-}
-
-/** A decimal number such as 7 or 7.5 (negative allowed: rspamd scores are), or unset. */
-function optionalDecimal(value: string | undefined, variable: string): number | undefined {
-  if (value === undefined) return undefined;
-  if (!/^-?\d+(\.\d+)?$/.test(value)) throw new ConfigError(variable, `expected a number such as 7.5, got "${value}"`);
-  return Number(value);
-}
-
-/** A fraction from 0 to 1 such as 0.05. */
-function fraction(value: string | undefined, variable: string): number {
-  if (value === undefined || !/^(0(\.\d+)?|1(\.0+)?|\.\d+)$/.test(value)) {
-    throw new ConfigError(variable, `expected a fraction from 0 to 1 such as 0.05, got "${value ?? ''}"`);
-  }
-  return Number(value);
-}
-
-function optionalOneOf<T extends string>(allowed: readonly T[]): Parse<T | undefined> {
-  const parse = oneOf(allowed);
-  return (value, variable) => (value === undefined ? undefined : parse(value, variable));
-}
-
-function secondsList(value: string | undefined, variable: string): number[] {
-  const items = (value ?? '').split(',').map((item) => item.trim());
-  if (items.some((item) => !/^\d+$/.test(item)) || items.length === 0 || items.length > 50) {
-    throw new ConfigError(variable, `expected comma-separated whole seconds, e.g. 60,300,900; got "${value ?? ''}"`);
-  }
-  return items.map(Number);
-}
-
-function cidrList(value: string | undefined, variable: string): string[] {
-  if (value === undefined) return [];
-  const cidrs = value
-    .split(',')
-    .map((item) => item.trim())
-    .filter((item) => item !== '');
-  for (const cidr of cidrs) {
-    const [address, bits, extra] = cidr.split('/');
-    const ipv4 = /^\d{1,3}(\.\d{1,3}){3}$/.test(address ?? '') && Number(bits) <= 32;
-    const ipv6 = /^[0-9a-f:.]+$/i.test(address ?? '') && (address ?? '').includes(':') && Number(bits) <= 128;
-    if (extra !== undefined || bits === undefined || !/^\d+$/.test(bits) || !(ipv4 || ipv6)) {
-      throw new ConfigError(variable, `"${cidr}" is not a CIDR such as 127.0.0.0/8 or ::1/128`);
-    }
-  }
-  return cidrs;
-}
-
-function optionalUrl(protocols: string[]): Parse<string | undefined> {
-  return (value, variable) => {
-    if (value === undefined) return undefined;
-    let url: URL;
-    try {
-      url = new URL(value);
-    } catch {
-      throw new ConfigError(variable, 'not a valid URL');
-    }
-    if (!protocols.includes(url.protocol)) {
-      throw new ConfigError(variable, `expected a ${protocols.join(' or ')} URL, got ${url.protocol}`);
-    }
-    return value;
-  };
-}
-
-// A libpq URL, one host or several: node-postgres's own parser does not take a list of hosts.
-function databaseUrl(value: string | undefined, variable: string): string | undefined {
-  if (value === undefined) return undefined;
-  try {
-    parseDatabaseUrl(value);
-  } catch (error) {
-    throw new ConfigError(variable, (error as Error).message);
-  }
-  return value;
-}
-
-// One definition of a domain name and of a label: the one domains are checked against.
-function domainName(value: string | undefined, variable: string): string {
-  try {
-    return normalizeDomainName(text(value, variable));
-  } catch (error) {
-    throw new ConfigError(variable, (error as Error).message);
-  }
-}
-
-function optionalDomainName(value: string | undefined, variable: string): string | undefined {
-  return value === undefined ? undefined : domainName(value, variable);
-}
-
-function domainList(value: string | undefined, variable: string): string[] {
-  if (value === undefined || value.trim() === '') return [];
-  return value.split(',').map((item) => domainName(item.trim(), variable));
-}
-
-function dnsLabel(value: string | undefined, variable: string): string {
-  const label = text(value, variable).toLowerCase();
-  if (!isHostLabel(label)) throw new ConfigError(variable, `"${label}" is not a DNS label`);
-  return label;
-}
-
-function dnsServerList(value: string | undefined, variable: string): string[] {
-  if (value === undefined) return [];
-  const servers = value
-    .split(',')
-    .map((item) => item.trim())
-    .filter((item) => item !== '');
-  for (const server of servers) {
-    // The forms dns.Resolver#setServers takes: 1.2.3.4, 1.2.3.4:53, ::1, [::1]:53.
-    const ok =
-      /^\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?$/.test(server) ||
-      /^\[[0-9a-f:.]+\](:\d{1,5})?$/i.test(server) ||
-      /^[0-9a-f:]+$/i.test(server);
-    if (!ok) throw new ConfigError(variable, `"${server}" is not an IP address with an optional port`);
-  }
-  return servers;
 }
