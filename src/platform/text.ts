@@ -35,8 +35,10 @@ const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF
 
 /** The text with each character PostgreSQL cannot store replaced by U+FFFD (for text from outside kept as it came). */
 export function storableText(text: string): string {
-  return text.replace(new RegExp(UNSTORABLE.source, 'g'), '\uFFFD');
+  // Almost all text is storable: one test, and no new string, in that case.
+  return UNSTORABLE.test(text) ? text.replace(UNSTORABLE_ALL, '\uFFFD') : text;
 }
+const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'g');
 
 /**
  * The dotted path (`tags.0.name`) of the first string, or object key, at any depth of `value` that holds
