@@ -9,7 +9,7 @@ import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOr
 import { message, send, sendBatch } from './helpers/emails.ts';
 import { responseProblems } from './helpers/resend-openapi.ts';
 import { FLUSH_DELAY_MS, RequestLogRecorder } from '../src/request-log/recorder.ts';
-import { loggedBody, MAX_BODY_BYTES, REDACTED } from '../src/request-log/redact.ts';
+import { loggedBody, loggedBodyText, MAX_BODY_BYTES, REDACTED } from '../src/request-log/redact.ts';
 import { pruneAll } from '../src/retention/prune.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -336,7 +336,7 @@ test('the buffer is bounded: entries past it are dropped and counted, never held
     durationMs: 1,
     userAgent: null,
     requestBody: null,
-    responseBody: { note: 'x'.repeat(1000) },
+    responseBody: JSON.stringify({ note: 'x'.repeat(1000) }),
     createdAt: new Date(),
   });
   for (let i = 0; i < 10; i += 1) recorder.record(entry(i));
@@ -388,10 +388,17 @@ test('a write that fails drops only its own entry', async () => {
 });
 
 test('bodies are capped: long strings and lists are cut with a note, and the result stays an object', () => {
-  const big = loggedBody({
+  const input = {
     note: 'y'.repeat(50_000),
     data: Array.from({ length: 500 }, (_, i) => ({ id: i, subject: `subject ${i}` })),
-  })!;
+  };
+  const big = loggedBody(input)!;
+  // The text the log stores is that same body, cut or not.
+  assert.deepEqual(JSON.parse(loggedBodyText(input)!), big);
+  assert.deepEqual(JSON.parse(loggedBodyText({ to: 'a@example.com', html: '<p>x</p>' })!), {
+    to: 'a@example.com',
+    html: REDACTED,
+  });
   const size = Buffer.byteLength(JSON.stringify(big));
   assert.ok(size <= MAX_BODY_BYTES, `${size} bytes`);
   const data = big.data as unknown[];

@@ -2,10 +2,10 @@ import { Counter } from 'prom-client';
 import type { FastifyRequest } from 'fastify';
 import type { App } from '../platform/http/app-types.ts';
 import type { Database } from '../platform/db/database.ts';
-import { Batcher } from '../platform/db/batcher.ts';
+import { worthWritingAlone } from '../platform/db/batcher.ts';
 import { registry } from '../platform/metrics.ts';
 import { newRowId } from '../platform/ids.ts';
-import { loggedBody } from './redact.ts';
+import { loggedBodyText } from './redact.ts';
 import { insertRequestLogs, type RequestLogEntry } from './request-logs.ts';
 
 // Every request made with an API key is recorded, without costing the request a database round trip:
@@ -34,6 +34,12 @@ declare module 'fastify' {
     /** The request log's buffer of this app (GET /logs reads what it wrote). */
     requestLog: RequestLogRecorder;
   }
+  interface FastifyRequest {
+    /** The request's body as its log entry keeps it (JSON text), once validation is reached. */
+    loggedRequestBody: string | null | undefined;
+    /** The answer's body as its log entry keeps it (JSON text), once it is serialized. */
+    loggedResponseBody: string | null | undefined;
+  }
 }
 
 interface RecorderOptions {
@@ -43,7 +49,7 @@ interface RecorderOptions {
 }
 
 export class RequestLogRecorder {
-  private readonly batcher: Batcher<RequestLogEntry, void>;
+  private readonly db: Database;
   private buffered: RequestLogEntry[] = [];
   private bufferedBytes = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -61,14 +67,7 @@ export class RequestLogRecorder {
     this.maxBufferedBytes = options.maxBufferedBytes ?? MAX_BUFFERED_BYTES;
     this.flushDelayMs = options.flushDelayMs ?? FLUSH_DELAY_MS;
     this.onWriteError = options.onWriteError;
-    this.batcher = new Batcher(db, {
-      transaction: false,
-      maxSize: MAX_BATCH_ENTRIES,
-      run: async (tx, entries) => {
-        await insertRequestLogs(tx, entries);
-        return entries.map(() => undefined);
-      },
-    });
+    this.db = db;
   }
 
   /** Keeps an entry to be written soon, or drops it when the buffer is full. */
@@ -96,38 +95,41 @@ export class RequestLogRecorder {
     this.timer = undefined;
     const entries = this.buffered;
     this.buffered = [];
-    for (const entry of entries) {
-      // Added in one turn of the event loop: the batcher writes them together.
-      const written: Promise<void> = this.batcher
-        .add(entry)
-        .catch((error: unknown) => {
-          this.dropped += 1;
-          requestLogDropped.inc({ reason: 'write_failed' });
-          this.onWriteError?.(error);
-        })
-        .finally(() => {
-          this.bufferedBytes -= entryBytes(entry);
-          this.writing.delete(written);
-        });
+    // One statement per MAX_BATCH_ENTRIES, started together (a flush under load is one or two).
+    for (let start = 0; start < entries.length; start += MAX_BATCH_ENTRIES) {
+      const chunk = entries.slice(start, start + MAX_BATCH_ENTRIES);
+      const bytes = chunk.reduce((sum, entry) => sum + entryBytes(entry), 0);
+      const written: Promise<void> = this.write(chunk).finally(() => {
+        this.bufferedBytes -= bytes;
+        this.writing.delete(written);
+      });
       this.writing.add(written);
+    }
+  }
+
+  /**
+   * Writes entries with one statement. One entry must not fail its neighbours: when the statement
+   * fails, each is written again alone, so only the one at fault is dropped (not when the connection
+   * was lost or the statement waited too long: each alone would fail the same way).
+   */
+  private async write(entries: RequestLogEntry[]): Promise<void> {
+    try {
+      await insertRequestLogs(this.db, entries);
+    } catch (error) {
+      if (entries.length > 1 && worthWritingAlone(error)) {
+        for (const entry of entries) await this.write([entry]);
+        return;
+      }
+      this.dropped += entries.length;
+      requestLogDropped.inc({ reason: 'write_failed' }, entries.length);
+      this.onWriteError?.(error);
     }
   }
 }
 
 function entryBytes(entry: RequestLogEntry): number {
-  // Bodies are already cut to MAX_BODY_BYTES; their JSON length is what they hold in memory, roughly.
-  return ENTRY_OVERHEAD_BYTES + jsonLength(entry.requestBody) + jsonLength(entry.responseBody);
-}
-
-const sizes = new WeakMap<object, number>();
-function jsonLength(body: Record<string, unknown> | null): number {
-  if (body === null) return 0;
-  let size = sizes.get(body);
-  if (size === undefined) {
-    size = JSON.stringify(body).length;
-    sizes.set(body, size);
-  }
-  return size;
+  // Bodies are already cut to MAX_BODY_BYTES; their JSON text is about what they hold in memory.
+  return ENTRY_OVERHEAD_BYTES + (entry.requestBody?.length ?? 0) + (entry.responseBody?.length ?? 0);
 }
 
 /** Which requests are recorded: made with an API key (not a session: the dashboard's own traffic). */
@@ -143,35 +145,39 @@ export function installRequestLog(app: App): void {
     onWriteError: (error) => app.log.warn({ err: error }, 'request log: an entry could not be written'),
   });
   app.decorate('requestLog', recorder);
-  const requestBodies = new WeakMap<FastifyRequest, Record<string, unknown> | null>();
-  const responseBodies = new WeakMap<FastifyRequest, Record<string, unknown> | null>();
+  // The bodies as logged, kept on the request between its hooks (undefined: not taken yet). Callback
+  // hooks: they run for every request of an API key, and an async hook costs a promise each.
+  app.decorateRequest('loggedRequestBody', undefined);
+  app.decorateRequest('loggedResponseBody', undefined);
 
-  app.addHook('preValidation', async (request) => {
-    if (recorded(request)) requestBodies.set(request, loggedBody(request.body));
+  app.addHook('preValidation', (request, _reply, done) => {
+    if (recorded(request)) request.loggedRequestBody = loggedBodyText(request.body);
+    done();
   });
-  app.addHook('preSerialization', async (request, _reply, payload) => {
-    if (recorded(request)) responseBodies.set(request, loggedBody(payload));
-    return payload;
+  app.addHook('preSerialization', (request, _reply, payload, done) => {
+    if (recorded(request)) request.loggedResponseBody = loggedBodyText(payload);
+    done(null, payload);
   });
-  app.addHook('onResponse', async (request, reply) => {
-    if (!recorded(request)) return;
+  app.addHook('onResponse', (request, reply, done) => {
     const { principal } = request;
-    if (principal.kind !== 'api_key') return;
-    const durationMs = Math.round(reply.elapsedTime);
-    recorder.record({
-      id: newRowId(),
-      organizationId: principal.organizationId,
-      apiKeyId: principal.apiKeyId,
-      method: request.method,
-      endpoint: request.url,
-      status: reply.statusCode,
-      durationMs,
-      userAgent: request.headers['user-agent'] ?? null,
-      // A request refused before validation (its key, an unstorable character) has its body as parsed.
-      requestBody: requestBodies.has(request) ? requestBodies.get(request)! : loggedBody(request.body),
-      responseBody: responseBodies.get(request) ?? null,
-      createdAt: new Date(recorder.now().getTime() - durationMs),
-    });
+    if (recorded(request) && principal.kind === 'api_key') {
+      const durationMs = Math.round(reply.elapsedTime);
+      recorder.record({
+        id: newRowId(),
+        organizationId: principal.organizationId,
+        apiKeyId: principal.apiKeyId,
+        method: request.method,
+        endpoint: request.url,
+        status: reply.statusCode,
+        durationMs,
+        userAgent: request.headers['user-agent'] ?? null,
+        // A request refused before validation (its key, an unstorable character) has its body as parsed.
+        requestBody: request.loggedRequestBody ?? loggedBodyText(request.body),
+        responseBody: request.loggedResponseBody ?? null,
+        createdAt: new Date(recorder.now().getTime() - durationMs),
+      });
+    }
+    done();
   });
   app.addHook('onClose', () => recorder.flush());
 }

@@ -16,26 +16,29 @@ export interface RequestLogEntry {
   status: number;
   durationMs: number;
   userAgent: string | null;
-  requestBody: Record<string, unknown> | null;
-  responseBody: Record<string, unknown> | null;
+  /** The bodies as kept (redact.ts), as JSON text. */
+  requestBody: string | null;
+  responseBody: string | null;
   createdAt: Date;
 }
 
 /** Writes entries with one statement, whatever their number. */
 export async function insertRequestLogs(db: Queryable, entries: RequestLogEntry[]): Promise<void> {
-  const rows = entries.map((entry) => ({
-    id: entry.id,
-    organization_id: entry.organizationId,
-    api_key_id: entry.apiKeyId,
-    method: entry.method,
-    endpoint: entry.endpoint,
-    response_status: entry.status,
-    duration_ms: entry.durationMs,
-    user_agent: entry.userAgent,
-    request_body: entry.requestBody,
-    response_body: entry.responseBody,
-    created_at: entry.createdAt.toISOString(),
-  }));
+  // The bodies are JSON text already: spliced in as they are rather than parsed and serialized again.
+  const rows = entries.map((entry) => {
+    const columns = JSON.stringify({
+      id: entry.id,
+      organization_id: entry.organizationId,
+      api_key_id: entry.apiKeyId,
+      method: entry.method,
+      endpoint: entry.endpoint,
+      response_status: entry.status,
+      duration_ms: entry.durationMs,
+      user_agent: entry.userAgent,
+      created_at: entry.createdAt.toISOString(),
+    });
+    return `${columns.slice(0, -1)},"request_body":${entry.requestBody ?? 'null'},"response_body":${entry.responseBody ?? 'null'}}`;
+  });
   await db.query(
     `INSERT INTO request_logs (id, organization_id, api_key_id, method, endpoint, response_status, duration_ms,
                                user_agent, request_body, response_body, created_at)
@@ -44,7 +47,7 @@ export async function insertRequestLogs(db: Queryable, entries: RequestLogEntry[
        FROM json_to_recordset($1::json) AS r(id uuid, organization_id uuid, api_key_id uuid, method text,
             endpoint text, response_status integer, duration_ms integer, user_agent text, request_body json,
             response_body json, created_at timestamptz)`,
-    [JSON.stringify(rows)],
+    [`[${rows.join(',')}]`],
   );
 }
 

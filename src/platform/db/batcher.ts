@@ -112,7 +112,7 @@ export class Batcher<T, R> {
 }
 
 /** Whether the items of a failed batch may be run again one by one (see the top of this file). */
-function worthWritingAlone(error: unknown): boolean {
+export function worthWritingAlone(error: unknown): boolean {
   return !isConnectionLost(error) && !waitedTooLong(error);
 }
 
