@@ -324,6 +324,42 @@ test('an answer does not wait for its entry; entries are written together, in on
   await waitFor(async () => (await count()) === 4, 5000);
 });
 
+test('a removed key’s entries stay without it; a deleted organization’s entries go with it', async () => {
+  const gone = await createTestOrganization(t.db, t.config, 'logs-gone');
+  const made = await t.app.inject({
+    method: 'POST',
+    url: '/api-keys',
+    headers: bearer(gone.fullKey),
+    payload: { name: 'short-lived' },
+  });
+  const key = made.json() as { id: string; token: string };
+  assert.equal((await get('/domains', key.token)).statusCode, 200);
+  assert.equal((await get('/topics', gone.fullKey)).statusCode, 200);
+  await t.app.requestLog.flush();
+  const entries = async () =>
+    (
+      await t.db.query<{ endpoint: string; api_key_id: string | null }>(
+        'SELECT endpoint, api_key_id FROM request_logs WHERE organization_id = $1 ORDER BY endpoint',
+        [gone.id],
+      )
+    ).rows;
+  assert.equal((await entries()).find((e) => e.endpoint === '/domains')?.api_key_id, key.id);
+
+  // DELETE /api-keys/:id revokes a key and keeps its row (its entries keep naming it); a row removed
+  // from the database takes its name off the entries.
+  assert.equal(
+    (await t.app.inject({ method: 'DELETE', url: `/api-keys/${key.id}`, headers: bearer(gone.fullKey) })).statusCode,
+    200,
+  );
+  assert.equal((await entries()).find((e) => e.endpoint === '/domains')?.api_key_id, key.id);
+  await t.db.query('DELETE FROM api_keys WHERE id = $1', [key.id]);
+  assert.equal((await entries()).find((e) => e.endpoint === '/domains')?.api_key_id, null);
+  assert.ok((await entries()).some((e) => e.endpoint === '/topics' && e.api_key_id !== null));
+
+  await t.db.query('DELETE FROM organizations WHERE id = $1', [gone.id]);
+  assert.deepEqual(await entries(), []);
+});
+
 test('the buffer is bounded: entries past it are dropped and counted, never held', async () => {
   const recorder = new RequestLogRecorder(t.db, { maxBufferedBytes: 4096, flushDelayMs: 60_000 });
   const entry = (i: number) => ({
@@ -368,7 +404,9 @@ test('a write that fails drops only its own entry', async () => {
     createdAt: new Date(),
   };
   recorder.record({ ...base, id: '00000000-0000-7000-8000-100000000001', organizationId: org.id, endpoint: '/ok/1' });
-  // An organization that does not exist (deleted meanwhile): its entry cannot be written.
+  // An entry the database refuses (here its id is not a UUID): the others of its statement are written.
+  recorder.record({ ...base, id: 'not-a-uuid', organizationId: org.id, endpoint: '/refused' });
+  // An organization that does not exist (deleted meanwhile): its entry is left out, not an error.
   recorder.record({
     ...base,
     id: '00000000-0000-7000-8000-100000000002',
@@ -379,7 +417,7 @@ test('a write that fails drops only its own entry', async () => {
   await recorder.flush();
   assert.equal(recorder.dropped, 1);
   const { rows } = await t.db.query<{ endpoint: string }>(
-    "SELECT endpoint FROM request_logs WHERE endpoint LIKE '/ok/%' ORDER BY endpoint",
+    "SELECT endpoint FROM request_logs WHERE endpoint LIKE '/ok/%' OR endpoint IN ('/gone', '/refused') ORDER BY endpoint",
   );
   assert.deepEqual(
     rows.map((row) => row.endpoint),

@@ -133,7 +133,13 @@ test('a rolling upgrade on PostgreSQL: the new release migrates and serves besid
     const migrated = await runCli(['migrate', '--json'], env);
     assert.equal(migrated.code, 0, migrated.stderr + migrated.stdout);
     assert.deepEqual(migrated.json, {
-      applied: ['0037_job_failures', '0038_test_address_counts', '0039_domain_trusted', '0040_automations'],
+      applied: [
+        '0037_job_failures',
+        '0038_test_address_counts',
+        '0039_domain_trusted',
+        '0040_automations',
+        '0041_request_log_without_foreign_keys',
+      ],
       pending_contract: [],
     });
     const current = await startServerProcess(env);
