@@ -41,7 +41,7 @@ interface Measure {
   ratio: RegExp;
 }
 
-const MEASURES: Measure[] = [
+const ALL_MEASURES: Measure[] = [
   {
     name: 'accept',
     file: 'bench/accept.ts',
@@ -61,6 +61,14 @@ const MEASURES: Measure[] = [
     ratio: /ratio \(Mailroom \/ raw\): median ([\d.]+)/,
   },
 ];
+
+// MEASURES=accept,webhooks runs only those.
+const chosen = process.env.MEASURES?.split(',').map((name) => name.trim());
+const MEASURES = ALL_MEASURES.filter((m) => !chosen || chosen.includes(m.name));
+if (MEASURES.length === 0) {
+  console.error(`MEASURES names none of: ${ALL_MEASURES.map((m) => m.name).join(', ')}`);
+  process.exit(2);
+}
 
 const git = (...args: string[]) => execFileSync('git', args, { cwd: here, encoding: 'utf8' }).trim();
 
