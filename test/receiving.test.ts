@@ -493,6 +493,59 @@ test('a database failure while storing answers 451, and at RCPT TO too; nothing 
   assert.equal((await rowsWithSubject(subject)).length, 1);
 });
 
+test('sessions that finish together share a commit; a copy the database refuses fails only its own session', async () => {
+  const to = `group@${org.domain}`;
+  const input = (raw: Buffer) => ({
+    raw,
+    mailFrom: 'ann@sender.example.net',
+    recipients: [{ address: to, organizationId: org.id, domainId }],
+    clientAddress: '192.0.2.1',
+    helo: 'mx.sender.example.net',
+    tls: false,
+  });
+  const prefix = `Together ${Date.now()}`;
+  const raws = await Promise.all(Array.from({ length: 10 }, (_, i) => plainMessage(to, { subject: `${prefix} ${i}` })));
+  const results = await Promise.all(raws.map((raw) => receiveMessage(deps, input(raw))));
+  assert.equal(new Set(results.map((r) => r.ids[0])).size, 10);
+  const { rows } = await t.db.query<{ transactions: number; n: number }>(
+    // Rows written by one transaction share its id.
+    `SELECT count(DISTINCT xmin::text)::int AS transactions, count(*)::int AS n FROM received_emails
+      WHERE subject LIKE $1`,
+    [`${prefix} %`],
+  );
+  assert.equal(rows[0]!.n, 10);
+  assert.ok(rows[0]!.transactions < 10, `${rows[0]!.transactions} transactions for 10 sessions at once`);
+
+  // The database refuses one copy (a trigger stands for any refusal): the others are stored all the same.
+  await t.db.query(`CREATE FUNCTION refuse_one_copy() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF NEW.subject LIKE 'Refused %' THEN RAISE EXCEPTION 'refused for the test'; END IF;
+      RETURN NEW;
+    END $$`);
+  await t.db.query(
+    'CREATE TRIGGER refuse_one_copy BEFORE INSERT ON received_emails FOR EACH ROW EXECUTE FUNCTION refuse_one_copy()',
+  );
+  try {
+    const refused = `Refused ${Date.now()}`;
+    const kept = `Kept ${Date.now()}`;
+    const outcomes = await Promise.allSettled([
+      receiveMessage(deps, input(await plainMessage(to, { subject: kept }))),
+      receiveMessage(deps, input(await plainMessage(to, { subject: refused }))),
+      receiveMessage(deps, input(await plainMessage(to, { subject: `${kept} too` }))),
+    ]);
+    assert.deepEqual(
+      outcomes.map((o) => o.status),
+      ['fulfilled', 'rejected', 'fulfilled'],
+    );
+    assert.equal((await rowsWithSubject(kept)).length, 1);
+    assert.equal((await rowsWithSubject(`${kept} too`)).length, 1);
+    assert.deepEqual(await rowsWithSubject(refused), []);
+  } finally {
+    await t.db.query('DROP TRIGGER refuse_one_copy ON received_emails');
+    await t.db.query('DROP FUNCTION refuse_one_copy()');
+  }
+});
+
 test('a transaction with recipients at two organizations is stored once for each, with its own recipients', async () => {
   const third = await createTestOrganization(t.db, t.config, 'receiving');
   await t.db.query('UPDATE domains SET receiving = true WHERE organization_id = $1', [third.id]);

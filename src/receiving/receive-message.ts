@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Database, Queryable } from '../platform/db/database.ts';
+import { batcherPerDatabase } from '../platform/db/batcher.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { Signer } from '../platform/signing.ts';
 import { fanOutCtes } from '../webhooks/fan-out.ts';
@@ -218,59 +219,87 @@ async function storeForOrganization(
     parsed.attachments.map((a) => a.content),
     JSON.stringify(data),
   ];
-  return db.transaction(async (tx) => {
-    // One statement: the row, its raw bytes, its attachments and (unless quarantined: kept for a person
-    // to look at, neither announced nor forwarded) its email.received event, or nothing at all when the
-    // same bytes are already stored for this organization.
-    const { rows } = await tx.query<{
-      id: string;
-      created_at: string;
-      event_id: string | null;
-      event_at: string | null;
-    }>(
-      `WITH stored AS (
-         INSERT INTO received_emails (id, organization_id, store_key, mail_from, received_for, from_address,
-           to_addresses, cc_addresses, bcc_addresses, reply_to_addresses, subject, message_id, headers, html, text,
-           stripped_text, size_bytes, client_address, helo, tls, authentication, spam_verdict, spam_score,
-           quarantined, in_reply_to_email_id, routes)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-           $23, $24, $25, $26)
-         ON CONFLICT (organization_id, store_key) DO NOTHING
-         RETURNING id, created_at
-       ),
-       raw AS (INSERT INTO received_email_raw (received_email_id, content) SELECT id, $27 FROM stored),
-       attachments AS (
-         INSERT INTO received_attachments
-           (id, received_email_id, position, filename, content_type, content_disposition, content_id, size_bytes,
-            content)
-         SELECT a.id, stored.id, a.position - 1, a.filename, a.content_type, a.content_disposition, a.content_id,
-                a.size_bytes, a.content
-           FROM stored,
-                unnest($28::uuid[], $29::text[], $30::text[], $31::text[], $32::text[], $33::int[], $34::bytea[])
-                  WITH ORDINALITY AS a(id, filename, content_type, content_disposition, content_id, size_bytes,
-                                       content, position)
-       ),
-       event AS (SELECT gen_random_uuid() AS id, clock_timestamp() AS created_at FROM stored WHERE NOT $24)${fanOutCtes(
-         {
-           org: '$2::uuid',
-           type: "'email.received'::text",
-           data: `($35::jsonb || jsonb_build_object('created_at', (SELECT ${TIMESTAMP('created_at')} FROM stored)))`,
-         },
-       )}
-       SELECT stored.id, ${TIMESTAMP('stored.created_at')} AS created_at, event.id AS event_id, ${TIMESTAMP('event.created_at')} AS event_at
-         FROM stored LEFT JOIN event ON true`,
-      values,
-    );
-    const row = rows[0];
-    // Stored meanwhile by another session handing over the same bytes: that one announced it.
-    if (!row) return (await storedIds(tx, [organizationId], key)).get(organizationId)!;
-    if (row.event_id !== null && row.event_at !== null) {
-      // A route's own webhook endpoint gets the same event (same id) as the subscribers.
-      const event = { id: row.event_id, created_at: row.event_at, data: { ...data, created_at: row.created_at } };
-      await queueRouteActions(tx, organizationId, row.id, routing, event);
-    }
-    return row.id;
-  });
+  return copyWriter(db).add({ organizationId, key, values, data, routing, rawBytes: input.raw.length });
+}
+
+/** A copy ready to be stored: the statement's values, and what its routes and event need after it. */
+interface CopyToStore {
+  organizationId: string;
+  key: Buffer;
+  values: unknown[];
+  data: Record<string, unknown>;
+  routing: Awaited<ReturnType<typeof routeMessage>>;
+  rawBytes: number;
+}
+
+// Copies handed over while a transaction is being written wait, and the next transaction stores all of
+// them (a group commit, as the accept path's): sessions that arrive together share one commit. Each
+// session is answered only after the commit that holds its copy. When a group fails, each copy is
+// stored again alone, so that only the one at fault fails (platform/db/batcher.ts).
+const MAX_GROUP_COPIES = 50;
+const MAX_GROUP_BYTES = 64 * 1024 * 1024;
+const copyWriter = batcherPerDatabase<CopyToStore, string>({
+  run: async (tx, copies) => {
+    const ids: string[] = [];
+    for (const copy of copies) ids.push(await storeCopy(tx, copy));
+    return ids;
+  },
+  maxSize: MAX_GROUP_COPIES,
+  bytes: (copy) => copy.rawBytes,
+  maxBytes: MAX_GROUP_BYTES,
+});
+
+async function storeCopy(tx: Queryable, copy: CopyToStore): Promise<string> {
+  const { organizationId, key, values, data, routing } = copy;
+  // One statement: the row, its raw bytes, its attachments and (unless quarantined: kept for a person
+  // to look at, neither announced nor forwarded) its email.received event, or nothing at all when the
+  // same bytes are already stored for this organization.
+  const { rows } = await tx.query<{
+    id: string;
+    created_at: string;
+    event_id: string | null;
+    event_at: string | null;
+  }>(
+    `WITH stored AS (
+       INSERT INTO received_emails (id, organization_id, store_key, mail_from, received_for, from_address,
+         to_addresses, cc_addresses, bcc_addresses, reply_to_addresses, subject, message_id, headers, html, text,
+         stripped_text, size_bytes, client_address, helo, tls, authentication, spam_verdict, spam_score,
+         quarantined, in_reply_to_email_id, routes)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
+         $23, $24, $25, $26)
+       ON CONFLICT (organization_id, store_key) DO NOTHING
+       RETURNING id, created_at
+     ),
+     raw AS (INSERT INTO received_email_raw (received_email_id, content) SELECT id, $27 FROM stored),
+     attachments AS (
+       INSERT INTO received_attachments
+         (id, received_email_id, position, filename, content_type, content_disposition, content_id, size_bytes,
+          content)
+       SELECT a.id, stored.id, a.position - 1, a.filename, a.content_type, a.content_disposition, a.content_id,
+              a.size_bytes, a.content
+         FROM stored,
+              unnest($28::uuid[], $29::text[], $30::text[], $31::text[], $32::text[], $33::int[], $34::bytea[])
+                WITH ORDINALITY AS a(id, filename, content_type, content_disposition, content_id, size_bytes,
+                                     content, position)
+     ),
+     event AS (SELECT gen_random_uuid() AS id, clock_timestamp() AS created_at FROM stored WHERE NOT $24)${fanOutCtes({
+       org: '$2::uuid',
+       type: "'email.received'::text",
+       data: `($35::jsonb || jsonb_build_object('created_at', (SELECT ${TIMESTAMP('created_at')} FROM stored)))`,
+     })}
+     SELECT stored.id, ${TIMESTAMP('stored.created_at')} AS created_at, event.id AS event_id, ${TIMESTAMP('event.created_at')} AS event_at
+       FROM stored LEFT JOIN event ON true`,
+    values,
+  );
+  const row = rows[0];
+  // Stored meanwhile by another session handing over the same bytes: that one announced it.
+  if (!row) return (await storedIds(tx, [organizationId], key)).get(organizationId)!;
+  if (row.event_id !== null && row.event_at !== null) {
+    // A route's own webhook endpoint gets the same event (same id) as the subscribers.
+    const event = { id: row.event_id, created_at: row.event_at, data: { ...data, created_at: row.created_at } };
+    await queueRouteActions(tx, organizationId, row.id, routing, event);
+  }
+  return row.id;
 }
 
 /** Timestamps in events as the fan-out writes them: UTC, microseconds. */
