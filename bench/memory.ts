@@ -130,18 +130,21 @@ async function webhookSide(): Promise<string> {
     await until(sent);
     await settle();
     points.push([sent, rssMiB(worker.pid!)]);
-    // What the process itself says it holds: the JavaScript heap, and memory outside it (buffers).
+    // What the process itself says it holds: its JavaScript heap (garbage included) and memory outside it.
     worker.stdin!.write('memory\n');
     const usage = JSON.parse(await next()) as NodeJS.MemoryUsage;
     console.error(
       `webhooks: ${sent.toLocaleString('en')} delivered, RSS ${mib(points.at(-1)![1])} ` +
-        `(live heap after a collection ${mib(usage.heapUsed / 2 ** 20)} of ${mib(usage.heapTotal / 2 ** 20)}, external ${mib(usage.external / 2 ** 20)})`,
+        `(heap ${mib(usage.heapUsed / 2 ** 20)} used of ${mib(usage.heapTotal / 2 ** 20)}, external ${mib(usage.external / 2 ** 20)})`,
     );
   }
+  // Once, after the last reading (a collection would change the readings after it): what is alive.
+  worker.stdin!.write('live\n');
+  const live = (JSON.parse(await next()) as NodeJS.MemoryUsage).heapUsed / 2 ** 20;
   worker.stdin!.end();
   await new Promise((resolve) => worker.once('exit', resolve));
   receiver.close();
-  return summary('webhooks (signed deliveries, PostgreSQL)', 'delivered', points);
+  return `${summary('webhooks (signed deliveries, PostgreSQL)', 'delivered', points)}\n  live JavaScript heap after a full collection at the end: ${mib(live)}`;
 }
 
 async function stop(child: ChildProcess): Promise<void> {
@@ -152,8 +155,8 @@ async function stop(child: ChildProcess): Promise<void> {
 /**
  * The webhook side's process: a fresh database with one organization and an endpoint at `url`, the
  * webhook worker running. Each line on standard input is a command: `fan N` fans out N `email.delivered`
- * events, `memory` prints process.memoryUsage() as a JSON line. Standard input's end stops it and drops
- * the database.
+ * events, `memory` prints process.memoryUsage() as a JSON line, `live` the same after a full collection.
+ * Standard input's end stops it and drops the database.
  */
 async function runWebhookWorker(url: string): Promise<void> {
   const { loadConfig } = await import('../src/platform/config.ts');
@@ -190,9 +193,9 @@ async function runWebhookWorker(url: string): Promise<void> {
   const input = createInterface({ input: process.stdin });
   for await (const line of input) {
     const [command, argument] = line.split(' ');
-    if (command === 'memory') {
-      // Live memory: what a full collection leaves (the RSS read before it is the measure).
-      (globalThis as { gc?: () => void }).gc?.();
+    if (command === 'memory' || command === 'live') {
+      // live: what a full collection leaves.
+      if (command === 'live') (globalThis as { gc?: () => void }).gc?.();
       process.stdout.write(`${JSON.stringify(process.memoryUsage())}\n`);
     } else if (command === 'fan') {
       await fanOut(Number(argument));
