@@ -54,6 +54,8 @@ export class RequestLogRecorder {
   private bufferedBytes = 0;
   private timer: NodeJS.Timeout | undefined;
   private readonly writing = new Set<Promise<void>>();
+  /** The write started last: the next starts when it is done, whichever way. */
+  private lastWrite: Promise<void> = Promise.resolve();
   private readonly maxBufferedBytes: number;
   private readonly onWriteError: RecorderOptions['onWriteError'];
   /** The time entries are stamped with; replaced in tests. */
@@ -95,14 +97,17 @@ export class RequestLogRecorder {
     this.timer = undefined;
     const entries = this.buffered;
     this.buffered = [];
-    // One statement per MAX_BATCH_ENTRIES, started together (a flush under load is one or two).
+    // One statement per MAX_BATCH_ENTRIES, one at a time: the log never holds more than one of the
+    // pool's connections, however far the database falls behind (the buffer's bound drops the rest).
     for (let start = 0; start < entries.length; start += MAX_BATCH_ENTRIES) {
       const chunk = entries.slice(start, start + MAX_BATCH_ENTRIES);
       const bytes = chunk.reduce((sum, entry) => sum + entryBytes(entry), 0);
-      const written: Promise<void> = this.write(chunk).finally(() => {
+      const run = () => this.write(chunk);
+      const written: Promise<void> = this.lastWrite.then(run, run).finally(() => {
         this.bufferedBytes -= bytes;
         this.writing.delete(written);
       });
+      this.lastWrite = written;
       this.writing.add(written);
     }
   }
