@@ -443,6 +443,10 @@ test('bodies are capped: long strings and lists are cut with a note, and the res
   assert.match(String(data.at(-1)), /^\[\d+ more items not kept\]$/);
   assert.deepEqual(data[0], { id: 0, subject: 'subject 0' });
   assert.match(big.note as string, /^y+… \[\d+ more characters not kept\]$/);
+  // A cut never leaves half of a surrogate pair, nor does a header's name keep a NUL: neither can be stored.
+  const emoji = loggedBody({ note: `${'y'.repeat(255)}${'😀'.repeat(20_000)}` })!;
+  assert.doesNotMatch(emoji.note as string, /[\uD800-\uDBFF](?![\uDC00-\uDFFF])/);
+  assert.deepEqual(loggedBody({ headers: { 'X-A\u0000': 'v' } }), { headers: { 'X-A\uFFFD': REDACTED } });
   assert.deepEqual(loggedBody([1, 2]), { body: [1, 2] });
   assert.equal(loggedBody(undefined), null);
   assert.deepEqual(

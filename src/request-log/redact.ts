@@ -66,7 +66,7 @@ function redact(value: unknown, key: string | undefined): unknown {
   if (key !== undefined && (SECRET_KEYS.has(key) || CONTENT_KEYS.has(key))) return REDACTED;
   if (key !== undefined && URL_KEYS.has(key) && typeof value === 'string') return urlOrigin(value);
   if (key !== undefined && CONTENT_MAPS.has(key) && isPlainObject(value)) {
-    return Object.fromEntries(Object.keys(value).map((name) => [name, REDACTED]));
+    return Object.fromEntries(Object.keys(value).map((name) => [storableText(name), REDACTED]));
   }
   if (Array.isArray(value)) return value.map((item) => redact(item, undefined));
   if (isPlainObject(value)) {
@@ -96,7 +96,9 @@ function fit(value: unknown, budget: number): unknown {
   const size = jsonBytes(value);
   if (size <= budget) return value;
   if (typeof value === 'string') {
-    const keep = Math.max(0, Math.min(STRING_KEEP, budget - NOTE_BYTES));
+    let keep = Math.max(0, Math.min(STRING_KEEP, budget - NOTE_BYTES));
+    // Never half of a surrogate pair: a lone surrogate cannot be stored.
+    if (keep > 0 && /[\uD800-\uDBFF]/.test(value.charAt(keep - 1))) keep -= 1;
     return `${value.slice(0, keep)}… [${value.length - keep} more characters not kept]`;
   }
   if (Array.isArray(value)) {
