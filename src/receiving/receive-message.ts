@@ -219,7 +219,9 @@ async function storeForOrganization(
     parsed.attachments.map((a) => a.content),
     JSON.stringify(data),
   ];
-  return copyWriter(db).add({ organizationId, key, values, data, routing, rawBytes: input.raw.length });
+  const copy = { organizationId, key, values, data, routing, rawBytes: input.raw.length };
+  if (db.kind === 'pglite') return copyWriter(db).add(copy);
+  return db.transaction((tx) => storeCopy(tx, copy));
 }
 
 /** A copy ready to be stored: the statement's values, and what its routes and event need after it. */
@@ -232,10 +234,12 @@ interface CopyToStore {
   rawBytes: number;
 }
 
-// Copies handed over while a transaction is being written wait, and the next transaction stores all of
-// them (a group commit, as the accept path's): sessions that arrive together share one commit. Each
-// session is answered only after the commit that holds its copy. When a group fails, each copy is
-// stored again alone, so that only the one at fault fails (platform/db/batcher.ts).
+// On PGlite, copies handed over while a transaction is being written wait, and the next transaction
+// stores all of them (a group commit, as the accept path's): its one connection ran every session's
+// transaction in turn anyway, each with a commit of its own. Each session is answered only after the
+// commit that holds its copy. When a group fails, each copy is stored again alone, so that only the one
+// at fault fails (platform/db/batcher.ts). On PostgreSQL each copy has its own transaction, and sessions
+// write in parallel on the pool's connections.
 const MAX_GROUP_COPIES = 50;
 const MAX_GROUP_BYTES = 64 * 1024 * 1024;
 const copyWriter = batcherPerDatabase<CopyToStore, string>({
