@@ -102,20 +102,23 @@ async function plainMessage(to: string, extra: Record<string, unknown> = {}): Pr
   return info.message as Buffer;
 }
 
+/** What the listener hands over for `raw` sent to `to` at the receiving organization, without SMTP. */
+const handedOver = (raw: Buffer, to: string) => ({
+  raw,
+  mailFrom: 'ann@sender.example.net',
+  recipients: [{ address: to, organizationId: org.id, domainId }],
+  clientAddress: '192.0.2.1',
+  helo: 'mx.sender.example.net',
+  tls: false,
+});
+
 const stored = (id: string) =>
   t.db.query<Record<string, unknown>>('SELECT * FROM received_emails WHERE id = $1', [id]).then(({ rows }) => rows[0]!);
 
 test('receiveMessage stores a plain message for its organization and queues email.received once', async () => {
   const to = `support@${org.domain}`;
   const raw = await plainMessage(to);
-  const input = {
-    raw,
-    mailFrom: 'ann@sender.example.net',
-    recipients: [{ address: to, organizationId: org.id, domainId }],
-    clientAddress: '192.0.2.1',
-    helo: 'mx.sender.example.net',
-    tls: false,
-  };
+  const input = handedOver(raw, to);
   const { ids } = await receiveMessage(deps, input);
   assert.equal(ids.length, 1);
   const row = await stored(ids[0]!);
@@ -495,14 +498,7 @@ test('a database failure while storing answers 451, and at RCPT TO too; nothing 
 
 test('on PGlite sessions that finish together share a commit (on PostgreSQL each has its own); a copy the database refuses fails only its own session', async () => {
   const to = `group@${org.domain}`;
-  const input = (raw: Buffer) => ({
-    raw,
-    mailFrom: 'ann@sender.example.net',
-    recipients: [{ address: to, organizationId: org.id, domainId }],
-    clientAddress: '192.0.2.1',
-    helo: 'mx.sender.example.net',
-    tls: false,
-  });
+  const input = (raw: Buffer) => handedOver(raw, to);
   // The database as receiving sees it, with each transaction's copies counted, and the first transaction
   // held back until released: the sessions that finish meanwhile queue for the next one.
   const transactions: Array<{ copies: number; failed: boolean }> = [];
