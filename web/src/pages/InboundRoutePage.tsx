@@ -3,7 +3,8 @@ import { ConfirmButton, EmptyState, ErrorBanner, Loading, PageHeader, Timestamp 
 import { useApiGet } from '../hooks.ts';
 import { Link, navigate } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
-import { draftOf, matchText, RouteForm, type InboundRoute } from './InboundRoutesPage.tsx';
+import { draftOf, matchText, type InboundRoute } from './inbound-route-model.ts';
+import { RouteForm } from './RouteForm.tsx';
 
 // One inbound route: the same form as on the list, filled with the route, saved with PATCH; and delete.
 

@@ -17,7 +17,7 @@ import { useApiGet } from '../hooks.ts';
 import { Link } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
 import { formatSize } from './EmailPage.tsx';
-import { actionText, type RouteAction } from './InboundRoutesPage.tsx';
+import { actionText, type RouteAction } from './inbound-route-model.ts';
 import type { ReceivedEmailListItem } from './ReceivedEmailsPage.tsx';
 import type { Webhook } from './WebhooksPage.tsx';
 
