@@ -24,7 +24,8 @@ import { formatSize } from './EmailPage.tsx';
 import { actionText } from './inbound-route-model.ts';
 import type { Webhook } from './WebhooksPage.tsx';
 
-// The sections of a received message's page, each a card: details, checks, handling, content, attachments, source.
+// The sections of a received message's page, each a card: details, checks, handling, content, attachments,
+// source.
 
 /** An authentication result's colour: a pass reads green, a failure red, anything else plain. */
 function resultTone(result: string | undefined): string {

@@ -1,7 +1,8 @@
 import { ApiError } from '../api.ts';
 import type { Webhook } from './WebhooksPage.tsx';
 
-// An inbound route as the API gives it, and the form's draft of one: what the list, a route's page and the received message's handling show, and the body the API is sent.
+// An inbound route as the API gives it, and the form's draft of one: what the list, a route's page and the
+// received message's handling show, and the body the API is sent.
 
 export type RecipientKind = 'exact' | 'domain' | 'plus_tag' | 'regex' | 'catch_all';
 

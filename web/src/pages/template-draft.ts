@@ -1,6 +1,7 @@
 import { type Template, type VariableType } from './TemplatesPage.tsx';
 
-// A template as its page's form edits it: the draft, its declared variables, and the sample values a preview is rendered with.
+// A template as its page's form edits it: the draft, its declared variables, and the sample values a
+// preview is rendered with.
 
 /** A declared variable as the form edits it: the fallback as typed ('' = none). */
 export interface VariableRow {
