@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { acceptGroupSize } from '../src/platform/metrics.ts';
 import { commitAcceptance, type Acceptance } from '../src/emails/group-commit.ts';
+import { storeIntakeOf } from '../src/emails/intake.ts';
 import { prepareMessage, type PreparedMessage } from '../src/emails/prepare-message.ts';
 import { takeRateTokens } from '../src/emails/sending-limits.ts';
 import type { EmailMessage } from '../src/emails/message-schema.ts';
@@ -36,6 +37,7 @@ async function groupStats(): Promise<{ commits: number; requests: number }> {
 
 /** Everything an accepted message must have once committed: recipients, its timeline entry, its job. */
 async function stored(id: string) {
+  await storeIntakeOf(t.db, org.id, console); // as any read of the organization does
   const { rows } = await t.db.query<{ recipients: number; accepted: number; jobs: number }>(
     `SELECT (SELECT count(*)::int FROM email_recipients WHERE email_id = $1) AS recipients,
             (SELECT count(*)::int FROM email_events WHERE email_id = $1 AND type = 'accepted') AS accepted,
