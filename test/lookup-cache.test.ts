@@ -1,4 +1,4 @@
-// API keys and sending domains answered from memory, never a stale permission: forgotten at once in the
+// API keys, sending domains and inbound routes answered from memory, never a stale permission: forgotten at once in the
 // process that changes them, on the change's notification in every other process (whatever made the
 // change), and not cached at all while the process cannot hear notifications.
 import { after, before, test } from 'node:test';
@@ -13,6 +13,7 @@ import { bearer, createTestOrganization, type TestOrganization } from './helpers
 import { onPostgres, openTestDatabase, type TestDatabase } from './helpers/database.ts';
 import { message, send } from './helpers/emails.ts';
 import { waitFor } from './helpers/wait.ts';
+import { decideRecipient, routeMessage } from '../src/receiving/routes.ts';
 
 const config = loadConfig({ MAILROOM_LOG_LEVEL: 'silent' });
 let data: TestDatabase;
@@ -158,3 +159,27 @@ if (onPostgres) {
     }
   });
 }
+
+test('inbound routes are answered from memory; a route added behind the app’s back applies once its notification arrives', async () => {
+  const org = await createTestOrganization(data.db, config, 'cache-routes');
+  await data.db.query('UPDATE domains SET receiving = true WHERE organization_id = $1', [org.id]);
+  const receiving = lookupCache(data.db, 'receiving-domains');
+  const address = `someone@${org.domain}`;
+  await waitFor(async () => (await decideRecipient(data.db, address)).accept && receiving.get(org.domain) !== undefined, 2000, 5);
+  assert.deepEqual(await routeMessage(data.db, org.id, [address], {}), {
+    applied: [],
+    forwardTo: [],
+    webhookEndpointIds: [],
+    forwardFrom: {},
+  });
+  assert.ok(lookupCache(data.db, 'receiving-routes').get(org.id));
+  // Not through the API: the trigger on inbound_routes is what tells the listeners.
+  await data.db.query(
+    `INSERT INTO inbound_routes (organization_id, recipient_kind, recipient_pattern, actions)
+     VALUES ($1, 'exact', $2, '[{"type": "reject", "message": "Gone"}]')`,
+    [org.id, address],
+  );
+  await waitFor(() => receiving.get(org.domain) === undefined, 2000, 5);
+  assert.deepEqual(await decideRecipient(data.db, address), { accept: false, code: 550, message: '5.7.1 Gone' });
+  assert.equal(lookupCache(data.db, 'receiving-routes').get(org.id), undefined);
+});

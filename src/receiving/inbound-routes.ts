@@ -4,6 +4,7 @@ import { isUuid } from '../platform/ids.ts';
 import type { Page, PageRequest } from '../platform/db/keyset-page.ts';
 import { toView, type InboundRouteRow, type InboundRouteView, type RouteInput } from './inbound-routes-model.ts';
 import { checkRoute, type CheckedRoute } from './inbound-routes-checks.ts';
+import { forgetLookups } from '../platform/db/lookup-cache.ts';
 
 export * from './inbound-routes-model.ts';
 
@@ -27,6 +28,7 @@ export async function createRoute(db: Queryable, organizationId: string, input: 
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10) RETURNING ${COLUMNS}`,
     [organizationId, ...rowValues(route)],
   );
+  forgetLookups(db); // this process's cached routes at once; the others' on the trigger's notification
   return toView(rows[0]!);
 }
 
@@ -83,6 +85,7 @@ export async function updateRoute(
     [id, organizationId, ...rowValues(route)],
   );
   if (!rows[0]) throw notFound('Inbound route');
+  forgetLookups(db);
   return toView(rows[0]);
 }
 
@@ -93,6 +96,7 @@ export async function deleteRoute(db: Queryable, organizationId: string, id: str
     [id, organizationId],
   );
   if (!rows[0]) throw notFound('Inbound route');
+  forgetLookups(db);
   return { id: rows[0].id };
 }
 

@@ -1,5 +1,6 @@
 import type { Queryable } from '../platform/db/database.ts';
 import { addressKey } from '../platform/address-key.ts';
+import { lookupCache } from '../platform/db/lookup-cache.ts';
 import type { InboundRouteRow } from './inbound-routes.ts';
 import { compileRoute } from './inbound-routes-matching.ts';
 import { forwardCopies } from './forward.ts';
@@ -10,8 +11,10 @@ export type { AppliedRoute, RouteAction, RouteOutcome, RoutingResult } from './r
 
 // Inbound routes at work: which recipients the listener takes (decideRecipient, at RCPT TO), which
 // routes apply to a message once taken (routeMessage), and what they queue in the transaction that
-// stores it (queueRouteActions). Routes are read from the database on every call, never cached, so a
-// change made through any process applies to the next recipient; each call is one indexed query.
+// stores it (queueRouteActions). Routes are answered from memory (platform/db/lookup-cache.ts): a
+// change made through this process applies to the next recipient, one made elsewhere (another process,
+// SQL) as soon as its notification arrives (a trigger on inbound_routes, and on domains, sends it from
+// the commit). A domain that receives nothing is looked up every time, so a new one works at once.
 
 /** What the listener answers at RCPT TO for one recipient. */
 export type RecipientDecision =
@@ -25,6 +28,9 @@ type RouteRow = Pick<
   'id' | 'recipient_kind' | 'recipient_pattern' | 'header_name' | 'header_pattern' | 'actions' | 'stop'
 >;
 
+/** A receiving domain's organization with one of its routes (none: the route's columns are null). */
+type RecipientRow = { organization_id: string; domain_id: string } & Partial<RouteRow>;
+
 /**
  * The answer at RCPT TO: accepted for the organization whose receiving domain the address is at (a
  * verified one: an organization that added a name without proving it owns it receives nothing there), unless
@@ -36,13 +42,20 @@ type RouteRow = Pick<
 export async function decideRecipient(db: Queryable, address: string): Promise<RecipientDecision> {
   const key = addressKey(address);
   const domain = key.slice(key.lastIndexOf('@') + 1);
-  const { rows } = await db.query<{ organization_id: string; domain_id: string } & Partial<RouteRow>>(
-    `SELECT d.organization_id, d.id AS domain_id, ${ROUTE_COLUMNS}
-       FROM (SELECT organization_id, id FROM domains WHERE name = $1 AND receiving AND status = 'verified'
-              ORDER BY created_at LIMIT 1) d
-       LEFT JOIN inbound_routes r ON r.organization_id = d.organization_id AND r.enabled AND r.header_name IS NULL
-      ORDER BY ${ROUTE_ORDER}`,
-    [domain],
+  const rows = await lookupCache<RecipientRow[]>(db, 'receiving-domains').through(
+    domain,
+    async () => {
+      const { rows: found } = await db.query<RecipientRow>(
+        `SELECT d.organization_id, d.id AS domain_id, ${ROUTE_COLUMNS}
+           FROM (SELECT organization_id, id FROM domains WHERE name = $1 AND receiving AND status = 'verified'
+                  ORDER BY created_at LIMIT 1) d
+           LEFT JOIN inbound_routes r ON r.organization_id = d.organization_id AND r.enabled AND r.header_name IS NULL
+          ORDER BY ${ROUTE_ORDER}`,
+        [domain],
+      );
+      return found;
+    },
+    (found) => found.length > 0,
   );
   const found = rows[0];
   if (!found) return { accept: false, code: 550, message: '5.1.1 No such recipient here' };
@@ -69,9 +82,16 @@ export async function routeMessage(
   recipients: string[],
   headers: Record<string, string>,
 ): Promise<RoutingResult> {
-  const { rows } = await db.query<RouteRow>(
-    `SELECT ${ROUTE_COLUMNS} FROM inbound_routes r WHERE r.organization_id = $1 AND r.enabled ORDER BY ${ROUTE_ORDER}`,
-    [organizationId],
+  const rows = await lookupCache<RouteRow[]>(db, 'receiving-routes').through(
+    organizationId,
+    async () =>
+      (
+        await db.query<RouteRow>(
+          `SELECT ${ROUTE_COLUMNS} FROM inbound_routes r WHERE r.organization_id = $1 AND r.enabled ORDER BY ${ROUTE_ORDER}`,
+          [organizationId],
+        )
+      ).rows,
+    () => true, // the organization's routes, none included: it receives (a verified receiving domain led here)
   );
   const result: RoutingResult = { applied: [], forwardTo: [], webhookEndpointIds: [], forwardFrom: {} };
   const forwarded = new Set<string>();
