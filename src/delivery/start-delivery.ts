@@ -35,12 +35,15 @@ export async function startDelivery(
   transport: Transport,
   log: Pick<Logger, 'error' | 'warn'>,
 ): Promise<Worker> {
-  const intake = await startIntake(db, log);
   const worker = await startWorker(
     db,
     { [DELIVERY_QUEUE]: deliverEmailHandler(db, config, transport, await loadSigner(db)) },
     deliveryWorkerOptions(config, log),
   );
+  const intake = await startIntake(db, log).catch(async (error: unknown) => {
+    await worker.stop();
+    throw error;
+  });
   return {
     poke: worker.poke,
     async stop() {

@@ -1,5 +1,5 @@
 import {
-  isConnectionLost,
+  isDataRefusal,
   notifyAfterCommitTag,
   type Database,
   type Queryable,
@@ -27,8 +27,9 @@ import { writeStoredRows, type StoreOptions, type StoredRows } from './store-mes
 export const INTAKE_CHANNEL = 'mailroom_intake';
 const WAKE = notifyAfterCommitTag(INTAKE_CHANNEL);
 
-/** Rows (sends) the intake worker stores in one transaction. */
+/** Rows (sends) stored in one transaction at most, and about how many bytes of them (at least one row). */
 const ROWS_PER_TRANSACTION = 200;
+const BYTES_PER_TRANSACTION = 32 * 1024 * 1024;
 /** How often the intake worker looks without being told (a lost notification, another process's rows). */
 const POLL_INTERVAL_MS = 250;
 
@@ -66,29 +67,41 @@ export async function writeIntake(db: Queryable, sends: IntakeRow[], options: St
 
 type Scope = { organizationId: string; upTo: string } | { oldest: number } | { id: string };
 
-/** The rows of a scope not set aside, and its parameters: see storeIntakeRows. */
-function rowsOf(scope: Scope): [string, unknown[]] {
+/** The rows of a scope not set aside (a condition, its parameters, how many at most): see storeIntakeRows. */
+function rowsOf(scope: Scope): [string, unknown[], number] {
   if ('organizationId' in scope) {
     return [
-      `organization_id = $1 AND id <= $2 AND failed_at IS NULL ORDER BY id LIMIT ${ROWS_PER_TRANSACTION}`,
+      'organization_id = $1 AND id <= $2 AND failed_at IS NULL',
       [scope.organizationId, scope.upTo],
+      ROWS_PER_TRANSACTION,
     ];
   }
-  if ('oldest' in scope) return ['failed_at IS NULL ORDER BY id LIMIT $1', [scope.oldest]];
-  return ['id = $1 AND failed_at IS NULL', [scope.id]];
+  if ('oldest' in scope) return ['failed_at IS NULL', [], scope.oldest];
+  return ['id = $1 AND failed_at IS NULL', [scope.id], 1];
 }
 
 /**
- * Stores intake rows for good and deletes them, in one transaction; says how many rows it took. An
- * organization's (up to a row, ROWS_PER_TRANSACTION at a time): after waiting for those another
- * transaction is storing. The oldest: up to that many, leaving those another transaction is storing.
+ * Stores intake rows for good and deletes them, in one transaction; says how many rows it took, the
+ * oldest first, up to ROWS_PER_TRANSACTION or about BYTES_PER_TRANSACTION (at least one). An
+ * organization's (up to a row): after waiting for those another transaction is storing. The oldest,
+ * or one row: leaving those another transaction is storing.
  */
 async function storeIntakeRows(db: Database, scope: Scope): Promise<number> {
-  const [which, parameters] = rowsOf(scope);
-  const lock = 'oldest' in scope ? 'FOR UPDATE SKIP LOCKED' : 'FOR UPDATE';
+  const [which, parameters, limit] = rowsOf(scope);
+  const lock = 'organizationId' in scope ? 'FOR UPDATE' : 'FOR UPDATE SKIP LOCKED';
   return db.transaction(async (tx) => {
+    // Sizes as stored (pg_column_size: compressed, read without the value): a row of a send with large
+    // attachments counts for what it is, so a transaction never holds a process's memory hostage.
     const { rows } = await tx.query<{ id: string; accepted_at: string; rows: StoredRows }>(
-      `DELETE FROM email_intake WHERE id IN (SELECT id FROM email_intake WHERE ${which} ${lock})
+      `DELETE FROM email_intake WHERE id IN (
+         SELECT id FROM email_intake WHERE id IN (
+           SELECT id FROM (
+             SELECT id, sum(size) OVER (ORDER BY id) - size AS before
+               FROM (SELECT id, pg_column_size(rows) AS size FROM email_intake WHERE ${which}
+                      ORDER BY id LIMIT ${limit}) oldest
+           ) sized WHERE before < ${BYTES_PER_TRANSACTION}
+         ) ORDER BY id ${lock}
+       )
        RETURNING id::text, accepted_at::text, rows`,
       parameters,
     );
@@ -111,26 +124,35 @@ async function storeIntakeRows(db: Database, scope: Scope): Promise<number> {
 }
 
 /**
- * Stores the rows of `scope`, and says how many rows it took; when that fails for another reason than
- * a lost connection, each row alone, so that a row the database refuses does not hold back the others:
+ * Stores the rows of `scope`, and says how many rows it took. When the database refuses the rows' data
+ * (a data or integrity error), each row alone, so that the row at fault does not hold back the others:
  * that one is set aside (failed_at, failure), logged and counted as a job failed for good, for an
- * operator to look at, never tried again on its own.
+ * operator to look at, and never tried again on its own. Any other error (the database away, a lock or
+ * statement that waited too long, a deadlock) says nothing of the rows: it is the caller's, and the
+ * rows are tried again later.
  */
 async function storeOrIsolate(db: Database, scope: Scope, log: Pick<Logger, 'error'>): Promise<number> {
   try {
     return await storeIntakeRows(db, scope);
   } catch (error) {
-    if (isConnectionLost(error) || 'id' in scope) throw error;
-    const [which, parameters] = rowsOf(scope);
-    const { rows } = await db.query<{ id: string }>(`SELECT id::text FROM email_intake WHERE ${which}`, parameters);
+    if (!isDataRefusal(error) || 'id' in scope) throw error;
+    const [which, parameters, limit] = rowsOf(scope);
+    const { rows } = await db.query<{ id: string }>(
+      `SELECT id::text FROM email_intake WHERE ${which} ORDER BY id LIMIT ${limit}`,
+      parameters,
+    );
     let taken = 0;
     for (const { id } of rows) {
       try {
         taken += await storeIntakeRows(db, { id });
       } catch (alone) {
-        if (isConnectionLost(alone)) throw alone;
+        if (!isDataRefusal(alone)) throw alone;
         const failure = alone instanceof Error ? alone.message : String(alone);
-        await db.query('UPDATE email_intake SET failed_at = now(), failure = $2 WHERE id = $1', [id, failure]);
+        const { rows: setAside } = await db.query(
+          'UPDATE email_intake SET failed_at = now(), failure = $2 WHERE id = $1 AND failed_at IS NULL RETURNING id',
+          [id, failure],
+        );
+        if (setAside.length === 0) continue;
         jobsFailed.inc({ kind: 'intake', cause: 'permanent' });
         log.error({ err: alone, intakeId: id }, 'an accepted send could not be stored from the intake; it is kept there, set aside');
         taken += 1;
@@ -197,7 +219,7 @@ export async function startIntake(db: Database, log: Pick<Logger, 'error' | 'war
   let again = false;
   let stopping = false;
   const pass = async () => {
-    while (!stopping && (await storeOrIsolate(db, { oldest: ROWS_PER_TRANSACTION }, log)) === ROWS_PER_TRANSACTION);
+    while (!stopping && (await storeOrIsolate(db, { oldest: ROWS_PER_TRANSACTION }, log)) > 0);
   };
   const run = (): Promise<void> => {
     if (running) {
