@@ -43,9 +43,14 @@ function acceptance(o: TestOrganization, messages: PreparedMessage[]): Acceptanc
 
 /** Sends committed as one group: added in the same turn of the event loop, they are written together. */
 async function commitGroup(o: TestOrganization, count: number, extra: Record<string, unknown> = {}) {
-  const prepared = await Promise.all(Array.from({ length: count }, (_, i) => prepare(o, { to: `r${i}@example.com`, ...extra })));
+  const prepared = await Promise.all(
+    Array.from({ length: count }, (_, i) => prepare(o, { to: `r${i}@example.com`, ...extra })),
+  );
   const accepted = await Promise.all(prepared.map((m) => commitAcceptance(t.db, acceptance(o, [m]))));
-  assert.deepEqual(accepted, prepared.map(() => 1));
+  assert.deepEqual(
+    accepted,
+    prepared.map(() => 1),
+  );
   return prepared.map((m) => m.id);
 }
 
@@ -71,7 +76,11 @@ test('a group of sends is committed to the intake, and a read of the organizatio
   assert.equal(await storedCount(ids), 0, 'nothing stored in full yet');
   await new Promise((resolve) => setTimeout(resolve, 30)); // stored later than accepted
 
-  const read = await t.app.inject({ method: 'GET', url: `/emails/${ids[1]}`, headers: { authorization: `Bearer ${org.fullKey}` } });
+  const read = await t.app.inject({
+    method: 'GET',
+    url: `/emails/${ids[1]}`,
+    headers: { authorization: `Bearer ${org.fullKey}` },
+  });
   assert.equal(read.statusCode, 200, read.body);
   assert.equal(read.json().last_event, 'queued');
   assert.deepEqual(read.json().tags, [{ name: 'k', value: 'v' }]);
@@ -95,8 +104,18 @@ test('a group of sends is committed to the intake, and a read of the organizatio
     assert.ok(row.created.getTime() < Date.now() - 25, 'created_at is the acceptance, before the read stored it');
   }
   // The list reads them too.
-  const list = await t.app.inject({ method: 'GET', url: '/emails?limit=3', headers: { authorization: `Bearer ${org.fullKey}` } });
-  assert.deepEqual(list.json().data.map((e: { id: string }) => e.id).sort(), [...ids].sort());
+  const list = await t.app.inject({
+    method: 'GET',
+    url: '/emails?limit=3',
+    headers: { authorization: `Bearer ${org.fullKey}` },
+  });
+  assert.deepEqual(
+    list
+      .json()
+      .data.map((e: { id: string }) => e.id)
+      .sort(),
+    [...ids].sort(),
+  );
 });
 
 test('the intake worker stores what arrives, as soon as it is told', async () => {
@@ -116,9 +135,10 @@ test('a send whose domain is deleted before it is stored keeps no domain, and an
   const ids = await commitGroup(other, 2);
   await t.db.query('DELETE FROM domains WHERE organization_id = $1', [other.id]);
   await storeIntakeOf(t.db, other.id, quiet);
-  const { rows } = await t.db.query<{ domain_id: string | null }>('SELECT domain_id FROM emails WHERE id = ANY($1::uuid[])', [
-    ids,
-  ]);
+  const { rows } = await t.db.query<{ domain_id: string | null }>(
+    'SELECT domain_id FROM emails WHERE id = ANY($1::uuid[])',
+    [ids],
+  );
   assert.deepEqual(rows, [{ domain_id: null }, { domain_id: null }]);
 
   const gone = await sendingOrganization('intake-deleted');
@@ -149,7 +169,11 @@ test('a row the database refuses is set aside in the intake, logged once, and th
     'SELECT id::text, failure FROM email_intake WHERE organization_id = $1 AND failed_at IS NOT NULL',
     [org.id],
   );
-  assert.deepEqual(kept.map((row) => row.id), [rows[1]!.id], 'the refused row is kept, set aside');
+  assert.deepEqual(
+    kept.map((row) => row.id),
+    [rows[1]!.id],
+    'the refused row is kept, set aside',
+  );
   assert.match(kept[0]!.failure, /duplicate key|unique/i);
   assert.equal(logged.length, 1);
   // Set aside: neither a read nor the worker tries it again, and it is not counted as waiting.

@@ -1,9 +1,4 @@
-import {
-  isDataRefusal,
-  notifyAfterCommitTag,
-  type Database,
-  type Queryable,
-} from '../platform/db/database.ts';
+import { isDataRefusal, notifyAfterCommitTag, type Database, type Queryable } from '../platform/db/database.ts';
 import { listenOrPoll } from '../platform/db/listening.ts';
 import { rememberedRows, rememberResultsFrom } from '../platform/idempotency.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -154,7 +149,10 @@ async function storeOrIsolate(db: Database, scope: Scope, log: Pick<Logger, 'err
         );
         if (setAside.length === 0) continue;
         jobsFailed.inc({ kind: 'intake', cause: 'permanent' });
-        log.error({ err: alone, intakeId: id }, 'an accepted send could not be stored from the intake; it is kept there, set aside');
+        log.error(
+          { err: alone, intakeId: id },
+          'an accepted send could not be stored from the intake; it is kept there, set aside',
+        );
         taken += 1;
       }
     }

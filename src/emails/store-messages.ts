@@ -127,9 +127,7 @@ export async function writeStoredRows(
     `WITH ${guard},
      input AS (
        SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(${MESSAGE_COLUMNS}) WHERE ${written}${
-         options.fromIntake
-           ? ' AND EXISTS (SELECT 1 FROM organizations o WHERE o.id = r.organization_id)'
-           : ''
+         options.fromIntake ? ' AND EXISTS (SELECT 1 FROM organizations o WHERE o.id = r.organization_id)' : ''
        }
      ),
      stored_messages AS (
