@@ -17,7 +17,6 @@ import { warmupStats } from './shaping/sources.ts';
 import type { ReadinessCheck } from './platform/http/health-routes.ts';
 import { QUEUES, queueStats } from './queue/jobs.ts';
 import { installAuthentication } from './tenancy/authentication.ts';
-import { installIntakeReads, intakeStats } from './emails/intake.ts';
 import { authRoutes } from './tenancy/auth-routes.ts';
 import { apiKeyRoutes } from './tenancy/api-key-routes.ts';
 import { organizationRoutes } from './tenancy/organization-routes.ts';
@@ -67,8 +66,6 @@ export interface AppOptions {
 export async function buildApp({ db, config, logger = true, runsWorkers = false }: AppOptions): Promise<App> {
   const app = await buildOpsApp({ db, config, logger, runsWorkers });
   installAuthentication(app);
-  // After authentication: a read of an organization first stores the sends its intake holds.
-  installIntakeReads(app);
   // After authentication: it records the requests of API keys, once they are known.
   installRequestLog(app);
   for (const routes of [
@@ -119,7 +116,7 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
  * serves on MAILROOM_METRICS_PORT (the API builds on it).
  */
 export async function buildOpsApp({ db, config, logger = true, runsWorkers = false }: AppOptions): Promise<App> {
-  setQueueStatsSource(() => allQueueStats(db));
+  setQueueStatsSource(() => queueStats(db, QUEUES));
   setPoolStatsSource(() => db.poolStats?.());
   // Read once here, not at every scrape.
   const shaping = loadShapingFile(config.shapingFile);
@@ -129,15 +126,10 @@ export async function buildOpsApp({ db, config, logger = true, runsWorkers = fal
   return createHttpApp({ db, config, signer: await loadSigner(db), logger, readinessChecks });
 }
 
-/** The job queues' depth and lag, and the intake's (sends accepted under load, not yet stored in full). */
-async function allQueueStats(db: Database) {
-  return [...(await queueStats(db, QUEUES)), await intakeStats(db)];
-}
-
 /** Not ready while a queue's oldest due job has waited longer than the limit (the workers are behind). */
 function queueLagCheck(db: Database, limitSeconds: number): ReadinessCheck {
   return async () => {
-    const behind = (await allQueueStats(db)).find((stats) => stats.oldestDueSeconds > limitSeconds);
+    const behind = (await queueStats(db, QUEUES)).find((stats) => stats.oldestDueSeconds > limitSeconds);
     return behind
       ? `The ${behind.queue} queue is behind: its oldest due job has waited ${Math.round(behind.oldestDueSeconds)} s (limit ${limitSeconds} s)`
       : undefined;

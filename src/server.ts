@@ -148,7 +148,7 @@ export async function runServer(config: Config, role: Role = 'all', admin?: Admi
     await inbound?.close(); // and the SMTP sessions handing in reports
     for (const listener of submission) await listener.close(); // and those handing in messages
     await fanOut?.stop(); // ends each broadcast's fan-out after its batch in flight
-    await worker?.stop(); // stores no more of the intake, claims nothing more, lets the messages being sent finish
+    await worker?.stop(); // claims nothing more, lets the messages being sent finish
     await webhooks?.close();
     await retention?.stop(); // stops after its current batch
     await doctor?.stop();

@@ -139,8 +139,7 @@ test('a rolling upgrade on PostgreSQL: the new release migrates and serves besid
         '0039_domain_trusted',
         '0040_automations',
         '0041_request_log_without_foreign_keys',
-        '0042_email_intake',
-        '0043_inbound_routes_cached',
+        '0042_inbound_routes_cached',
       ],
       pending_contract: [],
     });

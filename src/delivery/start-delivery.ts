@@ -6,7 +6,6 @@ import { loadSigner } from '../platform/signing.ts';
 import { deliverEmailHandler } from './deliver-email.ts';
 import { deliveryFailed } from './delivery-failed.ts';
 import { DELIVERY_QUEUE } from '../emails/delivery-job.ts';
-import { startIntake } from '../emails/intake.ts';
 import type { Transport } from './transport.ts';
 
 /** Polling interval: a lost NOTIFY, or a scheduled message coming due, waits at most this long. */
@@ -24,31 +23,16 @@ export function deliveryWorkerOptions(config: Config, log: Pick<Logger, 'error' 
   };
 }
 
-/**
- * Starts this process's delivery worker, with the intake worker that stores the sends accepted under
- * load (emails/intake.ts: their delivery jobs are written when they are stored); `stop()` lets the
- * messages in flight finish.
- */
+/** Starts this process's delivery worker; `stop()` lets the messages in flight finish. */
 export async function startDelivery(
   db: Database,
   config: Config,
   transport: Transport,
   log: Pick<Logger, 'error' | 'warn'>,
 ): Promise<Worker> {
-  const worker = await startWorker(
+  return startWorker(
     db,
     { [DELIVERY_QUEUE]: deliverEmailHandler(db, config, transport, await loadSigner(db)) },
     deliveryWorkerOptions(config, log),
   );
-  const intake = await startIntake(db, log).catch(async (error: unknown) => {
-    await worker.stop();
-    throw error;
-  });
-  return {
-    poke: worker.poke,
-    async stop() {
-      await intake.stop();
-      await worker.stop();
-    },
-  };
 }

@@ -20,9 +20,8 @@ export interface AcceptOptions<Result> {
 /**
  * Takes rate-limit tokens, then, in the next group commit (group-commit.ts), checks the monthly quota,
  * stores the messages, queues their delivery and charges the quota in one transaction: when it commits,
- * every accepted message, its recipients, attachments, `accepted` timeline entry and delivery job exist
- * (or, under load, its send's row in the intake, from which they are stored moments later and before any
- * read: intake.ts), and not before. Messages past the point where the rate limit (then the quota) runs out are refused in
+ * every accepted message, its recipients, attachments, `accepted` timeline entry and delivery job exist,
+ * and not before. Messages past the point where the rate limit (then the quota) runs out are refused in
  * order; all-or-nothing refuses them all instead.
  */
 export async function acceptMessages<Result>(

@@ -4,8 +4,7 @@ import { acceptGroupSize } from '../platform/metrics.ts';
 import type { IdempotencyKey } from '../platform/idempotency.ts';
 import type { PreparedMessage } from './prepare-message.ts';
 import { quotaChargeRows, quotaGuardCtes, reserveQuota } from './sending-limits.ts';
-import { storedRowsOf, storeMessages, type MessageToStore } from './store-messages.ts';
-import { writeIntake } from './intake.ts';
+import { storeMessages, type MessageToStore } from './store-messages.ts';
 
 // Group commit on the accept path. Every send (a single message or a batch) becomes one acceptance;
 // acceptances that arrive while a group is being written wait, and the next group writes all of them
@@ -15,11 +14,6 @@ import { writeIntake } from './intake.ts';
 // after the commit that holds it. Under no load a group is one request, written at once; under load a
 // group holds what arrived while the previous one was written, so the database counts groups, not
 // requests.
-//
-// Under load (a group of INTAKE_FROM requests or more) the statement writes each request as one row of
-// the intake instead (intake.ts): the same commit, quota charge and idempotent result, and a fraction of
-// the rows and index entries; the messages are stored from there moments later, and before any read of
-// their organization.
 //
 // Far from the quota, the case almost every send is in, the statement checks the quota itself and
 // charges it without locking (quotaGuardCtes in sending-limits.ts). Near the limit it writes nothing,
@@ -53,8 +47,6 @@ export interface Acceptance {
 const MAX_GROUP_MESSAGES = 1000;
 const MAX_GROUP_BYTES = 32 * 1024 * 1024;
 const LOCK_TIMEOUT = '5s';
-/** A group of this many requests or more goes to the intake; a smaller one is stored in full at once. */
-export const INTAKE_FROM = 2;
 const STATEMENT_TIMEOUT = '30s';
 
 /**
@@ -95,24 +87,13 @@ async function writeGroup(db: Database, acceptances: Acceptance[]): Promise<numb
     organizationId,
     recipients: acceptances.filter((a) => a.organizationId === organizationId).reduce((n, a) => n + recipientsOf(a), 0),
   }));
-  const options = {
+  const written = await storeMessages(db, toStore(acceptances, all), {
     remember: remembered(acceptances, all),
     guard: {
-      ctes: (first: number) => quotaGuardCtes(`$${first}::jsonb`, LOCK_TIMEOUT),
+      ctes: (first) => quotaGuardCtes(`$${first}::jsonb`, LOCK_TIMEOUT),
       values: [JSON.stringify(quotaChargeRows(charges))],
     },
-  };
-  const written =
-    acceptances.length >= INTAKE_FROM
-      ? await writeIntake(
-          db,
-          acceptances.map((a) => ({
-            organizationId: a.organizationId,
-            stored: storedRowsOf(a.messages.map((message) => ({ organizationId: a.organizationId, message }))),
-          })),
-          options,
-        )
-      : await storeMessages(db, toStore(acceptances, all), options);
+  });
   if (written) return all;
   return db.transaction((tx) => writeAcceptances(tx, acceptances), {
     lock_timeout: LOCK_TIMEOUT,

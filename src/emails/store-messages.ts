@@ -3,7 +3,7 @@ import { rememberedRows, rememberResultsFrom, type IdempotencyKey } from '../pla
 import { deliveryJobsFrom } from './delivery-job.ts';
 import type { EmailStatus } from './statuses.ts';
 import type { PreparedMessage } from './prepare-message.ts';
-import { TIMELINE_ENTRY_COLUMNS, timelineEntriesFrom, timelineEntryRow, type TimelineEntryRow } from './timeline.ts';
+import { TIMELINE_ENTRY_COLUMNS, timelineEntriesFrom, timelineEntryRow } from './timeline.ts';
 
 // Storing accepted messages: each message's row, its recipients, its attachments, its `accepted`
 // timeline entry (and `scheduled` for a message with a scheduled_at) with their webhook fan-out, its
@@ -32,26 +32,13 @@ export interface StoreOptions {
 // which is what an absent field is stored as.
 const MESSAGE_COLUMNS = `id uuid, organization_id uuid, domain_id uuid, "from" text, "to" jsonb, cc jsonb, bcc jsonb,
   reply_to jsonb, subject text, html text, text text, tags jsonb, headers jsonb, topic_id uuid, template jsonb,
-  message_id text, status text, scheduled_at timestamptz, recipient_count int, recipients jsonb, reply_address text, broadcast_id uuid,
-  created_at timestamptz`;
-
-/** The rows a group of messages is stored as: what the statement below reads (and the intake keeps). */
-export interface StoredRows {
-  messages: Array<Record<string, unknown>>;
-  entries: Array<TimelineEntryRow & { created_at?: string }>;
-  attachments: Array<Record<string, unknown>>;
-}
+  message_id text, status text, scheduled_at timestamptz, recipient_count int, recipients jsonb, reply_address text, broadcast_id uuid`;
 
 /**
  * Stores the messages in one statement: in a transaction when called with one, else as its own. Says
  * whether it wrote them (false only when the guard's condition did not hold: then nothing is written).
  */
 export async function storeMessages(db: Queryable, items: MessageToStore[], options: StoreOptions): Promise<boolean> {
-  return writeStoredRows(db, storedRowsOf(items), options);
-}
-
-/** The messages as the rows they are stored as. */
-export function storedRowsOf(items: MessageToStore[]): StoredRows {
   const messages = items.map(({ organizationId, message: m }) => ({
     id: m.id,
     organization_id: organizationId,
@@ -95,24 +82,6 @@ export function storedRowsOf(items: MessageToStore[]): StoredRows {
       content: a.content.toString('base64'),
     })),
   );
-  return { messages, entries, attachments };
-}
-
-/**
- * Writes stored rows (storedRowsOf): in a transaction when called with one, else as its own. A message
- * row or timeline entry with a `created_at` keeps it (the intake's rows carry their acceptance time),
- * else it takes the statement's. `fromIntake`: the rows were accepted earlier, so what changed since is
- * taken into account as the foreign keys would have: a message of an organization deleted meanwhile is
- * not stored, one from a domain deleted meanwhile is stored without it.
- */
-export async function writeStoredRows(
-  db: Queryable,
-  stored: StoredRows,
-  options: StoreOptions & { fromIntake?: boolean },
-): Promise<boolean> {
-  const { messages, entries, attachments } = stored;
-  // Entries and attachments follow their message: only those of the messages stored (fromIntake).
-  const ofStoredMessages = (emailId: string) => (options.fromIntake ? ` AND ${emailId} IN (SELECT id FROM input)` : '');
   const values: unknown[] = [
     JSON.stringify(messages),
     JSON.stringify(entries),
@@ -126,17 +95,15 @@ export async function writeStoredRows(
   const { rows } = await db.query<{ ok: boolean }>(
     `WITH ${guard},
      input AS (
-       SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(${MESSAGE_COLUMNS}) WHERE ${written}${
-         options.fromIntake ? ' AND EXISTS (SELECT 1 FROM organizations o WHERE o.id = r.organization_id)' : ''
-       }
+       SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(${MESSAGE_COLUMNS}) WHERE ${written}
      ),
      stored_messages AS (
        INSERT INTO emails (id, organization_id, domain_id, "from", "to", cc, bcc, reply_to, subject, html, text,
          tags, headers, topic_id, template, message_id, status, scheduled_at, recipient_count, reply_address,
-         broadcast_id, created_at)
-       SELECT id, organization_id, ${options.fromIntake ? '(SELECT d.id FROM domains d WHERE d.id = input.domain_id)' : 'domain_id'}, "from", "to", cc, bcc, reply_to, subject, html, text,
+         broadcast_id)
+       SELECT id, organization_id, domain_id, "from", "to", cc, bcc, reply_to, subject, html, text,
               nullif(tags, 'null'::jsonb), nullif(headers, 'null'::jsonb), topic_id, nullif(template, 'null'::jsonb),
-              message_id, status, scheduled_at, recipient_count, reply_address, broadcast_id, coalesce(created_at, now())
+              message_id, status, scheduled_at, recipient_count, reply_address, broadcast_id
          FROM input
      ),
      stored_recipients AS (
@@ -150,18 +117,17 @@ export async function writeStoredRows(
        SELECT a.email_id, a.position, a.filename, a.content_type, a.content_id, decode(a.content, 'base64')
          FROM jsonb_to_recordset($4::jsonb) AS a(email_id uuid, position int, filename text, content_type text,
               content_id text, content text)
-        WHERE ${written}${ofStoredMessages('a.email_id')}
+        WHERE ${written}
      ),`
          : ''
      }
      accepted AS (
-       SELECT e.*, ordinality AS n
-         FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (${TIMELINE_ENTRY_COLUMNS}, created_at timestamptz)) WITH ORDINALITY e
-        WHERE ${written}${ofStoredMessages('e.email_id')}
+       SELECT *, ordinality AS n FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (${TIMELINE_ENTRY_COLUMNS})) WITH ORDINALITY
+        WHERE ${written}
      ),
      -- The messages' fields of the webhook events are read from the rows being stored (a statement does
-     -- not see its own inserts), with the created_at they are stored with.
-     ${timelineEntriesFrom('accepted', { from: 'input', createdAt: 'coalesce(m.created_at, now())', entriesCarryCreatedAt: true })},
+     -- not see its own inserts), whose created_at, now(), is the default emails.created_at takes.
+     ${timelineEntriesFrom('accepted', { from: 'input', createdAt: 'now()' })},
      delivery_jobs AS (${deliveryJobsFrom('input')}),
      remembered AS (${rememberResultsFrom('$3::jsonb')} AND ${written})
      SELECT ok FROM quota_ok`,

@@ -141,24 +141,16 @@ export function timelineEntryRow(entry: TimelineEntry): TimelineEntryRow {
  *   already recorded is dropped, with its webhook deliveries, as recordTimelineEntry drops a `once` one;
  * - each entry is fanned out to its organization's webhook endpoints, with the message's fields read
  *   from `messages.from` (a relation with the columns of `emails`, joined on the entry's email_id: the
- *   stored messages, or the rows a statement is storing, whose `createdAt` is then given); with
- *   `entriesCarryCreatedAt`, an entry's own created_at column (when not NULL) is its time;
+ *   stored messages, or the rows a statement is storing, whose `createdAt` is then given);
  * - the outcomes the overview counts (not a test address's) are counted in their hour, one row per
  *   organization, kind and hour, written in that order: two such statements lock count rows in the same
  *   order, so they cannot deadlock.
  */
-export function timelineEntriesFrom(
-  from: string,
-  messages: { from: string; createdAt?: string; entriesCarryCreatedAt?: boolean },
-): string {
+export function timelineEntriesFrom(from: string, messages: { from: string; createdAt?: string }): string {
   const data = `${emailEventFieldsSql('m', messages.createdAt)} || ${from}.webhook_data`;
-  // entriesCarryCreatedAt: `from` has a created_at column too, the entry's time when not NULL.
-  const createdAt = messages.entriesCarryCreatedAt ? ', created_at' : '';
-  const createdAtValue = messages.entriesCarryCreatedAt ? ', coalesce(created_at, now())' : '';
   return `recorded AS (
-       INSERT INTO email_events (id, email_id, organization_id, type, recipient, data${createdAt})
-       SELECT event_id, email_id, organization_id, kind, recipient, nullif(data, 'null'::jsonb)${createdAtValue}
-         FROM ${from} ORDER BY n
+       INSERT INTO email_events (id, email_id, organization_id, type, recipient, data)
+       SELECT event_id, email_id, organization_id, kind, recipient, nullif(data, 'null'::jsonb) FROM ${from} ORDER BY n
        ON CONFLICT DO NOTHING
        RETURNING id, created_at, organization_id, type, recipient
      ),

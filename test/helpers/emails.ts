@@ -2,7 +2,6 @@ import type { Database } from '../../src/platform/db/database.ts';
 import type { App } from '../../src/app.ts';
 import { setRateLimitClock } from '../../src/emails/sending-limits.ts';
 import { bearer, type TestOrganization } from './app.ts';
-import { storeIntakeOf } from '../../src/emails/intake.ts';
 
 /** A minimal valid message from the organization's verified domain. */
 export function message(org: TestOrganization, extra: Record<string, unknown> = {}): Record<string, unknown> {
@@ -53,9 +52,7 @@ export function frozenRateClock(...dbs: Database[]) {
 }
 
 /** Messages stored for the organization, and the recipients charged this month. */
-/** The organization's stored messages (after storing those its intake holds, as any read does) and its quota charge. */
 export async function counts(db: Database, orgId: string) {
-  await storeIntakeOf(db, orgId, console);
   const emails = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM emails WHERE organization_id = $1', [
     orgId,
   ]);

@@ -111,16 +111,6 @@ export function isForeignKeyViolation(error: unknown): boolean {
   return sqlState(error) === FOREIGN_KEY_VIOLATION;
 }
 
-/**
- * Whether the database refused the data itself: a data exception (class 22: a value out of range, an
- * invalid encoding) or an integrity constraint (class 23: unique, foreign key, check). The same data
- * would be refused again; any other error (the database away or busy, a lock, a deadlock) may pass.
- */
-export function isDataRefusal(error: unknown): boolean {
-  const code = sqlState(error);
-  return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23'));
-}
-
 // SQLSTATEs of a server that is going away or not there yet: 57P01 admin_shutdown (a fast or immediate
 // stop), 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up or shutting down), class 08
 // (connection exceptions; 08P01 too, which PgBouncer answers when it refuses a client), and 25P03, the
