@@ -165,7 +165,11 @@ test('inbound routes are answered from memory; a route added behind the app’s 
   await data.db.query('UPDATE domains SET receiving = true WHERE organization_id = $1', [org.id]);
   const receiving = lookupCache(data.db, 'receiving-domains');
   const address = `someone@${org.domain}`;
-  await waitFor(async () => (await decideRecipient(data.db, address)).accept && receiving.get(org.domain) !== undefined, 2000, 5);
+  await waitFor(
+    async () => (await decideRecipient(data.db, address)).accept && receiving.get(org.domain) !== undefined,
+    2000,
+    5,
+  );
   assert.deepEqual(await routeMessage(data.db, org.id, [address], {}), {
     applied: [],
     forwardTo: [],
