@@ -1,12 +1,13 @@
 // Child process of bench/accept.ts, bench/accept-at-scale.ts and bench/tracking.ts: Mailroom's API on a
-// fresh PostgreSQL database, and bare Fastify routes that answer the same shapes without a database
-// (POST /emails, a GIF, a 302), on two ports. For tracking, 20 messages of 50 recipients each are stored,
-// and the signed pixel and link paths of every recipient handed over. Prints one JSON line { mailroom, bare,
-// token, from, opens, clicks, database, organization, domain } when both listen (the last three for
-// accept-at-scale, which fills the organization with stored messages); exits on SIGTERM or SIGINT, dropping
-// the database.
+// fresh PostgreSQL database, bare Fastify routes that answer the same shapes without a database
+// (POST /emails, a GIF, a 302), and the floor of a durable accept (below), on three ports. For tracking,
+// 20 messages of 50 recipients each are stored, and the signed pixel and link paths of every recipient
+// handed over. Prints one JSON line { mailroom, bare, floor, token, from, opens, clicks, database,
+// organization, domain } when all listen (the last three for accept-at-scale, which fills the
+// organization with stored messages); exits on SIGTERM or SIGINT, dropping the database.
 import { randomUUID } from 'node:crypto';
 import Fastify from 'fastify';
+import pg from 'pg';
 import { loadConfig } from '../src/platform/config.ts';
 import { buildApp } from '../src/app.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
@@ -49,8 +50,52 @@ bare.get('/t/o/:token', async (_request, reply) => reply.type('image/gif').send(
 bare.get('/t/c/:token', async (_request, reply) => reply.redirect('https://shop.example.com/offer?id=42'));
 const bareAddress = await bare.listen({ port: 0, host: '127.0.0.1' });
 
+// The floor of a durable accept: the same bare route, answering only once the request's body is
+// committed as one row (synchronous_commit on), requests arriving meanwhile written together by one
+// writer, as Mailroom's group commit writes them. No credential, no checks, no other row: no accept
+// path that commits before it answers can be faster on this machine and database.
+const floorPool = new pg.Pool({ connectionString: created.url, max: 2 });
+await floorPool.query('CREATE TABLE floor_accepted (id uuid PRIMARY KEY, body jsonb NOT NULL)');
+const floorWaiting: Array<{ id: string; body: string; done(error?: unknown): void }> = [];
+let floorWriting = false;
+async function writeFloor(): Promise<void> {
+  floorWriting = true;
+  while (floorWaiting.length > 0) {
+    const group = floorWaiting.splice(0, 1000);
+    const error = await floorPool
+      .query('INSERT INTO floor_accepted (id, body) SELECT * FROM unnest($1::uuid[], $2::jsonb[])', [
+        group.map((w) => w.id),
+        group.map((w) => w.body),
+      ])
+      .then(
+        () => undefined,
+        (failed: unknown) => failed,
+      );
+    for (const w of group) w.done(error);
+  }
+  floorWriting = false;
+}
+const floor = Fastify({ logger: false });
+floor.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+  try {
+    JSON.parse(body as string);
+    done(null, body);
+  } catch (error) {
+    done(error as Error);
+  }
+});
+floor.post('/emails', async (request) => {
+  const id = randomUUID();
+  await new Promise<void>((resolve, reject) => {
+    floorWaiting.push({ id, body: request.body as string, done: (error) => (error ? reject(error) : resolve()) });
+    if (!floorWriting) void writeFloor();
+  });
+  return { object: 'email', id };
+});
+const floorAddress = await floor.listen({ port: 0, host: '127.0.0.1' });
+
 process.stdout.write(
-  `${JSON.stringify({ mailroom, bare: bareAddress, token: org.sendingKey, from, opens, clicks, database: created.url, organization: org.id, domain: org.domain })}\n`,
+  `${JSON.stringify({ mailroom, bare: bareAddress, floor: floorAddress, token: org.sendingKey, from, opens, clicks, database: created.url, organization: org.id, domain: org.domain })}\n`,
 );
 
 // SIGTERM from the benchmark, or SIGINT when Ctrl-C reaches the whole process group: the database is
@@ -60,6 +105,8 @@ const stop = () =>
   (stopping ??= (async () => {
     await app.close();
     await bare.close();
+    await floor.close();
+    await floorPool.end();
     const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM emails');
     process.stderr.write(`messages stored during the run: ${rows[0]!.n}\n`);
     await db.close();
