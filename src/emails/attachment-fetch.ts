@@ -124,7 +124,6 @@ const FAILURES: Record<WebhookFailureReason, string> = {
   tls_failed: 'the TLS handshake or certificate check failed',
   protocol_error: 'the answer was not valid HTTP',
   invalid_request: 'the URL cannot be requested',
-  aborted: 'the request was aborted',
 };
 
 const describe = (error: unknown) => FAILURES[reasonOf(error)];
