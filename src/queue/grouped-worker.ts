@@ -93,8 +93,10 @@ export async function startGroupedWorker<T>(
   const { queue, groupLimit } = options;
   // As many groups as slots: a busy group does not keep another from this worker's free slots.
   const maxGroups = options.concurrency;
-  // Enough to keep the slots fed between two claims, few enough that a claim's lease stays short.
-  const batchSize = Math.min(500, groupLimit * 32);
+  // Enough to keep the slots fed between two claims, few enough that a claim's lease stays short: a
+  // webhook endpoint's 4 connections get 256, refilled with 128 still waiting, 25 ms of work at 5,000
+  // deliveries a second, time for a claim on a busy database (half that left the slots dry at times).
+  const batchSize = Math.min(500, groupLimit * 64);
   // A group is refilled while half a batch still waits: the slots do not run dry during the claim.
   const refillBelow = batchSize / 2;
   const ownSeconds = options.jobSeconds + 30;
