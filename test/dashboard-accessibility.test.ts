@@ -1,11 +1,15 @@
 // Every page of the dashboard, with something on it, checked in a real browser for what a keyboard or
 // screen-reader user needs: each form field has a label, each button and link a name, frames a title,
-// no positive tabindex; and Tab alone reaches every button, link and field on the page.
+// no positive tabindex; and Tab alone reaches every button, link and field on the page. Then axe-core's
+// WCAG 2.1 A and AA rules on every page, at desk and phone width, in the light and the dark theme.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
+import axe from 'axe-core';
 import {
+  DESKTOP,
   openPage,
+  PHONE,
   signIn,
   startSendingDashboard,
   waitUntilLoaded,
@@ -235,6 +239,18 @@ const PAGES: Array<[string, string | RegExp]> = [
   ['/settings', 'Settings'],
 ];
 
+/** A page's address, its parameters filled with what `before` made. */
+const addressOf = (template: string) =>
+  template
+    .replace(':email', emailId)
+    .replace(':domain', domainId)
+    .replace(':template', templateId)
+    .replace(':route', routeId)
+    .replace(':received', receivedId)
+    .replace(':broadcast', broadcastId)
+    .replace(':automation', automationId)
+    .replace(':import', importId);
+
 test('every page: fields labelled, controls named, and Tab reaches every control', async (t) => {
   await withPage(t, dashboard, async ({ page, problems }) => {
     await signIn(page, dashboard.user.email, dashboard.user.password);
@@ -249,15 +265,7 @@ test('every page: fields labelled, controls named, and Tab reaches every control
 
     const findings: string[] = [];
     for (const [template, heading] of PAGES) {
-      const address = template
-        .replace(':email', emailId)
-        .replace(':domain', domainId)
-        .replace(':template', templateId)
-        .replace(':route', routeId)
-        .replace(':received', receivedId)
-        .replace(':broadcast', broadcastId)
-        .replace(':automation', automationId)
-        .replace(':import', importId);
+      const address = addressOf(template);
       await openPage(page, address, heading);
       await waitUntilLoaded(page);
       const audit = (await page.evaluate(AUDIT)) as { problems: string[]; controls: number };
@@ -270,3 +278,62 @@ test('every page: fields labelled, controls named, and Tab reaches every control
     assert.deepEqual(problems, []);
   });
 });
+
+// axe-core's WCAG 2.1 A and AA rules (contrast included), the serious and critical findings of each page.
+const AXE_RUN = `axe.run(document, {
+  runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] },
+  resultTypes: ['violations'],
+}).then((result) => result.violations
+  .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+  .map((v) => v.id + ' (' + v.impact + '): ' + v.help + ': ' + v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(', ')))`;
+
+/** axe-core's serious and critical findings on the page as it is now (axe is loaded into the page once). */
+async function axeFindings(page: Page): Promise<string[]> {
+  // Evaluated through the DevTools protocol, which the page's Content-Security-Policy does not govern.
+  if ((await page.evaluate('typeof window.axe')) === 'undefined') await page.evaluate(axe.source);
+  return (await page.evaluate(AXE_RUN)) as string[];
+}
+
+for (const [width, viewport] of [
+  ['1280 px', DESKTOP],
+  ['390 px', PHONE],
+] as const) {
+  for (const colorScheme of ['light', 'dark'] as const) {
+    test(`axe-core: no serious or critical WCAG 2.1 A/AA violation on any page, ${width}, ${colorScheme} theme`, async (t) => {
+      await withPage(
+        t,
+        dashboard,
+        async ({ page, problems }) => {
+          await signIn(page, dashboard.user.email, dashboard.user.password);
+          // The theme asked for is the one shown.
+          assert.equal(
+            await page.evaluate('getComputedStyle(document.body).backgroundColor'),
+            colorScheme === 'dark' ? 'rgb(13, 17, 23)' : 'rgb(246, 247, 249)',
+          );
+          // The check sees what it looks for: an image without a text alternative (critical).
+          await openPage(page, '/settings', 'Settings');
+          await page.evaluate(
+            `document.querySelector('main').insertAdjacentHTML('beforeend', '<img id="bad" src="data:image/gif;base64,R0lGODlhAQABAIAAAP///wAAACH5BAEAAAAALAAAAAABAAEAAAICRAEAOw==">')`,
+          );
+          const planted = await axeFindings(page);
+          assert.ok(
+            planted.some((finding) => finding.startsWith('image-alt')),
+            planted.join('\n'),
+          );
+          await page.evaluate(`document.getElementById('bad').remove()`);
+
+          const findings: string[] = [];
+          for (const [template, heading] of PAGES) {
+            const address = addressOf(template);
+            await openPage(page, address, heading);
+            await waitUntilLoaded(page);
+            findings.push(...(await axeFindings(page)).map((finding) => `${address}: ${finding}`));
+          }
+          assert.deepEqual(findings, []);
+          assert.deepEqual(problems, []);
+        },
+        { viewport, colorScheme },
+      );
+    });
+  }
+}

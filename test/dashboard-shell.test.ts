@@ -23,27 +23,38 @@ before(async () => {
 });
 after(() => dashboard?.close());
 
-const NAV = [
-  ['Overview', '/'],
-  ['Emails', '/emails'],
-  ['Received', '/received'],
-  ['Inbound routes', '/inbound-routes'],
-  ['Domains', '/domains'],
-  ['API keys', '/api-keys'],
-  ['Webhooks', '/webhooks'],
-  ['Templates', '/templates'],
-  ['Broadcasts', '/broadcasts'],
-  ['Automations', '/automations'],
-  ['Events', '/events'],
-  ['Topics & contacts', '/topics'],
-  ['Segments', '/segments'],
-  ['Contact properties', '/contact-properties'],
-  ['Contact imports', '/imports'],
-  ['Suppressions', '/suppressions'],
-  ['Destinations', '/destinations'],
-  ['Logs', '/logs'],
-  ['Settings', '/settings'],
-] as const;
+// The navigation's groups and their pages, in order; Overview comes first and Settings last, in none.
+const GROUPS = {
+  Sending: [
+    ['Emails', '/emails'],
+    ['Templates', '/templates'],
+    ['Broadcasts', '/broadcasts'],
+    ['Automations', '/automations'],
+    ['Events', '/events'],
+  ],
+  Audience: [
+    ['Topics & contacts', '/topics'],
+    ['Segments', '/segments'],
+    ['Contact properties', '/contact-properties'],
+    ['Contact imports', '/imports'],
+    ['Suppressions', '/suppressions'],
+  ],
+  Receiving: [
+    ['Received', '/received'],
+    ['Inbound routes', '/inbound-routes'],
+  ],
+  Deliverability: [
+    ['Domains', '/domains'],
+    ['Destinations', '/destinations'],
+  ],
+  Developers: [
+    ['API keys', '/api-keys'],
+    ['Webhooks', '/webhooks'],
+    ['Logs', '/logs'],
+  ],
+} as const;
+
+const NAV = [['Overview', '/'], ...Object.values(GROUPS).flat(), ['Settings', '/settings']] as const;
 
 describe('signing in and out', () => {
   test('a right password opens the Overview; Sign out returns to the sign-in page', async (t) => {
@@ -141,6 +152,48 @@ describe('the frame', () => {
       await openPage(page, '/no-such-page', 'Page not found');
       assert.deepEqual(problems, []);
     });
+  });
+
+  test('the navigation is in named groups, every page one click away, and a group folds away', async (t) => {
+    await withPage(t, dashboard, async ({ page }) => {
+      await signIn(page, dashboard.user.email, dashboard.user.password);
+      const nav = page.getByRole('navigation', { name: 'Main' });
+      assert.deepEqual(await nav.locator('summary').allTextContents(), Object.keys(GROUPS));
+      for (const [group, pages] of Object.entries(GROUPS)) {
+        const links = nav.locator('details', { has: page.locator('summary', { hasText: group }) }).getByRole('link');
+        assert.deepEqual(
+          await links.allTextContents(),
+          pages.map(([label]) => label),
+        );
+      }
+      // Every page's link is on screen at 1280 px: one click.
+      for (const [label] of NAV) {
+        assert.equal(await nav.getByRole('link', { name: label, exact: true }).isVisible(), true, label);
+      }
+      await nav.locator('summary', { hasText: 'Audience' }).click();
+      assert.equal(await nav.getByRole('link', { name: 'Segments' }).isVisible(), false, 'folded');
+      assert.equal(await nav.getByRole('link', { name: 'Emails' }).isVisible(), true, 'the other groups stay open');
+      await nav.locator('summary', { hasText: 'Audience' }).click();
+      await nav.getByRole('link', { name: 'Segments' }).waitFor();
+    });
+  });
+
+  test('at phone width every page is two taps away: Menu, then the page', async (t) => {
+    await withPage(
+      t,
+      dashboard,
+      async ({ page }) => {
+        await signIn(page, dashboard.user.email, dashboard.user.password);
+        const nav = page.getByRole('navigation', { name: 'Main' });
+        for (const [label, address] of NAV) {
+          await page.getByRole('button', { name: 'Menu', exact: true }).click();
+          await nav.getByRole('link', { name: label, exact: true }).click();
+          await page.getByRole('heading', { level: 1, name: label }).waitFor();
+          assert.equal(new URL(page.url()).hash, `#${address}`);
+        }
+      },
+      { viewport: PHONE },
+    );
   });
 
   test('at phone width the navigation is behind a Menu button', async (t) => {

@@ -34,48 +34,73 @@ import { EventsPage } from './pages/EventsPage.tsx';
 import { ContactImportsPage } from './pages/ContactImportsPage.tsx';
 import { ContactImportPage } from './pages/ContactImportPage.tsx';
 
+/** The navigation's groups, in the order shown; a page in none (Overview, Settings) stands alone. */
+export const NAV_GROUPS = ['Sending', 'Audience', 'Receiving', 'Deliverability', 'Developers'] as const;
+export type NavGroup = (typeof NAV_GROUPS)[number];
+
 export interface Route {
   path: string;
   page: ComponentType<PageProps>;
-  /** The navigation's label; pages without one (details) are reached by links. */
+  /** The navigation's label, also the page's title; pages without one (details) are reached by links. */
   nav?: string;
+  /** The navigation group of a page with `nav`. */
+  group?: NavGroup;
   /** For pages without `nav`: the navigation entry to highlight. */
   section?: string;
 }
 
+// In the navigation's order: Overview, then each group's pages, then Settings.
 export const ROUTES: Route[] = [
   { path: '/', page: OverviewPage, nav: 'Overview' },
-  { path: '/emails', page: EmailsPage, nav: 'Emails' },
+  { path: '/emails', page: EmailsPage, nav: 'Emails', group: 'Sending' },
   { path: '/emails/:id', page: EmailPage, section: '/emails' },
-  { path: '/received', page: ReceivedEmailsPage, nav: 'Received' },
-  { path: '/received/:id', page: ReceivedEmailPage, section: '/received' },
-  { path: '/inbound-routes', page: InboundRoutesPage, nav: 'Inbound routes' },
-  { path: '/inbound-routes/:id', page: InboundRoutePage, section: '/inbound-routes' },
-  { path: '/domains', page: DomainsPage, nav: 'Domains' },
-  { path: '/domains/:id', page: DomainPage, section: '/domains' },
-  { path: '/api-keys', page: ApiKeysPage, nav: 'API keys' },
-  { path: '/webhooks', page: WebhooksPage, nav: 'Webhooks' },
-  { path: '/webhooks/:id', page: WebhookPage, section: '/webhooks' },
-  { path: '/templates', page: TemplatesPage, nav: 'Templates' },
+  { path: '/templates', page: TemplatesPage, nav: 'Templates', group: 'Sending' },
   { path: '/templates/:id', page: TemplatePage, section: '/templates' },
-  { path: '/broadcasts', page: BroadcastsPage, nav: 'Broadcasts' },
+  { path: '/broadcasts', page: BroadcastsPage, nav: 'Broadcasts', group: 'Sending' },
   { path: '/broadcasts/:id', page: BroadcastPage, section: '/broadcasts' },
-  { path: '/automations', page: AutomationsPage, nav: 'Automations' },
+  { path: '/automations', page: AutomationsPage, nav: 'Automations', group: 'Sending' },
   { path: '/automations/:id', page: AutomationPage, section: '/automations' },
   { path: '/automations/:id/runs/:run_id', page: AutomationRunPage, section: '/automations' },
-  { path: '/events', page: EventsPage, nav: 'Events' },
-  { path: '/topics', page: TopicsPage, nav: 'Topics & contacts' },
+  { path: '/events', page: EventsPage, nav: 'Events', group: 'Sending' },
+  { path: '/topics', page: TopicsPage, nav: 'Topics & contacts', group: 'Audience' },
   { path: '/contacts/:id', page: ContactPage, section: '/topics' },
-  { path: '/segments', page: SegmentsPage, nav: 'Segments' },
-  { path: '/contact-properties', page: ContactPropertiesPage, nav: 'Contact properties' },
-  { path: '/imports', page: ContactImportsPage, nav: 'Contact imports' },
+  { path: '/segments', page: SegmentsPage, nav: 'Segments', group: 'Audience' },
+  { path: '/contact-properties', page: ContactPropertiesPage, nav: 'Contact properties', group: 'Audience' },
+  { path: '/imports', page: ContactImportsPage, nav: 'Contact imports', group: 'Audience' },
   { path: '/imports/:id', page: ContactImportPage, section: '/imports' },
-  { path: '/suppressions', page: SuppressionsPage, nav: 'Suppressions' },
-  { path: '/destinations', page: DestinationsPage, nav: 'Destinations' },
-  { path: '/logs', page: LogsPage, nav: 'Logs' },
+  { path: '/suppressions', page: SuppressionsPage, nav: 'Suppressions', group: 'Audience' },
+  { path: '/received', page: ReceivedEmailsPage, nav: 'Received', group: 'Receiving' },
+  { path: '/received/:id', page: ReceivedEmailPage, section: '/received' },
+  { path: '/inbound-routes', page: InboundRoutesPage, nav: 'Inbound routes', group: 'Receiving' },
+  { path: '/inbound-routes/:id', page: InboundRoutePage, section: '/inbound-routes' },
+  { path: '/domains', page: DomainsPage, nav: 'Domains', group: 'Deliverability' },
+  { path: '/domains/:id', page: DomainPage, section: '/domains' },
+  { path: '/destinations', page: DestinationsPage, nav: 'Destinations', group: 'Deliverability' },
+  { path: '/api-keys', page: ApiKeysPage, nav: 'API keys', group: 'Developers' },
+  { path: '/webhooks', page: WebhooksPage, nav: 'Webhooks', group: 'Developers' },
+  { path: '/webhooks/:id', page: WebhookPage, section: '/webhooks' },
+  { path: '/logs', page: LogsPage, nav: 'Logs', group: 'Developers' },
   { path: '/logs/:id', page: LogPage, section: '/logs' },
   { path: '/settings', page: SettingsPage, nav: 'Settings' },
 ];
+
+/** The navigation: pages standing alone and groups of pages, in the order shown. */
+export type NavEntry = { kind: 'page'; route: Route } | { kind: 'group'; name: NavGroup; routes: Route[] };
+
+export function navigation(): NavEntry[] {
+  const entries: NavEntry[] = [];
+  for (const route of ROUTES) {
+    if (!route.nav) continue;
+    if (!route.group) {
+      entries.push({ kind: 'page', route });
+      continue;
+    }
+    const last = entries.at(-1);
+    if (last?.kind === 'group' && last.name === route.group) last.routes.push(route);
+    else entries.push({ kind: 'group', name: route.group, routes: [route] });
+  }
+  return entries;
+}
 
 /** The sign-in page's address. */
 export const SIGN_IN_PATH = '/sign-in';

@@ -2,13 +2,13 @@ import { useEffect, useId, useRef, useState, type ReactNode } from 'react';
 import { api } from '../api.ts';
 import { endSession, useSession } from '../session.ts';
 import { Link, navigate, useLocation } from '../router.tsx';
-import { ROUTES, SIGN_IN_PATH } from '../routes.tsx';
+import { navigation, SIGN_IN_PATH, type Route } from '../routes.tsx';
 import { Button } from './Button.tsx';
 import { useApiGet } from '../hooks.ts';
 
 /**
  * The frame of every signed-in page: a skip link, the header with the signed-in person and Sign out, the
- * navigation (a menu button at phone width) and the page in <main>. When the address changes, the new
+ * navigation in groups (a menu button at phone width) and the page in <main>. When the address changes, the new
  * page's h1 takes the focus.
  */
 export function Layout({ activeNav, children }: { activeNav: string | undefined; children: ReactNode }) {
@@ -25,6 +25,19 @@ export function Layout({ activeNav, children }: { activeNav: string | undefined;
     setMenuOpen(false);
     mainRef.current?.querySelector<HTMLElement>('h1')?.focus();
   }, [location.path]);
+
+  const navLink = (route: Route) => (
+    <li key={route.path}>
+      <Link
+        to={route.path}
+        aria-current={route.path === activeNav ? 'page' : undefined}
+        // Chosen, the menu closes, even when it is the page already open.
+        onClick={() => setMenuOpen(false)}
+      >
+        {route.nav}
+      </Link>
+    </li>
+  );
 
   async function signOut() {
     setSigningOut(true);
@@ -67,15 +80,18 @@ export function Layout({ activeNav, children }: { activeNav: string | undefined;
       </header>
       <div className="app-body">
         <nav id={navId} className={`app-nav${menuOpen ? ' open' : ''}`} aria-label="Main">
-          <ul>
-            {ROUTES.filter((route) => route.nav).map((route) => (
-              <li key={route.path}>
-                <Link to={route.path} aria-current={route.path === activeNav ? 'page' : undefined}>
-                  {route.nav}
-                </Link>
-              </li>
-            ))}
-          </ul>
+          {navigation().map((entry) =>
+            entry.kind === 'page' ? (
+              <ul key={entry.route.path}>{navLink(entry.route)}</ul>
+            ) : (
+              // A group folds away (a phone's menu is shorter); all start open, so every page is one
+              // click away on a desk and two taps (Menu, then the page) on a phone.
+              <details key={entry.name} className="nav-group" open>
+                <summary>{entry.name}</summary>
+                <ul>{entry.routes.map(navLink)}</ul>
+              </details>
+            ),
+          )}
         </nav>
         <main id="main" ref={mainRef} tabIndex={-1}>
           {children}
