@@ -57,7 +57,8 @@ const ALL_MEASURES: Measure[] = [
   {
     name: 'webhooks',
     file: 'bench/webhooks.ts',
-    env: { EVENTS: String(process.env.WEBHOOK_EVENTS ?? 10_000), ROUNDS: '1' },
+    // No warm-up round: a revision whose benchmark has none would be measured cold against a warm tree.
+    env: { EVENTS: String(process.env.WEBHOOK_EVENTS ?? 10_000), ROUNDS: '1', WARMUP: '0' },
     ratio: /ratio \(Mailroom \/ raw\): median ([\d.]+)/,
   },
 ];

@@ -5,7 +5,8 @@
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node bench/webhooks.ts
 //
 // EVENTS per round (default 10,000), ROUNDS (default 3: the raw side's rate varies by a third from
-// run to run on a small machine, so the median ratio is printed). Connections:
+// run to run on a small machine, so the median ratio is printed), WARMUP (untimed rounds first, default
+// 1: both sides' code is compiled by V8 during its first round, which ran a third slower). Connections:
 // MAILROOM_WEBHOOK_CONNECTIONS_PER_ENDPOINT's default, 4, for both.
 import { createServer } from 'node:http';
 import { Pool } from 'undici';
@@ -22,6 +23,7 @@ import { workerBatchSize } from '../src/platform/metrics.ts';
 
 const EVENTS = Number(process.env.EVENTS ?? 10_000);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
+const WARMUP = Number(process.env.WARMUP ?? 1);
 if (!process.env.DATABASE_URL) {
   console.error('Set DATABASE_URL to a PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/postgres');
   process.exit(2);
@@ -109,15 +111,19 @@ async function rawRound(): Promise<number> {
 }
 
 console.log(
-  `${EVENTS} events to one loopback endpoint, ${config.webhookConnectionsPerEndpoint} connections, PostgreSQL; ${ROUNDS} rounds, each Mailroom then raw`,
+  `${EVENTS} events to one loopback endpoint, ${config.webhookConnectionsPerEndpoint} connections, PostgreSQL; ${WARMUP} warm-up and ${ROUNDS} rounds, each Mailroom then raw`,
 );
 const ratios: number[] = [];
-for (let round = 0; round < ROUNDS; round++) {
+for (let round = 0; round < WARMUP + ROUNDS; round++) {
   const mailroomRate = EVENTS / (await mailroomRound(round));
   const rawRate = EVENTS / (await rawRound());
+  if (round < WARMUP) {
+    console.log(`warm-up round ${round + 1} (not counted): ratio ${(mailroomRate / rawRate).toFixed(3)}`);
+    continue;
+  }
   ratios.push(mailroomRate / rawRate);
   console.log(
-    `round ${round + 1}: Mailroom signed deliveries ${mailroomRate.toFixed(0).padStart(6)} /s (recorded as succeeded)   raw undici POSTs ${rawRate.toFixed(0).padStart(6)} /s   ratio ${(mailroomRate / rawRate).toFixed(3)}`,
+    `round ${round - WARMUP + 1}: Mailroom signed deliveries ${mailroomRate.toFixed(0).padStart(6)} /s (recorded as succeeded)   raw undici POSTs ${rawRate.toFixed(0).padStart(6)} /s   ratio ${(mailroomRate / rawRate).toFixed(3)}`,
   );
 }
 receiver.close();
