@@ -179,6 +179,8 @@ export function postJson(
       else fail(undefined);
     };
     const timer = timeoutMs === undefined ? undefined : setTimeout(endAttempt, timeoutMs);
+    // A pending deadline never keeps the process alive on its own.
+    timer?.unref();
 
     const finish = (result: PostJsonResult) => {
       if (over) return;
@@ -199,42 +201,51 @@ export function postJson(
       );
     };
 
-    dispatcher.dispatch(
-      {
-        origin: target.origin,
-        path: `${target.pathname}${target.search}`,
-        method: 'POST',
-        headers: hasContentType ? headers : { 'content-type': 'application/json', ...headers },
-        body,
-      },
-      {
-        onRequestStart(requestController) {
-          controller = requestController;
-          if (timedOut) requestController.abort(new AttemptEnded('deadline'));
+    // undici reports what it refuses (a header that cannot be sent) through onResponseError; another
+    // dispatcher may throw instead, which is the attempt's failure too, never a rejection.
+    try {
+      dispatcher.dispatch(
+        {
+          origin: target.origin,
+          path: `${target.pathname}${target.search}`,
+          method: 'POST',
+          headers: hasContentType ? headers : { 'content-type': 'application/json', ...headers },
+          body,
         },
-        onResponseStart(_controller, statusCode) {
-          // 1xx interim answers are not the answer.
-          if (statusCode >= 200) status = statusCode;
+        {
+          onRequestStart(requestController) {
+            controller = requestController;
+            if (timedOut) requestController.abort(new AttemptEnded('deadline'));
+          },
+          onResponseStart(_controller, statusCode) {
+            // 1xx interim answers are not the answer.
+            if (statusCode >= 200) status = statusCode;
+          },
+          onResponseData(responseController, chunk) {
+            if (over) return;
+            chunks.push(chunk);
+            size += chunk.length;
+            if (size > BODY_PREFIX_BYTES) {
+              // Enough read. The rest is not buffered: the request is aborted once this read of the socket
+              // is parsed, which drops the connection if more of the answer is still to come, and does
+              // nothing if the answer ended in the same read (the connection stays in the pool).
+              answer(true);
+              queueMicrotask(() => responseController.abort(new AttemptEnded('prefix read')));
+            }
+          },
+          onResponseEnd() {
+            answer(size > BODY_PREFIX_BYTES);
+          },
+          onResponseError(_controller, error) {
+            // The answer broke off after its status: keep what had arrived.
+            if (status !== undefined) answer(true);
+            else fail(error);
+          },
         },
-        onResponseData(responseController, chunk) {
-          chunks.push(chunk);
-          size += chunk.length;
-          if (size > BODY_PREFIX_BYTES) {
-            // Enough read: the rest is dropped with the connection, never buffered.
-            answer(true);
-            responseController.abort(new AttemptEnded('prefix read'));
-          }
-        },
-        onResponseEnd() {
-          answer(size > BODY_PREFIX_BYTES);
-        },
-        onResponseError(_controller, error) {
-          // The answer broke off after its status: keep what had arrived.
-          if (status !== undefined) answer(true);
-          else fail(error);
-        },
-      },
-    );
+      );
+    } catch (error) {
+      fail(error);
+    }
   });
 }
 
