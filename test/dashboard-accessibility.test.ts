@@ -251,6 +251,16 @@ const addressOf = (template: string) =>
     .replace(':automation', automationId)
     .replace(':import', importId);
 
+/** Opens every page in turn, its data loaded, and yields its address. */
+async function* everyPage(page: Page): AsyncGenerator<string> {
+  for (const [template, heading] of PAGES) {
+    const address = addressOf(template);
+    await openPage(page, address, heading);
+    await waitUntilLoaded(page);
+    yield address;
+  }
+}
+
 test('every page: fields labelled, controls named, and Tab reaches every control', async (t) => {
   await withPage(t, dashboard, async ({ page, problems }) => {
     await signIn(page, dashboard.user.email, dashboard.user.password);
@@ -264,10 +274,7 @@ test('every page: fields labelled, controls named, and Tab reaches every control
     await page.evaluate(`document.getElementById('bad').remove()`);
 
     const findings: string[] = [];
-    for (const [template, heading] of PAGES) {
-      const address = addressOf(template);
-      await openPage(page, address, heading);
-      await waitUntilLoaded(page);
+    for await (const address of everyPage(page)) {
       const audit = (await page.evaluate(AUDIT)) as { problems: string[]; controls: number };
       assert.ok(audit.controls > 0, `${address}: no control found`);
       findings.push(...audit.problems.map((p) => `${address}: ${p}`));
@@ -323,10 +330,7 @@ for (const [width, viewport] of [
           await page.evaluate(`document.getElementById('bad').remove()`);
 
           const findings: string[] = [];
-          for (const [template, heading] of PAGES) {
-            const address = addressOf(template);
-            await openPage(page, address, heading);
-            await waitUntilLoaded(page);
+          for await (const address of everyPage(page)) {
             findings.push(...(await axeFindings(page)).map((finding) => `${address}: ${finding}`));
           }
           assert.deepEqual(findings, []);
