@@ -2,7 +2,7 @@ import { useEffect, useId, useRef, useState, type ReactNode } from 'react';
 import { api } from '../api.ts';
 import { endSession, useSession } from '../session.ts';
 import { Link, navigate, useLocation } from '../router.tsx';
-import { navigation, SIGN_IN_PATH, type Route } from '../routes.tsx';
+import { NAVIGATION, SIGN_IN_PATH, type Route } from '../routes.tsx';
 import { Button } from './Button.tsx';
 import { useApiGet } from '../hooks.ts';
 
@@ -80,7 +80,7 @@ export function Layout({ activeNav, children }: { activeNav: string | undefined;
       </header>
       <div className="app-body">
         <nav id={navId} className={`app-nav${menuOpen ? ' open' : ''}`} aria-label="Main">
-          {navigation().map((entry) =>
+          {NAVIGATION.map((entry) =>
             entry.kind === 'page' ? (
               <ul key={entry.route.path}>{navLink(entry.route)}</ul>
             ) : (
