@@ -5,9 +5,10 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { buildOpsApp, type App } from '../src/app.ts';
 import { loadConfig } from '../src/platform/config.ts';
-import { DASHBOARD_CSP, dashboardRoutes, NOT_BUILT_MESSAGE } from '../src/dashboard/dashboard-routes.ts';
+import { acceptsGzip, DASHBOARD_CSP, dashboardRoutes, NOT_BUILT_MESSAGE } from '../src/dashboard/dashboard-routes.ts';
 import { openTestDatabase, type TestDatabase } from './helpers/database.ts';
 
 let database: TestDatabase;
@@ -59,6 +60,40 @@ test('/ is the index with the policy and no caching; assets are cached for good'
   assert.match(style.headers['content-type'] as string, /^text\/css/);
   const head = await app.inject({ method: 'HEAD', url: '/' });
   assert.equal(head.statusCode, 200);
+});
+
+test('scripts and styles go gzipped to a browser that takes gzip, and as they are to one that does not', async () => {
+  const app = await appServing(dist);
+  const gzipped = await app.inject({
+    method: 'GET',
+    url: '/assets/index-abc123.js',
+    headers: { 'accept-encoding': 'gzip, deflate, br' },
+  });
+  assert.equal(gzipped.statusCode, 200);
+  assert.equal(gzipped.headers['content-encoding'], 'gzip');
+  assert.equal(gzipped.headers.vary, 'accept-encoding');
+  assert.equal(gunzipSync(gzipped.rawPayload).toString(), 'console.log(1)');
+
+  for (const encoding of [undefined, 'identity', 'gzip;q=0, identity', 'br']) {
+    const plain = await app.inject({
+      method: 'GET',
+      url: '/assets/index-abc123.js',
+      headers: encoding === undefined ? {} : { 'accept-encoding': encoding },
+    });
+    assert.equal(plain.headers['content-encoding'], undefined, String(encoding));
+    assert.equal(plain.body, 'console.log(1)', String(encoding));
+  }
+});
+
+test('Accept-Encoding is read as the standard says: names in any case, a q of 0 refuses', () => {
+  assert.equal(acceptsGzip('GZIP'), true);
+  assert.equal(acceptsGzip('br;q=1.0, gzip;q=0.5'), true);
+  assert.equal(acceptsGzip('*'), true);
+  assert.equal(acceptsGzip('gzip;q=0'), false);
+  assert.equal(acceptsGzip('*;q=0'), false);
+  assert.equal(acceptsGzip('gzip;q=0, *'), false);
+  assert.equal(acceptsGzip('x-gzip'), false);
+  assert.equal(acceptsGzip(''), false);
 });
 
 test('nothing outside the build is reachable: unknown files and paths are 404 in the envelope', async () => {

@@ -262,3 +262,53 @@ describe('security headers', () => {
     });
   });
 });
+
+describe('the code a page costs', () => {
+  // What a phone downloads before it shows the first page: at most 150 KiB of script, gzipped as served.
+  const FIRST_PAGE_SCRIPT_LIMIT = 150 * 1024;
+
+  test('signing in and the Overview fetch at most 150 KiB of script; another page fetches its own file when opened', async (t) => {
+    await withPage(t, dashboard, async ({ page }) => {
+      const scripts: Array<{ name: string; encoded: number; encoding: string | undefined }> = [];
+      page.on('requestfinished', (request) => {
+        const url = new URL(request.url());
+        if (!url.pathname.startsWith('/assets/') || !url.pathname.endsWith('.js')) return;
+        // Measured as it crossed the wire (after gzip), which is what a slow connection pays for.
+        void Promise.all([request.sizes(), request.response()]).then(([sizes, response]) =>
+          scripts.push({
+            name: url.pathname.slice('/assets/'.length),
+            encoded: sizes.responseBodySize,
+            encoding: response?.headers()['content-encoding'],
+          }),
+        );
+      });
+      await signIn(page, dashboard.user.email, dashboard.user.password);
+      await waitUntilLoaded(page);
+      await waitFor(() => scripts.some((script) => script.name.startsWith('OverviewPage-')));
+      const firstPage = scripts.reduce((sum, script) => sum + script.encoded, 0);
+      t.diagnostic(`first page: ${(firstPage / 1024).toFixed(1)} KiB of script in ${scripts.length} files`);
+      assert.ok(firstPage > 10 * 1024, `the sizes were measured (${firstPage} bytes)`);
+      assert.ok(firstPage <= FIRST_PAGE_SCRIPT_LIMIT, `${firstPage} bytes of script before the first page`);
+      for (const script of scripts) assert.equal(script.encoding, 'gzip', script.name);
+      assert.ok(!scripts.some((script) => script.name.startsWith('EmailsPage-')), 'the Emails page waits until opened');
+
+      await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Emails', exact: true }).click();
+      await page.getByRole('heading', { level: 1, name: 'Emails' }).waitFor();
+      await waitFor(() => scripts.some((script) => script.name.startsWith('EmailsPage-')));
+    });
+  });
+
+  test('a page whose code cannot be fetched says so and offers a reload, and the frame stays', async (t) => {
+    await withPage(t, dashboard, async ({ page }) => {
+      await signIn(page, dashboard.user.email, dashboard.user.password);
+      // As after an upgrade: the file this tab's build names is no longer served.
+      await page.route(/\/assets\/TemplatesPage-[^/]+\.js$/, (route) => route.fulfill({ status: 404, body: '' }));
+      await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Templates' }).click();
+      const alert = page.getByRole('alert');
+      await alert.getByText('This page could not be loaded').waitFor();
+      await alert.getByRole('button', { name: 'Reload the dashboard' }).waitFor();
+      await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Emails', exact: true }).click();
+      await page.getByRole('heading', { level: 1, name: 'Emails' }).waitFor();
+    });
+  });
+});

@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
 import { notFound } from '../platform/errors.ts';
 import type { App } from '../platform/http/app-types.ts';
 
@@ -56,8 +57,13 @@ export const NOT_BUILT_MESSAGE =
 
 interface StaticFile {
   body: Buffer;
+  /** The body gzipped once at start, for text files (scripts, styles, SVG) a browser takes gzipped. */
+  gzipped: Buffer | undefined;
   type: string;
 }
+
+/** Text compresses to a third or less; images and fonts are compressed already. */
+const COMPRESSIBLE = new Set(['.js', '.css', '.svg', '.json', '.txt', '.html']);
 
 /** web/dist as it is now: its index and its assets by file name, or undefined when it was never built. */
 function readBuild(dist: string): { index: Buffer; assets: Map<string, StaticFile> } | undefined {
@@ -68,8 +74,11 @@ function readBuild(dist: string): { index: Buffer; assets: Map<string, StaticFil
   if (existsSync(assetDir)) {
     for (const entry of readdirSync(assetDir, { withFileTypes: true })) {
       if (!entry.isFile()) continue;
-      const type = CONTENT_TYPES[path.extname(entry.name)] ?? 'application/octet-stream';
-      assets.set(entry.name, { body: readFileSync(path.join(assetDir, entry.name)), type });
+      const extension = path.extname(entry.name);
+      const type = CONTENT_TYPES[extension] ?? 'application/octet-stream';
+      const body = readFileSync(path.join(assetDir, entry.name));
+      const gzipped = COMPRESSIBLE.has(extension) ? gzipSync(body, { level: 9 }) : undefined;
+      assets.set(entry.name, { body, gzipped, type });
     }
   }
   return { index: readFileSync(indexPath), assets };
@@ -94,8 +103,25 @@ export function dashboardRoutes(dist: string = DASHBOARD_DIST) {
         if (!file) throw notFound('Dashboard file');
         // Asset names carry a hash of their content: a changed file is a new name, so caching forever is safe.
         reply.headers(SECURITY_HEADERS).header('cache-control', 'public, max-age=31536000, immutable');
-        return reply.type(file.type).send(file.body);
+        reply.type(file.type);
+        if (!file.gzipped) return reply.send(file.body);
+        reply.header('vary', 'accept-encoding');
+        if (!acceptsGzip(request.headers['accept-encoding'])) return reply.send(file.body);
+        return reply.header('content-encoding', 'gzip').send(file.gzipped);
       },
     );
   };
+}
+
+/** Whether an Accept-Encoding header takes gzip: named with a q above 0, or not named and `*` is. */
+export function acceptsGzip(header: string | undefined): boolean {
+  if (!header) return false;
+  const weights = new Map<string, number>();
+  for (const part of header.split(',')) {
+    const [coding = '', ...parameters] = part.split(';').map((piece) => piece.trim().toLowerCase());
+    const q = parameters.find((parameter) => parameter.startsWith('q='));
+    weights.set(coding, q === undefined ? 1 : Number(q.slice(2)));
+  }
+  const weight = weights.get('gzip') ?? weights.get('*') ?? 0;
+  return weight > 0;
 }

@@ -3,6 +3,7 @@ import { useSession } from './session.ts';
 import { matchPath, navigate, useLocation } from './router.tsx';
 import { ROUTES, SIGN_IN_PATH } from './routes.tsx';
 import { Layout } from './components/Layout.tsx';
+import { PageBoundary } from './components/PageBoundary.tsx';
 import { SignInPage } from './pages/SignInPage.tsx';
 import { NotFoundPage } from './pages/NotFoundPage.tsx';
 
@@ -32,7 +33,9 @@ export function App() {
     const Page = route.page;
     return (
       <Layout activeNav={route.nav ? route.path : route.section}>
-        <Page key={location.path} params={params} query={location.query} />
+        <PageBoundary key={location.path}>
+          <Page params={params} query={location.query} />
+        </PageBoundary>
       </Layout>
     );
   }

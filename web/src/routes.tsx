@@ -1,45 +1,60 @@
 // Every page of the dashboard: its address pattern, its component, and (for top-level pages) its entry
 // in the navigation, in the order shown. A page with parameters (`/emails/:id`) gets them as props.
-import type { ComponentType } from 'react';
+import { lazy, type ComponentType, type LazyExoticComponent } from 'react';
 import type { PageProps } from './router.tsx';
-import { OverviewPage } from './pages/OverviewPage.tsx';
-import { EmailsPage } from './pages/EmailsPage.tsx';
-import { EmailPage } from './pages/EmailPage.tsx';
-import { ReceivedEmailsPage } from './pages/ReceivedEmailsPage.tsx';
-import { ReceivedEmailPage } from './pages/ReceivedEmailPage.tsx';
-import { InboundRoutesPage } from './pages/InboundRoutesPage.tsx';
-import { InboundRoutePage } from './pages/InboundRoutePage.tsx';
-import { DomainsPage } from './pages/DomainsPage.tsx';
-import { DomainPage } from './pages/DomainPage.tsx';
-import { ApiKeysPage } from './pages/ApiKeysPage.tsx';
-import { WebhooksPage } from './pages/WebhooksPage.tsx';
-import { WebhookPage } from './pages/WebhookPage.tsx';
-import { TemplatesPage } from './pages/TemplatesPage.tsx';
-import { TemplatePage } from './pages/TemplatePage.tsx';
-import { TopicsPage } from './pages/TopicsPage.tsx';
-import { ContactPage } from './pages/ContactPage.tsx';
-import { SegmentsPage } from './pages/SegmentsPage.tsx';
-import { ContactPropertiesPage } from './pages/ContactPropertiesPage.tsx';
-import { SuppressionsPage } from './pages/SuppressionsPage.tsx';
-import { LogsPage } from './pages/LogsPage.tsx';
-import { LogPage } from './pages/LogPage.tsx';
-import { DestinationsPage } from './pages/DestinationsPage.tsx';
-import { SettingsPage } from './pages/SettingsPage.tsx';
-import { BroadcastsPage } from './pages/BroadcastsPage.tsx';
-import { BroadcastPage } from './pages/BroadcastPage.tsx';
-import { AutomationsPage } from './pages/AutomationsPage.tsx';
-import { AutomationPage } from './pages/AutomationPage.tsx';
-import { AutomationRunPage } from './pages/AutomationRunPage.tsx';
-import { EventsPage } from './pages/EventsPage.tsx';
-import { ContactImportsPage } from './pages/ContactImportsPage.tsx';
-import { ContactImportPage } from './pages/ContactImportPage.tsx';
+
+/** A page's component, its code fetched when first shown. */
+type PageComponent = LazyExoticComponent<ComponentType<PageProps>>;
+
+/**
+ * A page whose code is fetched when it is first opened: the first page costs only its own code and the
+ * shared frame, not all 29 pages'. Each page module exports its component by name.
+ */
+function page<Name extends string>(
+  load: () => Promise<Record<Name, ComponentType<PageProps>>>,
+  name: Name,
+): PageComponent {
+  return lazy(async () => ({ default: (await load())[name] }));
+}
+
+const OverviewPage = page(() => import('./pages/OverviewPage.tsx'), 'OverviewPage');
+const EmailsPage = page(() => import('./pages/EmailsPage.tsx'), 'EmailsPage');
+const EmailPage = page(() => import('./pages/EmailPage.tsx'), 'EmailPage');
+const ReceivedEmailsPage = page(() => import('./pages/ReceivedEmailsPage.tsx'), 'ReceivedEmailsPage');
+const ReceivedEmailPage = page(() => import('./pages/ReceivedEmailPage.tsx'), 'ReceivedEmailPage');
+const InboundRoutesPage = page(() => import('./pages/InboundRoutesPage.tsx'), 'InboundRoutesPage');
+const InboundRoutePage = page(() => import('./pages/InboundRoutePage.tsx'), 'InboundRoutePage');
+const DomainsPage = page(() => import('./pages/DomainsPage.tsx'), 'DomainsPage');
+const DomainPage = page(() => import('./pages/DomainPage.tsx'), 'DomainPage');
+const ApiKeysPage = page(() => import('./pages/ApiKeysPage.tsx'), 'ApiKeysPage');
+const WebhooksPage = page(() => import('./pages/WebhooksPage.tsx'), 'WebhooksPage');
+const WebhookPage = page(() => import('./pages/WebhookPage.tsx'), 'WebhookPage');
+const TemplatesPage = page(() => import('./pages/TemplatesPage.tsx'), 'TemplatesPage');
+const TemplatePage = page(() => import('./pages/TemplatePage.tsx'), 'TemplatePage');
+const TopicsPage = page(() => import('./pages/TopicsPage.tsx'), 'TopicsPage');
+const ContactPage = page(() => import('./pages/ContactPage.tsx'), 'ContactPage');
+const SegmentsPage = page(() => import('./pages/SegmentsPage.tsx'), 'SegmentsPage');
+const ContactPropertiesPage = page(() => import('./pages/ContactPropertiesPage.tsx'), 'ContactPropertiesPage');
+const SuppressionsPage = page(() => import('./pages/SuppressionsPage.tsx'), 'SuppressionsPage');
+const LogsPage = page(() => import('./pages/LogsPage.tsx'), 'LogsPage');
+const LogPage = page(() => import('./pages/LogPage.tsx'), 'LogPage');
+const DestinationsPage = page(() => import('./pages/DestinationsPage.tsx'), 'DestinationsPage');
+const SettingsPage = page(() => import('./pages/SettingsPage.tsx'), 'SettingsPage');
+const BroadcastsPage = page(() => import('./pages/BroadcastsPage.tsx'), 'BroadcastsPage');
+const BroadcastPage = page(() => import('./pages/BroadcastPage.tsx'), 'BroadcastPage');
+const AutomationsPage = page(() => import('./pages/AutomationsPage.tsx'), 'AutomationsPage');
+const AutomationPage = page(() => import('./pages/AutomationPage.tsx'), 'AutomationPage');
+const AutomationRunPage = page(() => import('./pages/AutomationRunPage.tsx'), 'AutomationRunPage');
+const EventsPage = page(() => import('./pages/EventsPage.tsx'), 'EventsPage');
+const ContactImportsPage = page(() => import('./pages/ContactImportsPage.tsx'), 'ContactImportsPage');
+const ContactImportPage = page(() => import('./pages/ContactImportPage.tsx'), 'ContactImportPage');
 
 /** The navigation's groups; a page in none (Overview, Settings) stands alone. Their order is ROUTES'. */
 export type NavGroup = 'Sending' | 'Audience' | 'Receiving' | 'Deliverability' | 'Developers';
 
 export interface Route {
   path: string;
-  page: ComponentType<PageProps>;
+  page: PageComponent;
   /** The navigation's label, also the page's title; pages without one (details) are reached by links. */
   nav?: string;
   /** The navigation group of a page with `nav`. */

@@ -23,7 +23,18 @@ export function Layout({ activeNav, children }: { activeNav: string | undefined;
 
   useEffect(() => {
     setMenuOpen(false);
-    mainRef.current?.querySelector<HTMLElement>('h1')?.focus();
+    const main = mainRef.current;
+    if (!main) return;
+    const focusTitle = () => {
+      const title = main.querySelector<HTMLElement>('h1');
+      title?.focus();
+      return title !== null;
+    };
+    if (focusTitle()) return;
+    // The page's code is still on its way: its title takes the focus when it arrives.
+    const observer = new MutationObserver(() => focusTitle() && observer.disconnect());
+    observer.observe(main, { childList: true, subtree: true });
+    return () => observer.disconnect();
   }, [location.path]);
 
   const navLink = (route: Route) => (
