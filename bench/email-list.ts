@@ -7,11 +7,11 @@
 //   MESSAGES=100000 node bench/email-list.ts                    # PGlite in memory, smaller
 import { performance } from 'node:perf_hooks';
 import { bearer, buildTestApp, createTestOrganization } from '../test/helpers/app.ts';
+import { fillMessages } from './fill-messages.ts';
 
 const MESSAGES = Number(process.env.MESSAGES ?? 1_000_000);
 const SMALL = Number(process.env.SMALL ?? 1000);
 const ROUNDS = Number(process.env.ROUNDS ?? 300);
-const CHUNK = 50_000;
 
 const t = await buildTestApp();
 const org = await createTestOrganization(t.db, t.config, 'bench');
@@ -19,40 +19,10 @@ const domainId = (await t.db.query<{ id: string }>('SELECT id FROM domains WHERE
   .rows[0]!.id;
 let stored = 0;
 
-/** Messages i = from .. to - 1, one a millisecond apart in created_at; every tenth bounced, the rest delivered. */
+/** Messages stored .. to - 1 (see fill-messages.ts). */
 async function fill(to: number) {
-  for (let from = stored; from < to; from += CHUNK) {
-    const end = Math.min(to, from + CHUNK) - 1;
-    await t.db.transaction(async (tx) => {
-      await tx.query(
-        `INSERT INTO emails (id, organization_id, domain_id, "from", "to", subject, text, tags, message_id, status,
-                             recipient_count, created_at)
-         SELECT gen_random_uuid(), $1, $2, 'Acme <hello@' || $3 || '>', jsonb_build_array('user' || i || '@example.com'),
-                'Message ' || i, 'Hello', jsonb_build_array(jsonb_build_object('name', 'kind', 'value',
-                CASE WHEN i % 10 = 0 THEN 'reset' ELSE 'receipt' END)), '<' || i || '@' || $3 || '>', 'sent', 1,
-                timestamptz '2026-01-01' + make_interval(secs => i / 1000.0)
-           FROM generate_series($4::int, $5::int) i`,
-        [org.id, domainId, org.domain, from, end],
-      );
-      await tx.query(
-        `INSERT INTO email_recipients (email_id, address, kind, status)
-         SELECT id, "to" ->> 0, 'to', CASE WHEN split_part(subject, ' ', 2)::int % 10 = 0 THEN 'bounced' ELSE 'delivered' END
-           FROM emails WHERE organization_id = $1 AND created_at >= timestamptz '2026-01-01' + make_interval(secs => $2 / 1000.0)`,
-        [org.id, from],
-      );
-      await tx.query(
-        `INSERT INTO email_events (id, email_id, organization_id, type, recipient, created_at)
-         SELECT gen_random_uuid(), e.id, e.organization_id, r.status, r.address, e.created_at + interval '1 second'
-           FROM emails e JOIN email_recipients r ON r.email_id = e.id
-          WHERE e.organization_id = $1 AND e.created_at >= timestamptz '2026-01-01' + make_interval(secs => $2 / 1000.0)`,
-        [org.id, from],
-      );
-    });
-  }
+  await fillMessages({ db: t.db, organizationId: org.id, domainId, domain: org.domain }, stored, to);
   stored = to;
-  await t.db.query('ANALYZE emails');
-  await t.db.query('ANALYZE email_recipients');
-  await t.db.query('ANALYZE email_events');
 }
 
 /** The email id at position i (0 = oldest). */

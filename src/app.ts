@@ -50,6 +50,7 @@ import { connectionSettingsRoutes } from './submission/connection-settings-route
 import { cacheLookups } from './platform/db/lookup-cache.ts';
 import { installRequestLog } from './request-log/recorder.ts';
 import { requestLogRoutes } from './request-log/request-log-routes.ts';
+import { searchRoutes } from './search/search-routes.ts';
 
 export type { App } from './platform/http/app-types.ts';
 
@@ -99,6 +100,7 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
     doctorRoutes,
     requestLogRoutes,
     connectionSettingsRoutes,
+    searchRoutes,
     // The web dashboard's page and files at `/` and `/assets/` (it calls the routes above like any client).
     dashboardRoutes(),
   ]) {

@@ -766,6 +766,7 @@ export const ROUTES: Row[] = [
     fixture: suppressionFixture,
   })),
   { method: 'GET', url: '/logs', access: 'full', ok: 200 },
+  { method: 'GET', url: '/search?q=acme', registered: '/search', access: 'full', ok: 200 },
   { method: 'GET', url: '/logs/:own', access: 'full', ok: 200, fixture: logFixture },
 ];
 

@@ -377,3 +377,109 @@ describe('a message full of script', () => {
     });
   });
 });
+
+describe('the search box', () => {
+  let invoiceId = '';
+  let contactId = '';
+  before(async () => {
+    invoiceId = await send({ to: ['dora@example.com'], subject: 'Zebra invoice 7', text: 'Invoice' });
+    await send({ to: ['dora@example.com'], subject: 'Zebra invoice 8', text: 'Invoice' });
+    contactId = (await callApi('POST', '/contacts', { email: 'zebra.keeper@example.org', first_name: 'Zed' }))
+      .id as string;
+  });
+
+  test('`/` jumps to it; arrows and Enter open a result; Escape closes the list, then clears the box', async (t) => {
+    await withPage(t, dashboard, async ({ page, problems }) => {
+      await signIn(page, dashboard.user.email, dashboard.user.password);
+      await openPage(page, '/domains', 'Domains');
+      await page.keyboard.press('/');
+      const box = page.getByRole('combobox', { name: /^Search/ });
+      assert.equal(await page.evaluate<string | null>("document.activeElement.getAttribute('role')"), 'combobox');
+      await page.keyboard.type('zebra');
+      const list = page.getByRole('listbox', { name: 'Search results' });
+      const emails = list.getByRole('group', { name: 'Emails' });
+      await emails.getByRole('option', { name: /Zebra invoice 8/ }).waitFor();
+      assert.deepEqual(
+        (await emails.getByRole('option').allTextContents()).map((text) => text.replace(/dora.*$/, '')),
+        ['Zebra invoice 8', 'Zebra invoice 7'],
+        'newest first',
+      );
+      await list
+        .getByRole('group', { name: 'Contacts' })
+        .getByRole('option', { name: /zebra\.keeper/ })
+        .waitFor();
+      await page.getByRole('status').filter({ hasText: '3 found' }).waitFor();
+      await docScreenshot(page, 'search');
+
+      // The first choice is active; one down is the older invoice.
+      assert.equal(await emails.getByRole('option').first().getAttribute('aria-selected'), 'true');
+      await page.keyboard.press('ArrowDown');
+      const older = emails.getByRole('option', { name: /Zebra invoice 7/ });
+      assert.equal(await older.getAttribute('aria-selected'), 'true');
+      assert.equal(await box.getAttribute('aria-activedescendant'), await older.getAttribute('id'));
+      await page.keyboard.press('Enter');
+      await page.getByRole('heading', { level: 1, name: 'Zebra invoice 7' }).waitFor();
+      assert.match(page.url(), new RegExp(`#/emails/${invoiceId}$`));
+      assert.equal(await box.inputValue(), '', 'the box is cleared once a result is opened');
+
+      await page.keyboard.press('Control+k');
+      await page.keyboard.type('zebra.keeper@example.org');
+      await list.getByRole('option', { name: /zebra\.keeper@example\.org/ }).waitFor();
+      await page.keyboard.press('Escape');
+      assert.equal(await list.isHidden(), true, 'the first Escape closes the list');
+      assert.equal(await box.inputValue(), 'zebra.keeper@example.org');
+      await page.keyboard.press('Escape');
+      assert.equal(await box.inputValue(), '', 'the second clears the box');
+
+      await box.fill('Zed');
+      await list.getByRole('option', { name: /zebra\.keeper/ }).click();
+      await page.getByRole('heading', { level: 1, name: /zebra\.keeper@example\.org/ }).waitFor();
+      assert.match(page.url(), new RegExp(`#/contacts/${contactId}$`));
+      assert.deepEqual(problems, []);
+    });
+  });
+
+  test('`/` typed into a field stays a character; nothing found says so; the last choice searches every email', async (t) => {
+    await withPage(t, dashboard, async ({ page }) => {
+      await signIn(page, dashboard.user.email, dashboard.user.password);
+      await openPage(page, '/emails', 'Emails');
+      const filter = page.getByRole('main').getByRole('searchbox').first();
+      await filter.click();
+      await page.keyboard.type('a/b');
+      assert.equal(await filter.inputValue(), 'a/b');
+
+      const box = page.getByRole('combobox', { name: /^Search/ });
+      await box.fill('nothing-like-this');
+      await page.getByRole('status').filter({ hasText: 'Nothing found for “nothing-like-this”' }).waitFor();
+      const everyEmail = page.getByRole('option', { name: 'Search every email for “nothing-like-this”' });
+      assert.equal(await everyEmail.getAttribute('aria-selected'), 'true', 'the only choice, so the active one');
+      await box.fill('invoice 8');
+      await page.getByRole('option', { name: /Zebra invoice 8/ }).waitFor();
+      await page.keyboard.press('ArrowUp'); // from the first choice up wraps to the last
+      await page.keyboard.press('Enter');
+      await page.waitForURL(/#\/emails\?search=invoice%208$/);
+      await page.getByRole('link', { name: 'Zebra invoice 8' }).waitFor();
+    });
+  });
+
+  test('phone width: the box fits the header and its results fit the screen', async (t) => {
+    await withPage(
+      t,
+      dashboard,
+      async ({ page }) => {
+        await signIn(page, dashboard.user.email, dashboard.user.password);
+        const box = page.getByRole('combobox', { name: /^Search/ });
+        await box.fill('zebra');
+        const option = page.getByRole('option', { name: /Zebra invoice 8/ });
+        await option.waitFor();
+        for (const element of [box, page.getByRole('listbox', { name: 'Search results' })]) {
+          const bounds = (await element.boundingBox())!;
+          assert.ok(bounds.x >= 0 && bounds.x + bounds.width <= PHONE.width, `${bounds.x} + ${bounds.width}`);
+        }
+        await option.tap();
+        await page.getByRole('heading', { level: 1, name: 'Zebra invoice 8' }).waitFor();
+      },
+      { viewport: PHONE, hasTouch: true, isMobile: true },
+    );
+  });
+});

@@ -4,10 +4,11 @@ import { endSession, useSession } from '../session.ts';
 import { Link, navigate, useLocation } from '../router.tsx';
 import { NAVIGATION, SIGN_IN_PATH, type Route } from '../routes.tsx';
 import { Button } from './Button.tsx';
+import { SearchBox } from './SearchBox.tsx';
 import { useApiGet } from '../hooks.ts';
 
 /**
- * The frame of every signed-in page: a skip link, the header with the signed-in person and Sign out, the
+ * The frame of every signed-in page: a skip link, the header with the search box, the signed-in person and Sign out, the
  * navigation in groups (a menu button at phone width) and the page in <main>. When the address changes, the new
  * page's h1 takes the focus.
  */
@@ -71,6 +72,7 @@ export function Layout({ activeNav, children }: { activeNav: string | undefined;
           Mailroom
         </Link>
         {organization.data ? <span className="organization-name">{organization.data.name}</span> : null}
+        <SearchBox />
         <Button
           variant="quiet"
           className="menu-button"
