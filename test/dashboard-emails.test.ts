@@ -148,32 +148,32 @@ describe('messages sent through the API', () => {
       await docScreenshot(page, 'emails');
 
       // Part of a cc address: the receipt (to alice, cc carol), not the welcome (to bob).
-      await page.getByLabel('Search').fill('Carol');
+      await page.getByLabel('Search', { exact: true }).fill('Carol');
       await page.getByRole('button', { name: 'Apply filters' }).click();
       await page.waitForURL(/#\/emails\?search=Carol$/);
       await page.getByRole('link', { name: 'Welcome aboard' }).waitFor({ state: 'detached' });
       assert.equal(await rows.count(), 1);
       await page.getByRole('link', { name: 'Your receipt' }).waitFor();
       // Part of a subject.
-      await page.getByLabel('Search').fill('welcome');
+      await page.getByLabel('Search', { exact: true }).fill('welcome');
       await page.getByRole('button', { name: 'Apply filters' }).click();
       await page.getByRole('link', { name: 'Your receipt' }).waitFor({ state: 'detached' });
       await page.getByRole('link', { name: 'Welcome aboard' }).waitFor();
       // The domain of every recipient; and a % that is not a wildcard.
-      await page.getByLabel('Search').fill('example.com');
+      await page.getByLabel('Search', { exact: true }).fill('example.com');
       await page.getByRole('button', { name: 'Apply filters' }).click();
       await page.getByRole('link', { name: 'Your receipt' }).waitFor();
       await page.getByRole('link', { name: 'Welcome aboard' }).waitFor();
-      await page.getByLabel('Search').fill('%');
+      await page.getByLabel('Search', { exact: true }).fill('%');
       await page.getByRole('button', { name: 'Apply filters' }).click();
       await page.getByText('No emails match these filters').waitFor();
-      await page.getByLabel('Search').fill('carol');
+      await page.getByLabel('Search', { exact: true }).fill('carol');
       await page.getByRole('button', { name: 'Apply filters' }).click();
       await page.getByRole('link', { name: 'Welcome aboard' }).waitFor({ state: 'detached' });
 
       // A reload keeps the filter; a status filter with nothing in it says so.
       await page.reload();
-      assert.equal(await page.getByLabel('Search').inputValue(), 'carol');
+      assert.equal(await page.getByLabel('Search', { exact: true }).inputValue(), 'carol');
       await page.getByLabel('Status').selectOption('bounced');
       await page.getByRole('button', { name: 'Apply filters' }).click();
       await page.getByText('No emails match these filters').waitFor();

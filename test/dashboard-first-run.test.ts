@@ -290,7 +290,7 @@ describe("the owner's first run", () => {
       await form.getByText('Sent to tester@example.net.').waitFor();
       await page.locator('table tbody').getByText('tester@example.net').waitFor();
 
-      await page.getByLabel('Search').fill('tester');
+      await page.getByLabel('Search', { exact: true }).fill('tester');
       await page.getByRole('button', { name: 'Apply filters' }).click();
       await page.waitForURL(/#\/emails\?search=tester$/);
       // The unfiltered table stays on screen while the filtered page loads: wait for its other rows to go.

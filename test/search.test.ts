@@ -145,6 +145,7 @@ test('webhook endpoints are found for a dashboard session only, as they are list
 });
 
 test('wildcards are text, limit caps each kind, and bad input is refused in the envelope', async () => {
+  assert.deepEqual((await find('"')).data, [], 'a quote is no part of any address or subject');
   assert.deepEqual((await find('%')).data, []);
   assert.deepEqual((await find('_')).data, []);
   for (let i = 0; i < 3; i++) {
@@ -176,6 +177,11 @@ test('wildcards are text, limit caps each kind, and bad input is refused in the 
 test(`a part of a subject is looked for among the newest ${RECENT_MESSAGES.toLocaleString('en')} messages; an older one by id or address`, async () => {
   const old = await send(t.app, org.fullKey, message(org, { to: ['dana@example.com'], subject: 'Ancient invoice' }));
   const oldId = old.json().id as string;
+  assert.deepEqual(
+    (await find('ancient invoice')).data.map((result) => result.id),
+    [oldId],
+    'found while among the newest',
+  );
   // RECENT_MESSAGES newer messages, written in bulk (the search's bound is what is tested, not sending).
   await t.db.query(
     `INSERT INTO emails (id, organization_id, "from", "to", subject, message_id, status, recipient_count, created_at)

@@ -8,7 +8,9 @@ import { isUuid } from '../platform/ids.ts';
 // is looked up by the cheapest way that answers it, so a search costs about the same with a million
 // messages stored as with a thousand:
 // - any id: the primary key of each table, exactly;
-// - a whole address: the recipient index (every message to it, newest first) and the contact index;
+// - a whole address: the recipient index (every message to it, newest first) and the contact index. That
+//   index is shared by all organizations, so an address that millions of messages went to, anywhere on
+//   this Mailroom, costs more to look up than one that received a few;
 // - a part of a subject or an address: the organization's newest RECENT_MESSAGES messages, newest first,
 //   stopping at the first `limit` that match. Older messages are found by id or by whole address, or in
 //   the Emails list's own search, which reads further. A trigram index would find any word in any message,
@@ -125,7 +127,8 @@ async function findEmails(db: Queryable, lookup: Lookup): Promise<SearchResult[]
                 ORDER BY created_at DESC, id DESC
                 LIMIT ${RECENT_MESSAGES}) e
         WHERE lower(e.subject) LIKE $2 ESCAPE '\\'
-           OR lower(e."to"::text || e.cc::text || e.bcc::text) LIKE $2 ESCAPE '\\'
+           OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(e."to" || e.cc || e.bcc) address
+                       WHERE lower(address) LIKE $2 ESCAPE '\\')
         ORDER BY e.created_at DESC, e.id DESC
         LIMIT $3`,
       [organizationId, lookup.pattern, limit],

@@ -28,7 +28,11 @@ export function Layout({ activeNav, children }: { activeNav: string | undefined;
     if (!main) return;
     const focusTitle = () => {
       const title = main.querySelector<HTMLElement>('h1');
-      title?.focus();
+      // Unless the person is typing meanwhile (in the search box, say).
+      const active = document.activeElement;
+      const typing =
+        active instanceof HTMLElement && (active.isContentEditable || active.matches('input, textarea, select'));
+      if (title && (!typing || main.contains(active))) title.focus();
       return title !== null;
     };
     if (focusTitle()) return;

@@ -10,7 +10,8 @@ interface State {
  * Where a page's code arrives: "Loading…" while its file is fetched (each page is a file of its own, fetched
  * when first opened), and an error in words, with a way out, when it cannot be: the network is gone, or
  * Mailroom was upgraded since this tab opened and the old file is no longer served. Keyed by the address, so
- * going elsewhere tries again.
+ * other pages still open; the page that failed needs the reload its button offers (a failed import is
+ * remembered until then).
  */
 export class PageBoundary extends Component<{ children: ReactNode }, State> {
   override state: State = { failed: false };

@@ -51,6 +51,7 @@ export function SearchBox() {
   const [active, setActive] = useState(0);
   const inputRef = useRef<HTMLInputElement>(null);
   const listId = useId();
+  const hintId = useId();
   const query = text.trim();
 
   // `/` and Ctrl/⌘-K from anywhere on the page.
@@ -69,6 +70,8 @@ export function SearchBox() {
 
   useEffect(() => {
     setActive(0);
+    // Never a result of the previous text: Enter now must not open what matched before.
+    setResults(undefined);
     if (query === '') {
       setResults(undefined);
       setSearching(false);
@@ -124,6 +127,8 @@ export function SearchBox() {
       const step = event.key === 'ArrowDown' ? 1 : -1;
       setActive((index) => (index + step + choices.length) % choices.length);
     } else if (event.key === 'Enter') {
+      // Nothing shown to choose, or an input method still composing the text.
+      if (!showList || event.nativeEvent.isComposing) return;
       event.preventDefault();
       choose(choices[Math.min(active, choices.length - 1)]);
     } else if (event.key === 'Escape') {
@@ -158,7 +163,8 @@ export function SearchBox() {
         type="search"
         className="search-input"
         role="combobox"
-        aria-label="Search emails, contacts, domains, templates, broadcasts, webhooks and API keys"
+        aria-label="Search Mailroom"
+        aria-describedby={hintId}
         aria-keyshortcuts="/ Control+K Meta+K"
         aria-expanded={showList}
         aria-controls={listId}
@@ -177,6 +183,10 @@ export function SearchBox() {
         onBlur={() => setTimeout(() => setOpen(false), 150)}
         onKeyDown={onKeyDown}
       />
+      <span id={hintId} className="visually-hidden">
+        Finds emails, contacts, domains, templates, broadcasts, webhook endpoints and API keys. Shortcut: slash or
+        Control K.
+      </span>
       <div className={`search-results${showList ? ' open' : ''}`}>
         <p className="search-status" role="status">
           {status}
