@@ -46,6 +46,7 @@ import { suppressionRoutes } from './suppressions/suppression-routes.ts';
 import { destinationRoutes } from './shaping/destination-routes.ts';
 import { doctorRoutes } from './doctor/doctor-routes.ts';
 import { dashboardRoutes } from './dashboard/dashboard-routes.ts';
+import { docsRoutes } from './dashboard/docs-routes.ts';
 import { connectionSettingsRoutes } from './submission/connection-settings-routes.ts';
 import { cacheLookups } from './platform/db/lookup-cache.ts';
 import { installRequestLog } from './request-log/recorder.ts';
@@ -103,6 +104,8 @@ export async function buildApp({ db, config, logger = true, runsWorkers = false 
     searchRoutes,
     // The web dashboard's page and files at `/` and `/assets/` (it calls the routes above like any client).
     dashboardRoutes(),
+    // This version's documentation at `/guide/<page>`, where the dashboard's "Learn more" links go.
+    docsRoutes(),
   ]) {
     await app.register(routes);
   }

@@ -332,6 +332,16 @@ export const ROUTES: Row[] = [
   // The dashboard's page (503 with a message saying how to build it when web/dist is missing) and files.
   { method: 'GET', url: '/', access: 'public', ok: existsSync(join(DASHBOARD_DIST, 'index.html')) ? 200 : 503 },
   { method: 'GET', url: '/assets/not-built.js', registered: '/assets/:file', access: 'public', ok: 404 },
+  { method: 'GET', url: '/guide', access: 'public', ok: 200 },
+  { method: 'GET', url: '/guide/style.css', access: 'public', ok: 200 },
+  { method: 'GET', url: '/guide/webhooks', registered: '/guide/:page', access: 'public', ok: 200 },
+  {
+    method: 'GET',
+    url: '/guide/screenshots/search.png',
+    registered: '/guide/screenshots/:file',
+    access: 'public',
+    ok: 200,
+  },
   { method: 'POST', url: '/emails', access: 'send', ok: 200, body: (org) => message(org) },
   { method: 'POST', url: '/emails/batch', access: 'send', ok: 200, body: (org) => [message(org), message(org)] },
   { method: 'GET', url: '/emails/:own', access: 'full', ok: 200, fixture: emailFixture },

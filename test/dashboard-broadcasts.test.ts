@@ -235,6 +235,7 @@ describe('broadcasts', () => {
       const row = page.getByRole('row').filter({ hasText: 'November news' });
       await row.getByText('Sent', { exact: true }).waitFor();
       await row.getByText('Readers').waitFor();
+      await docScreenshot(page, 'broadcasts');
 
       // Sent once, duplicated into a new draft with the same name, audience and content.
       await openPage(page, `/broadcasts/${id}`, 'November news');

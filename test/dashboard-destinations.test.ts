@@ -217,7 +217,13 @@ describe('destinations', () => {
       await signIn(page, empty.user.email, empty.user.password);
       await openPage(page, '/destinations', 'Destinations');
       await page.getByText('No destinations yet').waitFor();
-      await page.getByText(/A site appears here once Mailroom delivers to it/).waitFor();
+      await page.getByText(/appears here once Mailroom delivers to it/).waitFor();
+      await page.getByRole('link', { name: 'Send a test email from the Overview' }).waitFor();
+      const learnMore = page.getByRole('link', { name: 'Learn more about destinations (opens in a new tab)' });
+      assert.equal(await learnMore.getAttribute('href'), '/guide/shaping#seeing-and-steering-destinations');
+      const guide = await page.request.get((await learnMore.getAttribute('href'))!);
+      assert.equal(guide.status(), 200);
+      assert.match(await guide.text(), /id="seeing-and-steering-destinations"/);
       assert.equal(await page.getByRole('table').count(), 0);
       assert.deepEqual(problems, []);
     });

@@ -4,7 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Locator, Page } from 'playwright-core';
-import { openPage, signIn, startDashboard, withPage, type Dashboard } from './helpers/browser.ts';
+import { docScreenshot, openPage, signIn, startDashboard, withPage, type Dashboard } from './helpers/browser.ts';
 import { waitFor } from './helpers/wait.ts';
 
 let dashboard: Dashboard;
@@ -65,6 +65,7 @@ describe('contact properties and segments', () => {
       await page.getByLabel('Type').selectOption('number');
       await page.getByRole('button', { name: 'Add property' }).click();
       await page.locator('td code').getByText('seats', { exact: true }).waitFor();
+      await docScreenshot(page, 'contact-properties');
 
       await openPage(page, '/segments', 'Segments');
       await page.getByText('No segments yet').waitFor();
@@ -101,6 +102,13 @@ describe('contact properties and segments', () => {
 
       await openPage(page, '/segments', 'Segments');
       await row.getByText('1 contact').waitFor();
+      await docScreenshot(page, 'segments');
+      // The header's primary action brings the form to the keyboard.
+      await page.getByRole('button', { name: 'New segment' }).click();
+      assert.equal(
+        await page.evaluate<string | null>("document.activeElement.getAttribute('id')"),
+        await page.getByLabel('Segment name').getAttribute('id'),
+      );
       await page.getByRole('button', { name: 'Delete Customers' }).click();
       await page
         .getByRole('group', { name: 'Confirm' })

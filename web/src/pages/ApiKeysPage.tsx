@@ -7,6 +7,8 @@ import {
   EmptyState,
   ErrorBanner,
   Field,
+  JumpToForm,
+  LearnMore,
   Loading,
   PageHeader,
   RelativeTime,
@@ -78,12 +80,18 @@ export function ApiKeysPage(_props: PageProps) {
     <>
       <PageHeader
         title="API keys"
-        description="The keys your applications use to send and manage email through the API and SMTP."
+        description={
+          <>
+            The keys your applications use to send and manage email through the API and SMTP.{' '}
+            <LearnMore page="api" section="authentication" about="API keys" />
+          </>
+        }
+        actions={<JumpToForm formId="create-key">New API key</JumpToForm>}
       />
       {created ? (
         <SecretOnce label={`API key “${created.name}”`} secret={created.token} onDone={() => setCreated(null)} />
       ) : null}
-      <form className="card" onSubmit={submit} aria-labelledby="create-key-title" noValidate>
+      <form id="create-key" className="card" onSubmit={submit} aria-labelledby="create-key-title" noValidate>
         <h2 id="create-key-title">Create a key</h2>
         <Field
           label="Name"

@@ -1,9 +1,11 @@
 import { useState } from 'react';
 import { api, segment } from '../api.ts';
 import {
+  Button,
   DataTable,
   EmptyState,
   ErrorBanner,
+  LearnMore,
   Loading,
   PageHeader,
   Pager,
@@ -80,7 +82,12 @@ export function AutomationsPage({ query }: PageProps) {
     <>
       <PageHeader
         title="Automations"
-        description="Emails and contact changes that run on their own when your application sends an event for a contact."
+        description={
+          <>
+            Emails and contact changes that run on their own when your application sends an event for a contact.{' '}
+            <LearnMore page="automations" about="automations" />
+          </>
+        }
       />
       <form
         className="filters automation-filters"
@@ -101,10 +108,24 @@ export function AutomationsPage({ query }: PageProps) {
       <ErrorBanner error={list.error} title="The automations could not be loaded" onRetry={list.reload} />
       {list.loading && list.items.length === 0 ? <Loading label="Loading automations…" /> : null}
       {!list.loading && !list.error && list.items.length === 0 ? (
-        <EmptyState title={status ? `No ${status} automations` : 'No automations yet'}>
-          Create one with <code>POST /automations</code>: a trigger on an event your application sends (
-          <code>POST /events/send</code>), then the emails, delays, waits and conditions that follow it.
-        </EmptyState>
+        status ? (
+          <EmptyState
+            title={`No ${status} automations`}
+            action={
+              <Button variant="secondary" onClick={() => navigate('/automations', { replace: true })}>
+                Show every automation
+              </Button>
+            }
+          >
+            Try another status.
+          </EmptyState>
+        ) : (
+          <EmptyState title="No automations yet">
+            Create one with <code>POST /automations</code>: a trigger on an event your application sends (
+            <code>POST /events/send</code>), then the emails, delays, waits and conditions that follow it.{' '}
+            <LearnMore page="automations" about="automations" />
+          </EmptyState>
+        )
       ) : null}
       {list.items.length > 0 ? (
         <div aria-busy={list.loading || undefined} className="stack-narrow">

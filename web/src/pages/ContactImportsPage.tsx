@@ -6,6 +6,9 @@ import {
   DataTable,
   EmptyState,
   ErrorBanner,
+  formatNumber,
+  JumpToForm,
+  LearnMore,
   Loading,
   PageHeader,
   RelativeTime,
@@ -240,8 +243,13 @@ function ImportForm() {
   const fileErrorId = fileErrorText ? `${fileId}-error` : undefined;
 
   return (
-    <form className="card" onSubmit={submit} aria-labelledby="import-form-title" noValidate>
+    <form id="import-form" className="card" onSubmit={submit} aria-labelledby="import-form-title" noValidate>
       <h2 id="import-form-title">Import a CSV file</h2>
+      <ErrorBanner
+        error={properties.error ?? segments.error}
+        title="Your contact properties and segments could not be loaded (an import can still add contacts)"
+        onRetry={() => (properties.reload(), segments.reload())}
+      />
       <div className="field">
         <label htmlFor={fileId}>CSV file</label>
         <input
@@ -347,7 +355,7 @@ function ImportForm() {
 
 const counted = (counts: ImportCounts | undefined) =>
   counts
-    ? `${counts.created} created, ${counts.updated} updated, ${counts.skipped} skipped, ${counts.failed} failed of ${counts.total} rows`
+    ? `${formatNumber(counts.created)} created, ${formatNumber(counts.updated)} updated, ${formatNumber(counts.skipped)} skipped, ${formatNumber(counts.failed)} failed of ${formatNumber(counts.total)} rows`
     : '—';
 
 export function ContactImportsPage(_props: PageProps) {
@@ -357,7 +365,13 @@ export function ContactImportsPage(_props: PageProps) {
     <>
       <PageHeader
         title="Contact imports"
-        description="Contacts added or updated from a CSV file, with what became of each row."
+        description={
+          <>
+            Contacts added or updated from a CSV file, with what became of each row.{' '}
+            <LearnMore page="imports" about="contact imports" />
+          </>
+        }
+        actions={<JumpToForm formId="import-form">New import</JumpToForm>}
       />
       <ImportForm />
       <section aria-labelledby="imports-title">

@@ -7,6 +7,8 @@ import {
   EmptyState,
   ErrorBanner,
   Field,
+  JumpToForm,
+  LearnMore,
   Loading,
   PageHeader,
   RelativeTime,
@@ -58,7 +60,7 @@ function PropertyForm({ onDone }: { onDone: () => void }) {
   }
 
   return (
-    <form className="card" onSubmit={submit} aria-labelledby="create-property-title" noValidate>
+    <form id="create-property" className="card" onSubmit={submit} aria-labelledby="create-property-title" noValidate>
       <h3 id="create-property-title">Add a property</h3>
       <Field
         label="Key"
@@ -100,7 +102,13 @@ export function ContactPropertiesPage(_props: PageProps) {
     <>
       <PageHeader
         title="Contact properties"
-        description="The keys your contacts can carry a value for (a company, a plan), each with its type and an optional fallback."
+        description={
+          <>
+            Values your contacts can carry (a company, a plan), each with its type and a fallback.{' '}
+            <LearnMore page="audience" section="contact-properties" about="contact properties" />
+          </>
+        }
+        actions={<JumpToForm formId="create-property">New property</JumpToForm>}
       />
       <ErrorBanner error={properties.error} title="The properties could not be loaded" onRetry={properties.reload} />
       {properties.loading && !properties.data ? <Loading label="Loading properties…" /> : null}

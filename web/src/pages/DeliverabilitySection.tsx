@@ -1,5 +1,5 @@
 import { useId, useState } from 'react';
-import { Button, DataTable, ErrorBanner, Loading, type Column } from '../components/index.ts';
+import { Button, DataTable, ErrorBanner, LearnMore, Loading, type Column } from '../components/index.ts';
 import { useApiGet } from '../hooks.ts';
 
 // The Overview's deliverability rates: delivery, bounce and complaint rates per UTC day over the last 30
@@ -184,8 +184,7 @@ export function DeliverabilitySection() {
             </div>
           </dl>
           <p className="muted">
-            Delivery and bounce rates are over the recipients Mailroom tried to deliver to; the complaint rate is over
-            the delivered ones, as Gmail and Yahoo count it.
+            <LearnMore page="dashboard" section="deliverability-rates" about="how the rates are counted" />
           </p>
           <div className="rate-charts">
             {RATE_CHARTS.map((chart) => (

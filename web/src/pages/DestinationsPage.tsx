@@ -5,12 +5,13 @@ import {
   DataTable,
   EmptyState,
   ErrorBanner,
+  formatRelative,
+  LearnMore,
   Loading,
   PageHeader,
   RelativeTime,
   StatusBadge,
   Timestamp,
-  formatRelative,
   type Column,
 } from '../components/index.ts';
 import { useApiGet } from '../hooks.ts';
@@ -144,12 +145,12 @@ function ConnectionsCell({ destination: { connections, limits } }: { destination
   return (
     <div className="destination-limits">
       <span className="nowrap">
-        {connections} of {limits.connection_limit}
+        {number.format(connections)} of {number.format(limits.connection_limit)}
       </span>
       {limits.connection_limit < limits.configured_connection_limit ? (
-        <span className="cell-note">lowered from {limits.configured_connection_limit}</span>
+        <span className="cell-note">lowered from {number.format(limits.configured_connection_limit)}</span>
       ) : null}
-      <span className="cell-note">up to {limits.max_deliveries_per_connection} messages each</span>
+      <span className="cell-note">up to {number.format(limits.max_deliveries_per_connection)} messages each</span>
     </div>
   );
 }
@@ -187,7 +188,7 @@ function LastReplyCell({ destination }: { destination: Destination }) {
       <span className="cell-note">
         <RelativeTime value={reply.at} />
         {destination.throttle_replies > 0
-          ? ` · ${destination.throttle_replies} throttle ${destination.throttle_replies === 1 ? 'reply' : 'replies'} in all`
+          ? ` · ${number.format(destination.throttle_replies)} throttle ${destination.throttle_replies === 1 ? 'reply' : 'replies'} in all`
           : ''}
       </span>
     </>
@@ -217,9 +218,9 @@ function SenderHolds({ destinations, domains }: { destinations: Destination[]; d
           : `Mail from ${heldDomains} of your domains is held`}
       </h2>
       <p>
-        The site refused the domain itself: its SPF, DKIM or DMARC did not pass. Its mail to that site waits until the
-        hold ends (nothing is lost; mail to other sites goes on). Meanwhile check the domain&apos;s DNS records, publish
-        what is missing and press Verify on the domain&apos;s page.
+        The site refused the domain itself (SPF, DKIM or DMARC). Its mail there waits, nothing is lost: fix the
+        domain&apos;s DNS records, then press Verify on its page.{' '}
+        <LearnMore page="shaping" section="back-off-and-holds" about="holds" />
       </p>
       <ul className="sender-hold-list">
         {holds.map((hold) => {
@@ -251,14 +252,23 @@ export function DestinationsPage(_props: PageProps) {
   const list = useApiGet<{ object: 'list'; data: Destination[] }>('/destinations');
   const domains = useApiGet<ListResponse<Domain>>('/domains');
   const rows = list.data?.data ?? [];
+  // Only the holds' links need the domains: a failure leaves those links out, said once here.
+  const domainsError = domains.error ? (
+    <ErrorBanner error={domains.error} title="The domains could not be loaded" onRetry={domains.reload} />
+  ) : null;
   let content: ReactNode = null;
   if (list.data && rows.length === 0) {
     content = (
-      <EmptyState title="No destinations yet">
-        A site appears here once Mailroom delivers to it: each mailbox provider (Google, Microsoft, Yahoo, Apple…), the
-        mail servers of any other domain, or your SMTP relay. For each you will see the connections open and allowed,
-        how fast Mailroom may send, how many of your messages wait, and whether the site asked to slow down or refused
-        one of your domains. The capture transport keeps messages on disk and meets no site.
+      <EmptyState
+        title="No destinations yet"
+        action={
+          <Link className="button button-secondary" to="/">
+            Send a test email from the Overview
+          </Link>
+        }
+      >
+        A mailbox provider or mail server appears here once Mailroom delivers to it (the capture transport meets none).{' '}
+        <LearnMore page="shaping" section="seeing-and-steering-destinations" about="destinations" />
       </EmptyState>
     );
   } else if (rows.length > 0) {
@@ -273,9 +283,7 @@ export function DestinationsPage(_props: PageProps) {
           rows={rows}
           rowKey={(d) => `${d.source} ${d.site}`}
         />
-        <p className="muted">
-          Sites and their limits are shared by everyone on this Mailroom; Queued counts your messages only.
-        </p>
+        <p className="muted">Limits are shared by everyone on this Mailroom; Queued counts your messages only.</p>
       </div>
     );
   }
@@ -283,7 +291,12 @@ export function DestinationsPage(_props: PageProps) {
     <>
       <PageHeader
         title="Destinations"
-        description="The mail servers Mailroom delivers to, how fast it may send to each now, and what holds your mail back."
+        description={
+          <>
+            The mail servers Mailroom delivers to, how fast it may send to each, and what holds your mail back.{' '}
+            <LearnMore page="shaping" about="delivery shaping" />
+          </>
+        }
         actions={
           list.data ? (
             <Button busy={list.loading} busyLabel="Refreshing…" onClick={list.reload}>
@@ -294,6 +307,7 @@ export function DestinationsPage(_props: PageProps) {
       />
       <ErrorBanner error={list.error} title="The destinations could not be loaded" onRetry={list.reload} />
       {!list.data && list.loading ? <Loading label="Loading destinations…" /> : null}
+      {domainsError}
       {content}
       <SourcesSection />
     </>

@@ -6,6 +6,8 @@ import {
   EmptyState,
   ErrorBanner,
   Field,
+  JumpToForm,
+  LearnMore,
   Loading,
   PageHeader,
   RelativeTime,
@@ -103,9 +105,21 @@ export function DomainsPage(_props: PageProps) {
     <>
       <PageHeader
         title="Domains"
-        description="The domains you send from, the DNS records each needs, and whether they are verified."
+        description={
+          <>
+            The domains you send from, the DNS records each needs, and whether they are verified.{' '}
+            <LearnMore page="domains" about="sending domains" />
+          </>
+        }
+        actions={<JumpToForm formId="add-domain">New domain</JumpToForm>}
       />
-      <form className="card inline-form" onSubmit={submit} aria-labelledby="add-domain-title" noValidate>
+      <form
+        id="add-domain"
+        className="card inline-form"
+        onSubmit={submit}
+        aria-labelledby="add-domain-title"
+        noValidate
+      >
         <h2 id="add-domain-title">Add a domain</h2>
         <Field
           label="Domain name"

@@ -2,7 +2,16 @@ import { actionText, EMPTY_DRAFT, matchText, type InboundRoute } from './inbound
 import { RouteForm } from './RouteForm.tsx';
 import { useState } from 'react';
 import { api, type ListResponse } from '../api.ts';
-import { DataTable, EmptyState, ErrorBanner, Loading, PageHeader, StatusBadge } from '../components/index.ts';
+import {
+  DataTable,
+  EmptyState,
+  ErrorBanner,
+  JumpToForm,
+  LearnMore,
+  Loading,
+  PageHeader,
+  StatusBadge,
+} from '../components/index.ts';
 import { useApiGet } from '../hooks.ts';
 import { Link } from '../router.tsx';
 import type { PageProps } from '../router.tsx';
@@ -27,7 +36,13 @@ export function InboundRoutesPage(_props: PageProps) {
     <>
       <PageHeader
         title="Inbound routes"
-        description="What happens to mail received at your domains: tried from the lowest priority up; a recipient no route matches is stored."
+        description={
+          <>
+            What happens to mail received at your domains, tried from the lowest priority up.{' '}
+            <LearnMore page="receiving" section="routes" about="inbound routes" />
+          </>
+        }
+        actions={<JumpToForm formId="add-route">New route</JumpToForm>}
       />
       <ErrorBanner error={routes.error} title="The routes could not be loaded" onRetry={routes.reload} />
       {routes.loading && !routes.data ? <Loading label="Loading routes…" /> : null}
@@ -97,6 +112,7 @@ export function InboundRoutesPage(_props: PageProps) {
         initial={EMPTY_DRAFT}
         title="Add a route"
         titleId="add-route-title"
+        formId="add-route"
         submitLabel="Add route"
         busyLabel="Adding…"
         onSubmit={async (body) => {
@@ -107,10 +123,6 @@ export function InboundRoutesPage(_props: PageProps) {
           return created;
         }}
       />
-      <p className="muted">
-        Each route&apos;s page changes or deletes it. To see where a message went, open it under{' '}
-        <Link to="/received">Received</Link>: it lists the routes applied.
-      </p>
     </>
   );
 }

@@ -6,6 +6,8 @@ import {
   EmptyState,
   ErrorBanner,
   Field,
+  FilterActions,
+  formatNumber,
   Loading,
   PageHeader,
   Pager,
@@ -13,7 +15,6 @@ import {
   SelectField,
   StatusBadge,
   type Column,
-  FilterActions,
 } from '../components/index.ts';
 import { useKeysetList } from '../hooks.ts';
 import { Link, navigate, type PageProps } from '../router.tsx';
@@ -91,7 +92,7 @@ export function LogsPage({ query }: PageProps) {
     },
     { header: 'Status', cell: (log) => <ResponseStatus status={log.response_status} />, className: 'nowrap' },
     { header: 'API key', cell: (log) => keyName(log.api_key), className: 'hide-narrow' },
-    { header: 'Duration', cell: (log) => `${log.duration_ms} ms`, className: 'nowrap hide-narrow' },
+    { header: 'Duration', cell: (log) => `${formatNumber(log.duration_ms)} ms`, className: 'nowrap hide-narrow' },
     { header: 'Time', cell: (log) => <RelativeTime value={log.created_at} />, className: 'nowrap' },
   ];
 
@@ -142,7 +143,9 @@ export function LogsPage({ query }: PageProps) {
           </EmptyState>
         ) : (
           <EmptyState title="No API requests yet">
-            Requests made with an <Link to="/api-keys">API key</Link> show here a moment after they are answered.
+            Requests made with an <Link to="/api-keys">API key</Link> show here a moment after they are answered. Make
+            one:{' '}
+            <code className="break-anywhere">{`curl -H "Authorization: Bearer $MAILROOM_KEY" ${window.location.origin}/domains`}</code>
           </EmptyState>
         )
       ) : null}

@@ -6,13 +6,14 @@ import {
   EmptyState,
   ErrorBanner,
   Field,
+  FilterActions,
+  LearnMore,
   Loading,
   PageHeader,
   Pager,
   RelativeTime,
   SelectField,
   type Column,
-  FilterActions,
 } from '../components/index.ts';
 import { useKeysetList } from '../hooks.ts';
 import { Link, navigate } from '../router.tsx';
@@ -130,8 +131,8 @@ export function ReceivedEmailsPage({ query }: PageProps) {
         title="Received"
         description={
           <>
-            Mail received at your domains that take mail (switch receiving on on a domain&apos;s page), newest first.
-            What happens to it is decided by the <Link to="/inbound-routes">inbound routes</Link>.
+            Mail received at your domains, newest first; <Link to="/inbound-routes">inbound routes</Link> decide what
+            happens to it. <LearnMore page="receiving" about="receiving mail" />
           </>
         }
       />

@@ -24,6 +24,7 @@ export function RouteForm({
   onSubmit,
   title,
   titleId,
+  formId,
 }: {
   initial: RouteDraft;
   submitLabel: string;
@@ -32,6 +33,8 @@ export function RouteForm({
   onSubmit: (body: ReturnType<typeof bodyOf>) => Promise<unknown>;
   title: string;
   titleId: string;
+  /** The form's id, for a button elsewhere that brings it into view. */
+  formId?: string;
 }) {
   const [draft, setDraft] = useState<RouteDraft>(initial);
   const [localError, setLocalError] = useState<{ place: string; message: string } | undefined>(undefined);
@@ -67,8 +70,13 @@ export function RouteForm({
 
   const kind = RECIPIENT_KINDS.find((entry) => entry.value === draft.kind) ?? RECIPIENT_KINDS[0]!;
   return (
-    <form className="card route-form" onSubmit={submit} aria-labelledby={titleId} noValidate>
+    <form id={formId} className="card route-form" onSubmit={submit} aria-labelledby={titleId} noValidate>
       <h2 id={titleId}>{title}</h2>
+      <ErrorBanner
+        error={webhooks.error}
+        title="The webhook endpoints could not be loaded (a route can still forward or reject)"
+        onRetry={webhooks.reload}
+      />
       <Field
         label="Description"
         value={draft.description}

@@ -3,14 +3,18 @@ import { api, fieldError, segment, type ListResponse } from '../api.ts';
 import {
   Button,
   ConfirmButton,
+  CopyableId,
   DataTable,
   EmptyState,
   ErrorBanner,
   Field,
+  formatNumber,
+  JumpToForm,
+  LearnMore,
   Loading,
-  TextAreaField,
   PageHeader,
   RelativeTime,
+  TextAreaField,
 } from '../components/index.ts';
 import { useAction, useApiGet } from '../hooks.ts';
 import type { PageProps } from '../router.tsx';
@@ -135,7 +139,7 @@ function SegmentForm({ onDone }: { onDone: () => void }) {
   }
 
   return (
-    <form className="card" onSubmit={submit} aria-labelledby="create-segment-title" noValidate>
+    <form id="create-segment" className="card" onSubmit={submit} aria-labelledby="create-segment-title" noValidate>
       <h3 id="create-segment-title">Add a segment</h3>
       <Field
         label="Segment name"
@@ -166,7 +170,7 @@ function SegmentForm({ onDone }: { onDone: () => void }) {
   );
 }
 
-const members = (count: number) => (count === 1 ? '1 contact' : `${count} contacts`);
+const members = (count: number) => (count === 1 ? '1 contact' : `${formatNumber(count)} contacts`);
 
 export function SegmentsPage(_props: PageProps) {
   const segments = useApiGet<ListResponse<Segment>>('/segments');
@@ -177,7 +181,13 @@ export function SegmentsPage(_props: PageProps) {
     <>
       <PageHeader
         title="Segments"
-        description="Named groups of contacts (Resend's audiences). A contact is in a segment because it was added (on its page, by an import or through the API) or because it matches the segment's filter."
+        description={
+          <>
+            Named groups of contacts (Resend&apos;s audiences), added by hand or matched by a filter.{' '}
+            <LearnMore page="audience" section="segments-and-audiences" about="segments" />
+          </>
+        }
+        actions={<JumpToForm formId="create-segment">New segment</JumpToForm>}
       />
       <ErrorBanner error={segments.error} title="The segments could not be loaded" onRetry={segments.reload} />
       {segments.loading && !segments.data ? <Loading label="Loading segments…" /> : null}
@@ -226,7 +236,7 @@ export function SegmentsPage(_props: PageProps) {
             {
               header: 'ID',
               className: 'hide-narrow',
-              cell: (item) => <code className="break-anywhere">{item.id}</code>,
+              cell: (item) => <CopyableId id={item.id} of={item.name} />,
             },
             {
               header: 'Added',

@@ -1,4 +1,12 @@
-import { DataTable, RelativeTime, StatusBadge, type Column } from '../components/index.ts';
+import {
+  DataTable,
+  ErrorBanner,
+  LearnMore,
+  Loading,
+  RelativeTime,
+  StatusBadge,
+  type Column,
+} from '../components/index.ts';
 import { useApiGet } from '../hooks.ts';
 import { siteName } from './site-names.ts';
 
@@ -129,6 +137,12 @@ export function SourcesSection() {
   const sources = useApiGet<{ object: 'list'; data: Source[] }>('/sources');
   const pools = useApiGet<{ object: 'list'; data: Pool[] }>('/pools');
   const list = sources.data?.data ?? [];
+  const failure = sources.error ?? pools.error;
+  if (failure) {
+    const retry = () => (sources.reload(), pools.reload());
+    return <ErrorBanner error={failure} title="The egress sources could not be loaded" onRetry={retry} />;
+  }
+  if (sources.loading && !sources.data) return <Loading label="Loading egress sources…" />;
   // One source, the host's own: nothing to choose between.
   if (list.length === 0 || (list.length === 1 && list[0]!.name === 'default')) return null;
   const warmup = list.flatMap((source) => source.warmup.map((site) => ({ ...site, source: source.name })));
@@ -158,9 +172,8 @@ export function SourcesSection() {
         <>
           <h3>Warm-up</h3>
           <p className="muted">
-            A new address starts at a small daily volume at each provider and moves up a stage after a day that
-            delivered over 90% of its volume with under 5% deferred; a block steps it back. The day&apos;s volume is
-            released one 24th each hour (UTC).
+            A new address sends a little more each day it delivers well.{' '}
+            <LearnMore page="shaping" section="warm-up" about="warm-up" />
           </p>
           <DataTable
             caption="Warm-up per source and site"

@@ -3,6 +3,7 @@ import { api, fieldError, segment, type ListResponse } from '../api.ts';
 import {
   Button,
   ConfirmButton,
+  CopyableId,
   DataTable,
   EmptyState,
   ErrorBanner,
@@ -11,8 +12,8 @@ import {
   PageHeader,
   RelativeTime,
   SelectField,
-  TextAreaField,
   StatusBadge,
+  TextAreaField,
 } from '../components/index.ts';
 import { useAction, useApiGet } from '../hooks.ts';
 import { Link, navigate } from '../router.tsx';
@@ -165,7 +166,7 @@ function TopicsSection() {
             {
               header: 'ID',
               className: 'hide-narrow',
-              cell: (topic) => <code className="break-anywhere">{topic.id}</code>,
+              cell: (topic) => <CopyableId id={topic.id} of={topic.name} />,
             },
             {
               header: 'Actions',

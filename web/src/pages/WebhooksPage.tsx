@@ -6,6 +6,8 @@ import {
   EmptyState,
   ErrorBanner,
   Field,
+  JumpToForm,
+  LearnMore,
   Loading,
   PageHeader,
   RelativeTime,
@@ -150,18 +152,25 @@ export function WebhooksPage(_props: PageProps) {
     <>
       <PageHeader
         title="Webhooks"
-        description="Endpoints that receive signed events (delivered, bounced, opened…) and their recent deliveries."
+        description={
+          <>
+            Endpoints that receive signed events (delivered, bounced, opened…) and their recent deliveries.{' '}
+            <LearnMore page="webhooks" about="webhooks" />
+          </>
+        }
+        actions={<JumpToForm formId="create-webhook">New endpoint</JumpToForm>}
       />
       {created ? (
         <>
           <SecretOnce label="signing secret" secret={created.secret} onDone={() => setCreated(null)} />
           <p>
-            Check each request&apos;s signature with it (docs/webhooks.md).{' '}
-            <Link to={`/webhooks/${created.id}`}>Open the new endpoint</Link>
+            Check each request&apos;s signature with it (
+            <LearnMore page="webhooks" section="verifying-the-signature" about="checking webhook signatures" />
+            ). <Link to={`/webhooks/${created.id}`}>Open the new endpoint</Link>
           </p>
         </>
       ) : null}
-      <form className="card" onSubmit={submit} aria-labelledby="create-webhook-title" noValidate>
+      <form id="create-webhook" className="card" onSubmit={submit} aria-labelledby="create-webhook-title" noValidate>
         <h2 id="create-webhook-title">Add an endpoint</h2>
         <Field
           label="Endpoint URL"
