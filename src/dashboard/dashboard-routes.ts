@@ -57,8 +57,10 @@ export const NOT_BUILT_MESSAGE =
 
 interface StaticFile {
   body: Buffer;
-  /** The body gzipped once at start, for text files (scripts, styles, SVG) a browser takes gzipped. */
-  gzipped: Buffer | undefined;
+  /** Whether the body is text (scripts, styles, SVG), which is sent gzipped to a browser that takes it. */
+  compressible: boolean;
+  /** The body gzipped, made on the first request that takes it and kept. */
+  gzipped?: Buffer;
   type: string;
 }
 
@@ -77,8 +79,7 @@ function readBuild(dist: string): { index: Buffer; assets: Map<string, StaticFil
       const extension = path.extname(entry.name);
       const type = CONTENT_TYPES[extension] ?? 'application/octet-stream';
       const body = readFileSync(path.join(assetDir, entry.name));
-      const gzipped = COMPRESSIBLE.has(extension) ? gzipSync(body, { level: 9 }) : undefined;
-      assets.set(entry.name, { body, gzipped, type });
+      assets.set(entry.name, { body, compressible: COMPRESSIBLE.has(extension), type });
     }
   }
   return { index: readFileSync(indexPath), assets };
@@ -104,9 +105,10 @@ export function dashboardRoutes(dist: string = DASHBOARD_DIST) {
         // Asset names carry a hash of their content: a changed file is a new name, so caching forever is safe.
         reply.headers(SECURITY_HEADERS).header('cache-control', 'public, max-age=31536000, immutable');
         reply.type(file.type);
-        if (!file.gzipped) return reply.send(file.body);
+        if (!file.compressible) return reply.send(file.body);
         reply.header('vary', 'accept-encoding');
         if (!acceptsGzip(request.headers['accept-encoding'])) return reply.send(file.body);
+        file.gzipped ??= gzipSync(file.body, { level: 9 });
         return reply.header('content-encoding', 'gzip').send(file.gzipped);
       },
     );

@@ -8,8 +8,8 @@ import type { App } from '../platform/http/app-types.ts';
 
 // Mailroom's own documentation (docs/*.md), served as web pages at /guide/<name> (/docs is the API reference) so that the dashboard's
 // "Learn more" links open the guide for the version running, with no network beyond Mailroom. The pages
-// are rendered once at start (Markdown by `marked`) and hold no script: their policy allows none.
-// Like the dashboard's files, only what was found at start is ever served.
+// are rendered once, on the first request (Markdown by `marked`), and hold no script: their policy allows none.
+// Like the dashboard's files, only what was found when first read is ever served.
 
 export const DOCS_DIR = fileURLToPath(new URL('../../docs/', import.meta.url));
 
@@ -89,7 +89,7 @@ function page(title: string, body: string): Buffer {
 ${body}</main></body></html>`);
 }
 
-/** docs/ as it is at start: each page rendered, and the names of its screenshots. */
+/** docs/ as it is when first read: each page rendered, and the names of its screenshots. */
 function readDocs(dir: string): { pages: Map<string, DocPage>; index: Buffer; images: Set<string> } {
   const pages = new Map<string, DocPage>();
   const images = new Set<string>();
@@ -116,11 +116,13 @@ function readDocs(dir: string): { pages: Map<string, DocPage>; index: Buffer; im
 
 export function docsRoutes(dir: string = DOCS_DIR) {
   return async (app: App) => {
-    const docs = readDocs(dir);
+    // Read and rendered on the first request, not at start: most processes never serve the guide.
+    let read: ReturnType<typeof readDocs> | undefined;
+    const docsOf = () => (read ??= readDocs(dir));
     const options = { config: { access: 'public' as const }, schema: { hide: true } };
 
     app.get('/guide', options, async (_request, reply) =>
-      reply.headers(HEADERS).type('text/html; charset=utf-8').send(docs.index),
+      reply.headers(HEADERS).type('text/html; charset=utf-8').send(docsOf().index),
     );
 
     app.get('/guide/style.css', options, async (_request, reply) =>
@@ -129,13 +131,13 @@ export function docsRoutes(dir: string = DOCS_DIR) {
 
     app.get<{ Params: { page: string } }>('/guide/:page', options, async (request, reply) => {
       // `webhooks` or `webhooks.md`: links between the Markdown files name the file.
-      const doc = docs.pages.get(request.params.page.replace(/\.md$/, ''));
+      const doc = docsOf().pages.get(request.params.page.replace(/\.md$/, ''));
       if (!doc) throw notFound('Documentation page');
       return reply.headers(HEADERS).type('text/html; charset=utf-8').send(doc.html);
     });
 
     app.get<{ Params: { file: string } }>('/guide/screenshots/:file', options, async (request, reply) => {
-      if (!docs.images.has(request.params.file)) throw notFound('Documentation image');
+      if (!docsOf().images.has(request.params.file)) throw notFound('Documentation image');
       const body = await readFile(path.join(dir, 'screenshots', request.params.file));
       return reply.headers(HEADERS).type('image/png').send(body);
     });
