@@ -235,7 +235,9 @@ async function claimShared(
   const cursor = cursors.get(queue) ?? '';
   // The keys come from a skip scan of the (queue, share_key, run_at, id) index, one probe per key, and
   // each key's due jobs from the same index, oldest first. Only the keys that can get a slot are locked
-  // from: at most `limit` of them, the first after the cursor.
+  // from: at most `limit` of them, the first after the cursor. Whether a key has a claimable job is a
+  // scalar subquery with LIMIT 1, not EXISTS: PostgreSQL plans an EXISTS here as a hash semi-join over
+  // every due job of the queue (4 ms a claim with 15,000 due), where one index probe per key will do.
   const { rows } = await db.query<ClaimedRow & { share_key: string }>(
     `WITH RECURSIVE share_keys AS (
        (SELECT share_key FROM jobs WHERE queue = $1 ORDER BY share_key LIMIT 1)
@@ -247,7 +249,8 @@ async function claimShared(
      due_keys AS (
        SELECT share_key FROM share_keys
         WHERE share_key IS NOT NULL
-          AND EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND jobs.share_key = share_keys.share_key AND ${claimableBy('$5')})
+          AND (SELECT true FROM jobs WHERE queue = $1 AND jobs.share_key = share_keys.share_key AND ${claimableBy('$5')}
+                LIMIT 1)
         ORDER BY share_key <= $4, share_key LIMIT $2
      ),
      shares AS (
