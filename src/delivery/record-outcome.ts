@@ -282,6 +282,10 @@ export async function writeOutcomeRows(
               hold_reason = CASE WHEN o.kind IS NULL THEN r.hold_reason ELSE o.hold_reason END,
               updated_at = now()
          FROM outcome o WHERE r.email_id = o.email_id AND r.address = o.address AND r.status = 'pending'
+          -- The messages named as an array too: the planner takes jsonb_to_recordset for 100 rows and,
+          -- on a table of some ten thousand recipients, would hash-join them against a scan of the whole
+          -- table (5-8 ms a statement at 40,000 rows, growing with it) instead of probing its key.
+          AND r.email_id = ANY(ARRAY(SELECT email_id FROM outcome))
        RETURNING r.email_id, r.address, r.status
      ),
      entry AS (SELECT * FROM outcome WHERE kind IS NOT NULL),
