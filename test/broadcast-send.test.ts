@@ -368,6 +368,29 @@ test('copies are made only a window ahead of delivery: the fan-out waits while t
   await assertOneCopyEach(id, 10);
 });
 
+test('the window is topped up a quarter at a time: one copy gone makes none, a quarter gone makes a quarter', async () => {
+  const { segmentId } = await segmentOf(org.id, 12);
+  const id = await draft(org, segmentId);
+  await sendBroadcast(t.db, org.id, id, undefined);
+  const windowed = { ...context, window: 8 };
+  const copiesLeave = (count: number) =>
+    t.db.query(
+      `DELETE FROM jobs WHERE id IN (SELECT j.id FROM jobs j WHERE j.queue = 'deliver-email' AND j.share_key = $1
+        ORDER BY j.id LIMIT $2)`,
+      [`broadcast:${id}`, count],
+    );
+  assert.ok('retryAt' in (await fanOut(windowed, id)));
+  assert.deepEqual(await recipientCounts(id), { queued: 8, pending: 4 });
+  // One copy leaves: less than a quarter of the window is free, so none is made yet.
+  await copiesLeave(1);
+  assert.ok('retryAt' in (await fanOut(windowed, id)));
+  assert.deepEqual(await recipientCounts(id), { queued: 8, pending: 4 });
+  // A second leaves: a quarter is free, and both places are filled in one batch.
+  await copiesLeave(1);
+  assert.ok('retryAt' in (await fanOut(windowed, id)));
+  assert.deepEqual(await recipientCounts(id), { queued: 10, pending: 2 });
+});
+
 test('pause holds the copies and stops the fan-out; resume goes on where it stopped', async () => {
   const contacts = BATCH + 200;
   const { segmentId } = await segmentOf(org.id, contacts);
