@@ -120,6 +120,38 @@ test('the connection limit of a site holds summed over two workers, and every me
   }
 });
 
+test('messages waiting for a busy site ask the database for a slot only when one can be free', async () => {
+  // Each slot the database is asked for, counted: takeSlot's INSERT into destination_connections.
+  let slotAsks = 0;
+  const counting = new Proxy(t.db, {
+    get(target, property) {
+      if (property === 'query') {
+        return (text: string, params?: unknown[]) => {
+          if (text.includes('INSERT INTO destination_connections')) slotAsks += 1;
+          return target.query(text, params);
+        };
+      }
+      const value = Reflect.get(target, property) as unknown;
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  const policy = compileShapingPolicy({ site: { google: { connection_limit: 2, max_deliveries_per_connection: 5 } } });
+  const transport = createTransport(t.config, counting, { policy, shaping: { now: clock, waitMs: 500 } });
+  const worker = await startDelivery(t.db, t.config, transport, silent);
+  try {
+    for (let i = 0; i < 30; i++) await sendTo(org, `user${i}@gmail-one.test`);
+    await waitFor(() => provider.accepted.length >= 30, 30_000);
+    assert.ok(provider.maxConcurrent <= 2, `at most 2 connections at once, saw ${provider.maxConcurrent}`);
+    // A new connection every 5 deliveries: each takes a slot. Messages that find both slots busy (held by
+    // this process, or being given back) wait for a connection without asking.
+    assert.ok(provider.connected >= 6, `connections opened: ${provider.connected}`);
+    assert.ok(slotAsks <= provider.connected + 2, `${slotAsks} slots asked for, ${provider.connected} connections`);
+  } finally {
+    await worker.stop();
+    await transport.close();
+  }
+});
+
 test("organizations share a site: one's burst of 300 does not hold up another's message to the same provider", async () => {
   // The burst is queued first, the other organization's message after it, and only then do the workers
   // start: taken oldest first, it went out 143rd. Shared out, it goes in the first claim, and at the site

@@ -30,6 +30,8 @@ interface SitePool {
   idle: Entry[];
   /** Connections of this process to the site, idle or in use. */
   open: number;
+  /** Slots of connections closed here whose release the database has not confirmed yet: still held there. */
+  releasing: number;
   waiters: Waiter[];
   /** When each organization last got a connection here: the longest-waiting organization goes next. */
   served: Map<string, number>;
@@ -68,21 +70,31 @@ export function createConnectionPools(options: ConnectionPoolOptions) {
 
   const poolOf = (key: SiteKey): SitePool => {
     let pool = pools.get(idOf(key));
-    if (!pool) pools.set(idOf(key), (pool = { idle: [], open: 0, waiters: [], served: new Map() }));
+    if (!pool) pools.set(idOf(key), (pool = { idle: [], open: 0, releasing: 0, waiters: [], served: new Map() }));
     return pool;
   };
 
-  /** Closes a connection and gives its slot back. */
+  /**
+   * Closes a connection and gives its slot back. Once the database has the slot free, a waiting message
+   * may open its own connection on it (before then it would look for a free slot in vain).
+   */
   const retire = (entry: Entry) => {
     clearTimeout(entry.idleTimer);
-    poolOf(entry.key).open -= 1;
+    const pool = poolOf(entry.key);
+    pool.open -= 1;
+    pool.releasing += 1;
     entry.connection.close();
-    releaseSlot(db, entry.key, entry.slot, holder).catch((error: unknown) =>
-      options.log.warn(
-        { err: error, site: entry.key.site },
-        'could not give a connection slot back; its lease runs out',
-      ),
-    );
+    releaseSlot(db, entry.key, entry.slot, holder)
+      .catch((error: unknown) =>
+        options.log.warn(
+          { err: error, site: entry.key.site },
+          'could not give a connection slot back; its lease runs out',
+        ),
+      )
+      .finally(() => {
+        pool.releasing -= 1;
+        nextWaiter(pool)?.give(undefined);
+      });
   };
 
   /** A connection done with a message: to a waiting message (fresh first, then the least-served organization), idle, or closed. */
@@ -90,8 +102,6 @@ export function createConnectionPools(options: ConnectionPoolOptions) {
     const pool = poolOf(entry.key);
     if (closed || !entry.connection.usable || entry.deliveries >= limits.maxDeliveriesPerConnection) {
       retire(entry);
-      // The slot is free: a waiter may open its own.
-      nextWaiter(pool)?.give(undefined);
       return;
     }
     const next = nextWaiter(pool);
@@ -132,25 +142,47 @@ export function createConnectionPools(options: ConnectionPoolOptions) {
         clearTimeout(idle.idleTimer);
         return idle;
       }
+      const limit = await options.connectionLimit(key);
       // Every slot taken by idle connections this message may not use: close one to open its own.
-      if (pool.idle.length > 0 && pool.open >= (await options.connectionLimit(key))) {
-        retire(pool.idle.shift()!);
+      if (pool.idle.length > 0 && pool.open >= limit) retire(pool.idle.shift()!);
+      // When this process's own connections (and the slots it is giving back) fill the site's limit, no
+      // slot can be free in the database: the message waits without asking it (two statements a
+      // message, under load, when every slot is busy). A slot being asked for counts as open already, so
+      // that two messages of this process do not ask for the one slot left.
+      let slot: number | undefined;
+      if (pool.open + pool.releasing < limit) {
+        pool.open += 1;
+        try {
+          slot = await takeSlot(db, key, holder, leaseMs, now());
+        } finally {
+          if (slot === undefined) pool.open -= 1;
+        }
       }
-      const slot = await takeSlot(db, key, holder, leaseMs, now());
       if (slot !== undefined) {
-        const { taken, waitMs: connectionWait } = await takeToken(db, key, 'connection', bucketNow());
-        if (!taken) {
-          await releaseSlot(db, key, slot, holder);
+        const gone = async () => {
+          try {
+            await releaseSlot(db, key, slot, holder);
+          } finally {
+            pool.open -= 1;
+          }
+        };
+        let token: Awaited<ReturnType<typeof takeToken>>;
+        try {
+          token = await takeToken(db, key, 'connection', bucketNow());
+        } catch (error) {
+          pool.open -= 1; // the slot's lease runs out
+          throw error;
+        }
+        if (!token.taken) {
+          await gone();
           // The site's pace of new connections: the message waits its turn quietly, as for its message rate.
-          const until = new Date(now().getTime() + connectionWait);
+          const until = new Date(now().getTime() + token.waitMs);
           return { ...held(until, 'throttled', 'new connections to this site are paced'), quiet: true };
         }
-        pool.open += 1;
         try {
           return { connection: await connect(), key, slot, deliveries: 0 };
         } catch (error) {
-          pool.open -= 1;
-          await releaseSlot(db, key, slot, holder).catch(() => {});
+          await gone().catch(() => {});
           throw new ConnectAttemptError(error);
         }
       }

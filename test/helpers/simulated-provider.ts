@@ -14,6 +14,8 @@ export interface Provider {
   maxConcurrent: number;
   /** The same, per client address (each egress source). */
   maxConcurrentFrom: Map<string, number>;
+  /** Connections opened since the last reset. */
+  connected: number;
   script: Script;
   /** What the simulator says at the greeting; undefined: welcome. */
   greeting: () => { code: number; message: string } | undefined;
@@ -32,6 +34,7 @@ export async function startProvider(host: string, options: { dataDelayMs?: numbe
     accepted: [],
     maxConcurrent: 0,
     maxConcurrentFrom: new Map(),
+    connected: 0,
     script: () => undefined,
     greeting: () => undefined,
     open: () => open,
@@ -39,6 +42,7 @@ export async function startProvider(host: string, options: { dataDelayMs?: numbe
       provider.accepted = [];
       provider.maxConcurrent = open;
       provider.maxConcurrentFrom = new Map(openFrom);
+      provider.connected = 0;
       provider.script = () => undefined;
       provider.greeting = () => undefined;
     },
@@ -53,6 +57,7 @@ export async function startProvider(host: string, options: { dataDelayMs?: numbe
     logger: false,
     onConnect(session, callback) {
       open += 1;
+      provider.connected += 1;
       provider.maxConcurrent = Math.max(provider.maxConcurrent, open);
       const client = session.remoteAddress.replace(/^::ffff:/, '');
       openFrom.set(client, (openFrom.get(client) ?? 0) + 1);
