@@ -22,7 +22,8 @@
 // sink). CONTACTS (default 100000), STREAM_RATE (transactional sends a second, default 10),
 // IDLE_SECONDS (the stream alone, default 30), CONCURRENCY (worker concurrency, default 50), MESSAGES
 // (plain delivery's count, default CONTACTS), POSTFIX_MESSAGES (default 2000), LOAD (the plain load of
-// step 3b, default 20000).
+// step 3b, default 20000). STATEMENTS=1 prints where the database's time went in steps 2 and 4
+// (bench/statements.ts).
 import pg from 'pg';
 import { loadConfig } from '../src/platform/config.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
@@ -34,6 +35,7 @@ import { startServerProcess } from '../test/helpers/server-process.ts';
 import { ensurePostfix, feedPostfix, startPostfix, startSmtpSink, stopChild } from './postfix.ts';
 import { withTeardown } from './teardown.ts';
 import { submitReceipts } from './submit-receipts.ts';
+import { printStatements, resetStatements } from './statements.ts';
 
 const CONTACTS = Number(process.env.CONTACTS ?? 100_000);
 const STREAM_RATE = Number(process.env.STREAM_RATE ?? 10);
@@ -185,11 +187,13 @@ await withTeardown(async (teardown) => {
 
   // 2. Plain delivery on this server of as many messages as the broadcast has copies, and Postfix relaying
   // POSTFIX_MESSAGES to the same sink.
+  await resetStatements(db);
   let before = sink.count();
   started = performance.now();
   await submitReceipts(server.base, org, MESSAGES, (i) => `r${i}@example.org`);
   await sink.until(before + MESSAGES);
   const plainRate = MESSAGES / ((performance.now() - started) / 1000);
+  await printStatements(db, 'plain delivery');
   before = sink.count();
   started = performance.now();
   await feedPostfix(teardown, postfix.port, { sessions: CONCURRENCY, messages: POSTFIX_MESSAGES, size: 1500 });
@@ -232,6 +236,7 @@ await withTeardown(async (teardown) => {
 
   // 4. The broadcast, with the same stream running until its last copy is at the sink.
   let broadcastDone = false;
+  await resetStatements(db);
   started = performance.now();
   const broadcast = await api(server.base, org.fullKey, 'POST', '/broadcasts', {
     name: 'November news',
@@ -253,6 +258,7 @@ await withTeardown(async (teardown) => {
   const broadcastSeconds = (performance.now() - started) / 1000;
   broadcastDone = true;
   const busyIds = await streaming;
+  await printStatements(db, 'the broadcast');
   const busy = summary(await latencies(db, busyIds));
   const copyRate = CONTACTS / broadcastSeconds;
   const view = await api(server.base, org.fullKey, 'GET', `/broadcasts/${String(broadcast.id)}`);
