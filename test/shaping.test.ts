@@ -102,6 +102,8 @@ beforeEach(async () => {
   skew = 0;
   await t.db.query('DELETE FROM destination_sites');
   await t.db.query('DELETE FROM destination_sender_holds');
+  // Slots a previous test's transport was still giving back when it closed.
+  await t.db.query('DELETE FROM destination_connections');
 });
 
 test('the connection limit of a site holds summed over two workers, and every message is delivered once', async () => {

@@ -159,18 +159,20 @@ export function createConnectionPools(options: ConnectionPoolOptions) {
         }
       }
       if (slot !== undefined) {
+        // The slot given back unused: once the database has it free, a waiting message may take it.
         const gone = async () => {
           try {
             await releaseSlot(db, key, slot, holder);
           } finally {
             pool.open -= 1;
+            nextWaiter(pool)?.give(undefined);
           }
         };
         let token: Awaited<ReturnType<typeof takeToken>>;
         try {
           token = await takeToken(db, key, 'connection', bucketNow());
         } catch (error) {
-          pool.open -= 1; // the slot's lease runs out
+          await gone().catch(() => {});
           throw error;
         }
         if (!token.taken) {
