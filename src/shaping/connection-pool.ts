@@ -75,26 +75,29 @@ export function createConnectionPools(options: ConnectionPoolOptions) {
   };
 
   /**
-   * Closes a connection and gives its slot back. Once the database has the slot free, a waiting message
-   * may open its own connection on it (before then it would look for a free slot in vain).
+   * Gives a slot of this process back. Until the database has it free it counts as `releasing` (a
+   * message asking for a slot then would look in vain); once free, a waiting message may take it.
    */
-  const retire = (entry: Entry) => {
-    clearTimeout(entry.idleTimer);
-    const pool = poolOf(entry.key);
+  const giveSlotBack = (key: SiteKey, slot: number): Promise<void> => {
+    const pool = poolOf(key);
     pool.open -= 1;
     pool.releasing += 1;
+    return releaseSlot(db, key, slot, holder).finally(() => {
+      pool.releasing -= 1;
+      nextWaiter(pool)?.give(undefined);
+    });
+  };
+
+  /** Closes a connection and gives its slot back. */
+  const retire = (entry: Entry) => {
+    clearTimeout(entry.idleTimer);
     entry.connection.close();
-    releaseSlot(db, entry.key, entry.slot, holder)
-      .catch((error: unknown) =>
-        options.log.warn(
-          { err: error, site: entry.key.site },
-          'could not give a connection slot back; its lease runs out',
-        ),
-      )
-      .finally(() => {
-        pool.releasing -= 1;
-        nextWaiter(pool)?.give(undefined);
-      });
+    giveSlotBack(entry.key, entry.slot).catch((error: unknown) =>
+      options.log.warn(
+        { err: error, site: entry.key.site },
+        'could not give a connection slot back; its lease runs out',
+      ),
+    );
   };
 
   /** A connection done with a message: to a waiting message (fresh first, then the least-served organization), idle, or closed. */
@@ -159,24 +162,15 @@ export function createConnectionPools(options: ConnectionPoolOptions) {
         }
       }
       if (slot !== undefined) {
-        // The slot given back unused: once the database has it free, a waiting message may take it.
-        const gone = async () => {
-          try {
-            await releaseSlot(db, key, slot, holder);
-          } finally {
-            pool.open -= 1;
-            nextWaiter(pool)?.give(undefined);
-          }
-        };
         let token: Awaited<ReturnType<typeof takeToken>>;
         try {
           token = await takeToken(db, key, 'connection', bucketNow());
         } catch (error) {
-          await gone().catch(() => {});
+          await giveSlotBack(key, slot).catch(() => {});
           throw error;
         }
         if (!token.taken) {
-          await gone();
+          await giveSlotBack(key, slot);
           // The site's pace of new connections: the message waits its turn quietly, as for its message rate.
           const until = new Date(now().getTime() + token.waitMs);
           return { ...held(until, 'throttled', 'new connections to this site are paced'), quiet: true };
@@ -184,7 +178,7 @@ export function createConnectionPools(options: ConnectionPoolOptions) {
         try {
           return { connection: await connect(), key, slot, deliveries: 0 };
         } catch (error) {
-          await gone().catch(() => {});
+          await giveSlotBack(key, slot).catch(() => {});
           throw new ConnectAttemptError(error);
         }
       }
