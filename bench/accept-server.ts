@@ -12,8 +12,12 @@ import { loadConfig } from '../src/platform/config.ts';
 import { buildApp } from '../src/app.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { migrate } from '../src/platform/db/migrate.ts';
+import { prepareMessage } from '../src/emails/prepare-message.ts';
+import { storeMessages, type MessageToStore } from '../src/emails/store-messages.ts';
+import { newRowId } from '../src/platform/ids.ts';
 import { createTestOrganization } from '../test/helpers/app.ts';
 import { createPostgresDatabase } from '../test/helpers/database.ts';
+import { acceptMessage } from './accept-message.ts';
 
 const created = await createPostgresDatabase();
 const config = loadConfig({ DATABASE_URL: created.url, MAILROOM_LOG_LEVEL: 'silent', MAILROOM_DB_POOL_SIZE: '20' });
@@ -94,8 +98,49 @@ floor.post('/emails', async (request) => {
 });
 const floorAddress = await floor.listen({ port: 0, host: '127.0.0.1' });
 
+// The storage floor: the same bare route, answering once the message is stored as Mailroom stores an
+// accepted one (its row, recipients, accepted timeline entry and delivery job, by Mailroom's own group
+// statement, committed), groups written one at a time as the group commit writes them. No credential,
+// no validation, no quota, no request log, no rate limit: the message is prepared once here and each
+// request stores a copy under a new id. Only the rows an accepted message is kept as, and their indexes.
+const stored = await prepareMessage(db, config, org.id, JSON.parse(acceptMessage(from)), new Date());
+const storageWaiting: Array<{ item: MessageToStore; done(error?: unknown): void }> = [];
+let storageWriting = 0;
+const STORAGE_WRITERS = Number(process.env.STORAGE_WRITERS ?? 1);
+async function writeStorage(): Promise<void> {
+  storageWriting += 1;
+  while (storageWaiting.length > 0) {
+    const group = storageWaiting.splice(0, 1000);
+    const error = await storeMessages(
+      db,
+      group.map((w) => w.item),
+      { remember: [] },
+    ).then(
+      () => undefined,
+      (failed: unknown) => failed,
+    );
+    for (const w of group) w.done(error);
+  }
+  storageWriting -= 1;
+}
+const storage = Fastify({ logger: false });
+storage.post('/emails', async (request) => {
+  const body = request.body as { subject: string };
+  const id = newRowId();
+  const message = { ...stored, id, messageId: `<${id}@${org.domain}>`, subject: body.subject };
+  await new Promise<void>((resolve, reject) => {
+    storageWaiting.push({
+      item: { organizationId: org.id, message },
+      done: (error) => (error ? reject(error) : resolve()),
+    });
+    if (storageWriting < STORAGE_WRITERS) void writeStorage();
+  });
+  return { object: 'email', id };
+});
+const storageAddress = await storage.listen({ port: 0, host: '127.0.0.1' });
+
 process.stdout.write(
-  `${JSON.stringify({ mailroom, bare: bareAddress, floor: floorAddress, token: org.sendingKey, from, opens, clicks, database: created.url, organization: org.id, domain: org.domain })}\n`,
+  `${JSON.stringify({ mailroom, bare: bareAddress, floor: floorAddress, storage: storageAddress, token: org.sendingKey, from, opens, clicks, database: created.url, organization: org.id, domain: org.domain })}\n`,
 );
 
 // SIGTERM from the benchmark, or SIGINT when Ctrl-C reaches the whole process group: the database is
@@ -106,6 +151,7 @@ const stop = () =>
     await app.close();
     await bare.close();
     await floor.close();
+    await storage.close();
     await floorPool.end();
     const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM emails');
     process.stderr.write(`messages stored during the run: ${rows[0]!.n}\n`);

@@ -46,7 +46,8 @@ const ALL_MEASURES: Measure[] = [
     name: 'accept',
     file: 'bench/accept.ts',
     env: { DURATION: String(process.env.ACCEPT_SECONDS ?? 5) },
-    ratio: /ratio \(Mailroom \/ bare\): ([\d.]+)/,
+    // Older revisions print "ratio (Mailroom / bare): X", newer ones "ratio (Mailroom / bare), one round: X".
+    ratio: /ratio \(Mailroom \/ bare\)[^:\n]*: ([\d.]+)/,
   },
   {
     name: 'delivery',

@@ -1,15 +1,17 @@
 // Memory benchmark: the resident memory (RSS) of a Mailroom process as its work piles up, against its own
-// RSS after the first 10,000 items of the same work, in the same run. Two processes, one after the other:
+// RSS after the first 10,000 items of the same work, in the same run. Three processes, one after the other:
 //
 // - accept: the API (bench/accept-server.ts, a fresh PostgreSQL database) takes ACCEPTS (1,000,000)
 //   two-recipient sends from 50 connections; its RSS is read after 10,000 and at each CHECKPOINT after.
 // - webhooks: a process running only the webhook worker delivers WEBHOOKS (100,000) signed events to a
 //   loopback receiver in this process; events are fanned out 10,000 at a time, each batch once the last
 //   is delivered, and the worker's RSS is read after the first 10,000 and after each batch.
+// - webhook floor: the same work done by the least a Node process can do (pg + undici, no Mailroom; see
+//   runWebhookFloor), read the same way: what growth V8, undici and pg bring by themselves.
 //
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node bench/memory.ts
 //
-// ONLY=accept / ONLY=webhooks runs one side. RSS is read from /proc/<pid>/status (VmRSS) after the work
+// ONLY=accept / ONLY=webhooks (the worker and its floor) runs one side. RSS is read from /proc/<pid>/status (VmRSS) after the work
 // has settled for SETTLE_MS (1,000: the request log's entries written, sockets idle). The target: after
 // all of it, RSS within 1.2 × its value after the first 10,000.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -33,8 +35,29 @@ if (!process.env.DATABASE_URL) {
 async function main(): Promise<void> {
   const results: string[] = [];
   if (ONLY !== 'webhooks') results.push(await acceptSide());
-  if (ONLY !== 'accept') results.push(await webhookSide());
+  if (ONLY !== 'accept') results.push(await webhookSides());
   console.log(results.join('\n'));
+}
+
+interface WebhookSide {
+  /** [delivered so far, RSS in MiB] after each batch. */
+  points: Array<[number, number]>;
+  /** The JavaScript heap a full collection leaves at the end, in MiB. */
+  live: number;
+}
+
+/** Mailroom's webhook worker, then the floor, each in its own process: their RSS readings side by side. */
+async function webhookSides(): Promise<string> {
+  const mailroom = await webhookSide('--webhook-worker', 'webhooks');
+  const floor = await webhookSide('--webhook-floor', 'webhook floor');
+  const growth = (side: WebhookSide) => side.points.at(-1)![1] / side.points[0]![1];
+  return [
+    `${summary('webhooks (signed deliveries, PostgreSQL)', 'delivered', mailroom.points)}`,
+    `  live JavaScript heap after a full collection at the end: ${mib(mailroom.live)}`,
+    `${summary('webhook floor (pg + undici, no Mailroom)', 'delivered', floor.points)}`,
+    `  live JavaScript heap after a full collection at the end: ${mib(floor.live)}`,
+    `growth (Mailroom's ratio / the floor's): ${(growth(mailroom) / growth(floor)).toFixed(3)}`,
+  ].join('\n');
 }
 
 /** VmRSS of a process, in MiB. */
@@ -98,7 +121,11 @@ async function acceptSide(): Promise<string> {
   return summary('accept (POST /emails, PostgreSQL)', 'accepted', points);
 }
 
-async function webhookSide(): Promise<string> {
+/**
+ * One webhook process (`--webhook-worker`: Mailroom's webhook worker; `--webhook-floor`: the floor)
+ * delivering WEBHOOKS events to a loopback receiver here, its RSS read after each batch of FIRST.
+ */
+async function webhookSide(kind: '--webhook-worker' | '--webhook-floor', name: string): Promise<WebhookSide> {
   let received = 0;
   let waiting: { count: number; resolve: () => void } | undefined;
   const receiver = createServer((req, res) => {
@@ -114,7 +141,7 @@ async function webhookSide(): Promise<string> {
   const until = (count: number) =>
     new Promise<void>((resolve) => (received >= count ? resolve() : (waiting = { count, resolve })));
 
-  const worker = spawn(process.execPath, ['--expose-gc', import.meta.filename, '--webhook-worker', url], {
+  const worker = spawn(process.execPath, ['--expose-gc', import.meta.filename, kind, url], {
     stdio: ['pipe', 'pipe', 'inherit'],
     env: process.env,
   });
@@ -134,7 +161,7 @@ async function webhookSide(): Promise<string> {
     worker.stdin!.write('memory\n');
     const usage = JSON.parse(await next()) as NodeJS.MemoryUsage;
     console.error(
-      `webhooks: ${sent.toLocaleString('en')} delivered, RSS ${mib(points.at(-1)![1])} ` +
+      `${name}: ${sent.toLocaleString('en')} delivered, RSS ${mib(points.at(-1)![1])} ` +
         `(heap ${mib(usage.heapUsed / 2 ** 20)} used of ${mib(usage.heapTotal / 2 ** 20)}, external ${mib(usage.external / 2 ** 20)})`,
     );
   }
@@ -144,7 +171,7 @@ async function webhookSide(): Promise<string> {
   worker.stdin!.end();
   await new Promise((resolve) => worker.once('exit', resolve));
   receiver.close();
-  return `${summary('webhooks (signed deliveries, PostgreSQL)', 'delivered', points)}\n  live JavaScript heap after a full collection at the end: ${mib(live)}`;
+  return { points, live };
 }
 
 async function stop(child: ChildProcess): Promise<void> {
@@ -207,6 +234,97 @@ async function runWebhookWorker(url: string): Promise<void> {
   await created.drop();
 }
 
-// Run as the webhook worker's own process (see webhookSide), or as the benchmark.
+/**
+ * The floor of a webhook worker, for comparison: the least a process can do to deliver stored events.
+ * The same commands as the worker's process. Events are rows of one table holding the body as sent;
+ * a loop takes 256 at a time (deleted as taken: no retry, no record of the answer), signs each with
+ * the same HMAC and POSTs it with undici, as many in flight as the worker's connections to one
+ * endpoint. What it holds is what any Node process doing this work holds (V8, undici, pg).
+ */
+async function runWebhookFloor(url: string): Promise<void> {
+  const { default: pg } = await import('pg');
+  const { Pool } = await import('undici');
+  const { loadConfig } = await import('../src/platform/config.ts');
+  const { signatureHeader } = await import('../src/webhooks/signature.ts');
+  const { createPostgresDatabase } = await import('../test/helpers/database.ts');
+
+  const created = await createPostgresDatabase();
+  const db = new pg.Pool({ connectionString: created.url, max: 2 });
+  await db.query('CREATE TABLE floor_events (id bigserial PRIMARY KEY, body text NOT NULL)');
+  const target = new URL(url);
+  const connections = loadConfig({}).webhookConnectionsPerEndpoint;
+  const http = new Pool(target.origin, { connections });
+  const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+  let fanned = 0;
+  let wake: (() => void) | undefined;
+  let stopping = false;
+
+  const deliverAll = async () => {
+    while (!stopping) {
+      const { rows } = await db.query<{ body: string }>(
+        'DELETE FROM floor_events WHERE id IN (SELECT id FROM floor_events ORDER BY id LIMIT 256) RETURNING body',
+      );
+      if (rows.length === 0) {
+        // Woken by the next fan-out, or after 50 ms (one that committed while this DELETE ran).
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          setTimeout(resolve, 50);
+        });
+        continue;
+      }
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: connections }, async () => {
+          while (next < rows.length) {
+            const body = rows[next++]!.body;
+            const res = await http.request({
+              path: target.pathname,
+              method: 'POST',
+              body,
+              headers: {
+                'content-type': 'application/json',
+                'x-service-signature': signatureHeader([secret], Math.floor(Date.now() / 1000), body),
+              },
+            });
+            await res.body.text();
+          }
+        }),
+      );
+    }
+  };
+  const delivering = deliverAll();
+
+  process.stdout.write('ready\n');
+  const input = createInterface({ input: process.stdin });
+  for await (const line of input) {
+    const [command, argument] = line.split(' ');
+    if (command === 'memory' || command === 'live') {
+      if (command === 'live') (globalThis as { gc?: () => void }).gc?.();
+      process.stdout.write(`${JSON.stringify(process.memoryUsage())}\n`);
+    } else if (command === 'fan') {
+      // The body the worker sends for the same event: its type, time and the message's fields.
+      await db.query(
+        `INSERT INTO floor_events (body)
+         SELECT jsonb_build_object('type', 'email.delivered', 'created_at', clock_timestamp(),
+                  'data', jsonb_build_object('email_id', gen_random_uuid(), 'from', 'Shop <shop@example.test>',
+                    'to', jsonb_build_array('alice@example.com'), 'subject', 'Your receipt ' || n,
+                    'recipient', 'alice@example.com', 'smtp_code', 250, 'response', '250 2.0.0 OK'))::text
+           FROM generate_series($1::int + 1, $1::int + $2::int) AS n`,
+        [fanned, Number(argument)],
+      );
+      fanned += Number(argument);
+      wake?.();
+    }
+  }
+  stopping = true;
+  wake?.();
+  await delivering;
+  await http.close();
+  await db.end();
+  await created.drop();
+}
+
+// Run as the webhook worker's own process or the floor's (see webhookSide), or as the benchmark.
 if (process.argv[2] === '--webhook-worker') await runWebhookWorker(process.argv[3]!);
+else if (process.argv[2] === '--webhook-floor') await runWebhookFloor(process.argv[3]!);
 else await main();
