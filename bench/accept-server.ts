@@ -1,10 +1,11 @@
 // Child process of bench/accept.ts, bench/accept-at-scale.ts and bench/tracking.ts: Mailroom's API on a
 // fresh PostgreSQL database, bare Fastify routes that answer the same shapes without a database
-// (POST /emails, a GIF, a 302), and the floor of a durable accept (below), on three ports. For tracking,
-// 20 messages of 50 recipients each are stored, and the signed pixel and link paths of every recipient
-// handed over. Prints one JSON line { mailroom, bare, floor, token, from, opens, clicks, database,
-// organization, domain } when all listen (the last three for accept-at-scale, which fills the
-// organization with stored messages); exits on SIGTERM or SIGINT, dropping the database.
+// (POST /emails, a GIF, a 302), the floor of a durable accept and the storage floor (below), on four
+// ports. For tracking, 20 messages of 50 recipients each are stored, and the signed pixel and link paths
+// of every recipient handed over. Prints one JSON line { mailroom, bare, floor, storage, token, from,
+// opens, clicks, database, organization, domain } when all listen (the last three for accept-at-scale,
+// which fills the organization with stored messages); exits on SIGTERM or SIGINT, dropping the database.
+// STORAGE_WRITERS (1) sets how many groups the storage floor writes at once.
 import { randomUUID } from 'node:crypto';
 import Fastify from 'fastify';
 import pg from 'pg';
@@ -154,7 +155,7 @@ const stop = () =>
     await storage.close();
     await floorPool.end();
     const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM emails');
-    process.stderr.write(`messages stored during the run: ${rows[0]!.n}\n`);
+    process.stderr.write(`messages stored during the run (Mailroom's and the storage floor's): ${rows[0]!.n}\n`);
     await db.close();
     await created.drop();
     process.exit(0);

@@ -45,7 +45,8 @@ const ALL_MEASURES: Measure[] = [
   {
     name: 'accept',
     file: 'bench/accept.ts',
-    env: { DURATION: String(process.env.ACCEPT_SECONDS ?? 5) },
+    // One round per run: compare's own ROUNDS must not reach accept.ts, which reads the same name.
+    env: { DURATION: String(process.env.ACCEPT_SECONDS ?? 5), ROUNDS: '1' },
     // Older revisions print "ratio (Mailroom / bare): X", newer ones "ratio (Mailroom / bare), one round: X".
     ratio: /ratio \(Mailroom \/ bare\)[^:\n]*: ([\d.]+)/,
   },

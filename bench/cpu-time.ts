@@ -3,26 +3,34 @@
 // idle time. `cpuPerAnswer` turns two readings into microseconds of each per answer.
 import { readdirSync, readFileSync } from 'node:fs';
 
+type Kind = 'server' | 'client' | 'postgres' | 'other';
+
 export interface CpuReading {
+  /** Each process's CPU time so far (user + system, in ticks), by pid, with what it is. */
+  processes: Map<number, { kind: Kind; ticks: number }>;
+  /** All cores' time so far, and their idle time (with time waiting on the disk), in ticks. */
+  total: number;
+  idle: number;
+}
+
+export interface CpuPerAnswer {
   server: number;
   client: number;
   postgres: number;
   other: number;
-  /** Idle time of all cores (and time waiting on the disk). */
-  idle: number;
   /**
-   * The rest of the cores' time: the kernel's work counted to no process (interrupts, the loopback
-   * network's softirqs) and processes that ended between the readings (autovacuum workers).
+   * The rest of the cores' busy time: the kernel's work counted to no process (interrupts, the
+   * loopback network's softirqs) and the work of processes that ended between the readings (an
+   * autovacuum worker, a pool's connection closed when idle), whose last ticks cannot be read.
    */
   unaccounted: number;
-  /** All cores' time (internal: what `unaccounted` is worked out from). */
-  total: number;
+  idle: number;
 }
 
 // /proc counts in clock ticks of 10 ms (USER_HZ = 100 on Linux).
 const TICK_US = 10_000;
 
-/** The CPU time used so far, in ticks, or undefined where /proc is not there. */
+/** The CPU time used so far, or undefined where /proc is not there. */
 export function readCpu(serverPid: number): CpuReading | undefined {
   let stat: string;
   try {
@@ -31,51 +39,52 @@ export function readCpu(serverPid: number): CpuReading | undefined {
     return undefined;
   }
   const cores = stat.split('\n')[0]!.split(/\s+/).slice(1).map(Number);
-  const total = cores.reduce((sum, ticks) => sum + ticks, 0);
-  const reading: CpuReading = {
-    server: 0,
-    client: 0,
-    postgres: 0,
-    other: 0,
-    idle: cores[3]! + cores[4]!,
-    unaccounted: 0,
-    total,
-  };
-  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+  const processes = new Map<number, { kind: Kind; ticks: number }>();
+  for (const name of readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
+    const pid = Number(name);
     let line: string;
     try {
       line = readFileSync(`/proc/${pid}/stat`, 'utf8');
     } catch {
       continue; // ended meanwhile
     }
-    const name = line.slice(line.indexOf('(') + 1, line.lastIndexOf(')'));
+    const command = line.slice(line.indexOf('(') + 1, line.lastIndexOf(')'));
     const fields = line.slice(line.lastIndexOf(')') + 2).split(' ');
     const ticks = Number(fields[11]) + Number(fields[12]); // utime + stime
-    if (Number(pid) === serverPid) reading.server += ticks;
-    else if (Number(pid) === process.pid) reading.client += ticks;
-    else if (name.startsWith('postgres')) reading.postgres += ticks;
-    else reading.other += ticks;
+    const kind: Kind =
+      pid === serverPid
+        ? 'server'
+        : pid === process.pid
+          ? 'client'
+          : command.startsWith('postgres')
+            ? 'postgres'
+            : 'other';
+    processes.set(pid, { kind, ticks });
   }
-  reading.unaccounted = total - reading.idle - reading.server - reading.client - reading.postgres - reading.other;
-  return reading;
+  return { processes, total: cores.reduce((sum, ticks) => sum + ticks, 0), idle: cores[3]! + cores[4]! };
 }
 
-/** Microseconds of each per answer between two readings (processes that started meanwhile count whole). */
-export function cpuPerAnswer(before: CpuReading, after: CpuReading, answers: number): CpuReading {
-  const per = (key: keyof CpuReading) => Math.max(0, ((after[key] - before[key]) * TICK_US) / answers);
+/**
+ * Microseconds of each per answer between two readings, process by process: a process that started
+ * meanwhile counts whole, one that ended counts under `unaccounted`.
+ */
+export function cpuPerAnswer(before: CpuReading, after: CpuReading, answers: number): CpuPerAnswer {
+  const used: Record<Kind, number> = { server: 0, client: 0, postgres: 0, other: 0 };
+  for (const [pid, { kind, ticks }] of after.processes) used[kind] += ticks - (before.processes.get(pid)?.ticks ?? 0);
+  const busy = after.total - before.total - (after.idle - before.idle);
+  const per = (ticks: number) => (ticks * TICK_US) / answers;
   return {
-    server: per('server'),
-    client: per('client'),
-    postgres: per('postgres'),
-    other: per('other'),
-    idle: per('idle'),
-    unaccounted: per('unaccounted'),
-    total: per('total'),
+    server: per(used.server),
+    client: per(used.client),
+    postgres: per(used.postgres),
+    other: per(used.other),
+    unaccounted: per(busy - used.server - used.client - used.postgres - used.other),
+    idle: per(after.idle - before.idle),
   };
 }
 
 /** `server 150 µs, PostgreSQL 160, client 40, other 10, kernel/ended 20, idle 120` */
-export function describeCpu(cpu: CpuReading): string {
+export function describeCpu(cpu: CpuPerAnswer): string {
   const us = (value: number) => value.toFixed(0);
   return `server ${us(cpu.server)} µs, PostgreSQL ${us(cpu.postgres)}, client ${us(cpu.client)}, other ${us(cpu.other)}, kernel/ended ${us(cpu.unaccounted)}, idle ${us(cpu.idle)}`;
 }

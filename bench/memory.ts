@@ -146,7 +146,16 @@ async function webhookSide(kind: '--webhook-worker' | '--webhook-floor', name: s
     env: process.env,
   });
   const lines = createInterface({ input: worker.stdout! });
-  const next = () => new Promise<string>((resolve) => lines.once('line', resolve));
+  // A process that ends before it is told to (a failed delivery, a lost database) fails the benchmark
+  // instead of leaving it waiting for deliveries that will not come.
+  let ending = false;
+  const died = new Promise<never>((_resolve, reject) =>
+    worker.once('exit', (code) => {
+      if (!ending) reject(new Error(`${name}: its process exited with ${code} before the end`));
+    }),
+  );
+  died.catch(() => {});
+  const next = () => Promise.race([new Promise<string>((resolve) => lines.once('line', resolve)), died]);
   await next(); // ready
   const points: Array<[number, number]> = [];
   for (let sent = 0; sent < WEBHOOKS;) {
@@ -154,7 +163,7 @@ async function webhookSide(kind: '--webhook-worker' | '--webhook-floor', name: s
     // The worker's process fans out the batch (one statement) and goes on delivering.
     worker.stdin!.write(`fan ${batch}\n`);
     sent += batch;
-    await until(sent);
+    await Promise.race([until(sent), died]);
     await settle();
     points.push([sent, rssMiB(worker.pid!)]);
     // What the process itself says it holds: its JavaScript heap (garbage included) and memory outside it.
@@ -168,8 +177,10 @@ async function webhookSide(kind: '--webhook-worker' | '--webhook-floor', name: s
   // Once, after the last reading (a collection would change the readings after it): what is alive.
   worker.stdin!.write('live\n');
   const live = (JSON.parse(await next()) as NodeJS.MemoryUsage).heapUsed / 2 ** 20;
+  ending = true;
+  const exited = new Promise((resolve) => worker.once('exit', resolve));
   worker.stdin!.end();
-  await new Promise((resolve) => worker.once('exit', resolve));
+  await exited;
   receiver.close();
   return { points, live };
 }
@@ -181,9 +192,8 @@ async function stop(child: ChildProcess): Promise<void> {
 
 /**
  * The webhook side's process: a fresh database with one organization and an endpoint at `url`, the
- * webhook worker running. Each line on standard input is a command: `fan N` fans out N `email.delivered`
- * events, `memory` prints process.memoryUsage() as a JSON line, `live` the same after a full collection.
- * Standard input's end stops it and drops the database.
+ * webhook worker running, taking the commands of serveCommands (`fan N` fans out N `email.delivered`
+ * events). Standard input's end stops it and drops the database.
  */
 async function runWebhookWorker(url: string): Promise<void> {
   const { loadConfig } = await import('../src/platform/config.ts');
@@ -216,22 +226,31 @@ async function runWebhookWorker(url: string): Promise<void> {
        SELECT 1`,
       [org.id, fanned, count],
     );
-  process.stdout.write('ready\n');
-  const input = createInterface({ input: process.stdin });
-  for await (const line of input) {
-    const [command, argument] = line.split(' ');
-    if (command === 'memory' || command === 'live') {
-      // live: what a full collection leaves.
-      if (command === 'live') (globalThis as { gc?: () => void }).gc?.();
-      process.stdout.write(`${JSON.stringify(process.memoryUsage())}\n`);
-    } else if (command === 'fan') {
-      await fanOut(Number(argument));
-      fanned += Number(argument);
-    }
-  }
+  await serveCommands(async (count) => {
+    await fanOut(count);
+    fanned += count;
+  });
   await worker.close();
   await db.close();
   await created.drop();
+}
+
+/**
+ * The commands a webhook process (the worker's or the floor's) takes on standard input, one a line, until
+ * it ends: `fan N` makes N events, `memory` prints process.memoryUsage() as a JSON line, `live` the same
+ * after a full collection (what is alive). Prints `ready` first.
+ */
+async function serveCommands(fan: (count: number) => Promise<void>): Promise<void> {
+  process.stdout.write('ready\n');
+  for await (const line of createInterface({ input: process.stdin })) {
+    const [command, argument] = line.split(' ');
+    if (command === 'memory' || command === 'live') {
+      if (command === 'live') (globalThis as { gc?: () => void }).gc?.();
+      process.stdout.write(`${JSON.stringify(process.memoryUsage())}\n`);
+    } else if (command === 'fan') {
+      await fan(Number(argument));
+    }
+  }
 }
 
 /**
@@ -292,30 +311,27 @@ async function runWebhookFloor(url: string): Promise<void> {
       );
     }
   };
-  const delivering = deliverAll();
+  // A failed delivery ends the process (the benchmark sees it end early) after dropping its database.
+  const delivering = deliverAll().catch(async (error: unknown) => {
+    console.error('webhook floor: a delivery failed:', error);
+    await created.drop().catch(() => {});
+    process.exit(1);
+  });
 
-  process.stdout.write('ready\n');
-  const input = createInterface({ input: process.stdin });
-  for await (const line of input) {
-    const [command, argument] = line.split(' ');
-    if (command === 'memory' || command === 'live') {
-      if (command === 'live') (globalThis as { gc?: () => void }).gc?.();
-      process.stdout.write(`${JSON.stringify(process.memoryUsage())}\n`);
-    } else if (command === 'fan') {
-      // The body the worker sends for the same event: its type, time and the message's fields.
-      await db.query(
-        `INSERT INTO floor_events (body)
-         SELECT jsonb_build_object('type', 'email.delivered', 'created_at', clock_timestamp(),
-                  'data', jsonb_build_object('email_id', gen_random_uuid(), 'from', 'Shop <shop@example.test>',
-                    'to', jsonb_build_array('alice@example.com'), 'subject', 'Your receipt ' || n,
-                    'recipient', 'alice@example.com', 'smtp_code', 250, 'response', '250 2.0.0 OK'))::text
-           FROM generate_series($1::int + 1, $1::int + $2::int) AS n`,
-        [fanned, Number(argument)],
-      );
-      fanned += Number(argument);
-      wake?.();
-    }
-  }
+  await serveCommands(async (count) => {
+    // The body the worker sends for the same event: its type, time and the message's fields.
+    await db.query(
+      `INSERT INTO floor_events (body)
+       SELECT jsonb_build_object('type', 'email.delivered', 'created_at', clock_timestamp(),
+                'data', jsonb_build_object('email_id', gen_random_uuid(), 'from', 'Shop <shop@example.test>',
+                  'to', jsonb_build_array('alice@example.com'), 'subject', 'Your receipt ' || n,
+                  'recipient', 'alice@example.com', 'smtp_code', 250, 'response', '250 2.0.0 OK'))::text
+         FROM generate_series($1::int + 1, $1::int + $2::int) AS n`,
+      [fanned, count],
+    );
+    fanned += count;
+    wake?.();
+  });
   stopping = true;
   wake?.();
   await delivering;
