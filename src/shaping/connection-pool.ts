@@ -35,6 +35,8 @@ interface SitePool {
   waiters: Waiter[];
   /** When each organization last got a connection here: the longest-waiting organization goes next. */
   served: Map<string, number>;
+  /** The ask for a slot in progress: this process asks for a site's slots one at a time. */
+  asking: Promise<unknown>;
 }
 
 /** A connection was tried and failed: what `connect` threw, marked so the caller knows an attempt was made. */
@@ -69,8 +71,12 @@ export function createConnectionPools(options: ConnectionPoolOptions) {
   let closed = false;
 
   const poolOf = (key: SiteKey): SitePool => {
-    let pool = pools.get(idOf(key));
-    if (!pool) pools.set(idOf(key), (pool = { idle: [], open: 0, releasing: 0, waiters: [], served: new Map() }));
+    const id = idOf(key);
+    let pool = pools.get(id);
+    if (!pool) {
+      pool = { idle: [], open: 0, releasing: 0, waiters: [], served: new Map(), asking: Promise.resolve() };
+      pools.set(id, pool);
+    }
     return pool;
   };
 
@@ -117,6 +123,16 @@ export function createConnectionPools(options: ConnectionPoolOptions) {
     pool.idle.push(entry);
   };
 
+  /**
+   * Runs one ask for a slot of the site after the ask before it. Two asks at once would both see the
+   * same lowest free slot, and the loser would wait on the winner's row lock and ask again.
+   */
+  const askInTurn = <T>(pool: SitePool, ask: () => Promise<T>): Promise<T> => {
+    const turn = pool.asking.then(ask);
+    pool.asking = turn.catch(() => {});
+    return turn;
+  };
+
   const nextWaiter = (pool: SitePool): Waiter | undefined => {
     if (pool.waiters.length === 0) return undefined;
     const served = (w: Waiter) => pool.served.get(w.organizationId) ?? 0;
@@ -156,7 +172,7 @@ export function createConnectionPools(options: ConnectionPoolOptions) {
       if (pool.open + pool.releasing < limit) {
         pool.open += 1;
         try {
-          slot = await takeSlot(db, key, holder, leaseMs, now());
+          slot = await askInTurn(pool, () => takeSlot(db, key, holder, leaseMs, now()));
         } finally {
           if (slot === undefined) pool.open -= 1;
         }
