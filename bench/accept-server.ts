@@ -1,9 +1,9 @@
 // Child process of bench/accept.ts, bench/accept-at-scale.ts and bench/tracking.ts: Mailroom's API on a
 // fresh PostgreSQL database, bare Fastify routes that answer the same shapes without a database
-// (POST /emails, a GIF, a 302), the floor of a durable accept and the storage floor (below), on four
-// ports. For tracking, 20 messages of 50 recipients each are stored, and the signed pixel and link paths
+// (POST /emails, a GIF, a 302), the floor of a durable accept, the storage floor and the API floor
+// (below), on five ports. For tracking, 20 messages of 50 recipients each are stored, and the signed pixel and link paths
 // of every recipient handed over. Prints one JSON line { mailroom, bare, floor, storage, token, from,
-// opens, clicks, database, organization, domain } when all listen (the last three for accept-at-scale,
+// api, opens, clicks, database, organization, domain } when all listen (the last three for accept-at-scale,
 // which fills the organization with stored messages); exits on SIGTERM or SIGINT, dropping the database.
 // STORAGE_WRITERS (1) sets how many groups the storage floor writes at once.
 import { randomUUID } from 'node:crypto';
@@ -140,8 +140,29 @@ storage.post('/emails', async (request) => {
 });
 const storageAddress = await storage.listen({ port: 0, host: '127.0.0.1' });
 
+// The API floor: a second instance of Mailroom's own app doing all of its API work (credential, rate
+// limit, validation, preparation, the group's statement built, request log written), on a database
+// handle that answers the statement storing the messages as if written, without sending it. Not
+// durable: what the API work alone leaves of bare Fastify's rate, a bound on any accept path that does
+// that work, however it stores the message.
+const storingStatement = 'stored_messages AS (';
+const storesNothing = new Proxy(db, {
+  get(target, property) {
+    if (property === 'query') {
+      return (text: string, params?: readonly unknown[]) =>
+        text.includes(storingStatement)
+          ? Promise.resolve({ rows: [{ ok: true }], rowCount: 1 })
+          : target.query(text, params);
+    }
+    const value = Reflect.get(target, property) as unknown;
+    return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+  },
+});
+const apiFloorApp = await buildApp({ db: storesNothing, config, logger: false });
+const apiFloor = await apiFloorApp.listen({ port: 0, host: '127.0.0.1' });
+
 process.stdout.write(
-  `${JSON.stringify({ mailroom, bare: bareAddress, floor: floorAddress, storage: storageAddress, token: org.sendingKey, from, opens, clicks, database: created.url, organization: org.id, domain: org.domain })}\n`,
+  `${JSON.stringify({ mailroom, bare: bareAddress, floor: floorAddress, storage: storageAddress, api: apiFloor, token: org.sendingKey, from, opens, clicks, database: created.url, organization: org.id, domain: org.domain })}\n`,
 );
 
 // SIGTERM from the benchmark, or SIGINT when Ctrl-C reaches the whole process group: the database is
@@ -153,6 +174,7 @@ const stop = () =>
     await bare.close();
     await floor.close();
     await storage.close();
+    await apiFloorApp.close();
     await floorPool.end();
     const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM emails');
     process.stderr.write(`messages stored during the run (Mailroom's and the storage floor's): ${rows[0]!.n}\n`);
