@@ -125,7 +125,9 @@ export function createConnectionPools(options: ConnectionPoolOptions) {
 
   /**
    * Runs one ask for a slot of the site after the ask before it. Two asks at once would both see the
-   * same lowest free slot, and the loser would wait on the winner's row lock and ask again.
+   * same lowest free slot, and the loser would wait on the winner's row lock and ask again. An ask
+   * that hangs holds up the site's next ones no longer than the statement timeout (each of its
+   * statements fails then), and meanwhile the queued asks count as open, so other messages wait.
    */
   const askInTurn = <T>(pool: SitePool, ask: () => Promise<T>): Promise<T> => {
     const turn = pool.asking.then(ask);
@@ -172,7 +174,8 @@ export function createConnectionPools(options: ConnectionPoolOptions) {
       if (pool.open + pool.releasing < limit) {
         pool.open += 1;
         try {
-          slot = await askInTurn(pool, () => takeSlot(db, key, holder, leaseMs, now()));
+          // An ask whose turn comes after close() takes nothing: the pools' slots are being given back.
+          slot = await askInTurn(pool, async () => (closed ? undefined : takeSlot(db, key, holder, leaseMs, now())));
         } finally {
           if (slot === undefined) pool.open -= 1;
         }
