@@ -1,10 +1,11 @@
-// Child process of bench/accept.ts, bench/accept-at-scale.ts and bench/tracking.ts: Mailroom's API on a
-// fresh PostgreSQL database, bare Fastify routes that answer the same shapes without a database
-// (POST /emails, a GIF, a 302), the floor of a durable accept, the storage floor and the API floor
-// (below), on five ports. For tracking, 20 messages of 50 recipients each are stored, and the signed pixel and link paths
-// of every recipient handed over. Prints one JSON line { mailroom, bare, floor, storage, token, from,
-// api, opens, clicks, database, organization, domain } when all listen (the last three for accept-at-scale,
-// which fills the organization with stored messages); exits on SIGTERM or SIGINT, dropping the database.
+// Child process of bench/accept.ts and of the accept-at-scale, tracking, memory and synchronous-commit
+// benchmarks: Mailroom's API on a fresh PostgreSQL database, bare Fastify routes that answer the same
+// shapes without a database (POST /emails, a GIF, a 302), the floor of a durable accept, the storage
+// floor and (with API_FLOOR=1) the API floor, below, each on its own port. For tracking, 20 messages of
+// 50 recipients each are stored, and the signed pixel and link paths of every recipient handed over.
+// Prints one JSON line { mailroom, bare, floor, storage, api, token, from, opens, clicks, database,
+// organization, domain } when all listen (the last three for accept-at-scale, which fills the
+// organization with stored messages); exits on SIGTERM or SIGINT, dropping the database.
 // STORAGE_WRITERS (1) sets how many groups the storage floor writes at once.
 import { randomUUID } from 'node:crypto';
 import Fastify from 'fastify';
@@ -140,11 +141,13 @@ storage.post('/emails', async (request) => {
 });
 const storageAddress = await storage.listen({ port: 0, host: '127.0.0.1' });
 
-// The API floor: a second instance of Mailroom's own app doing all of its API work (credential, rate
-// limit, validation, preparation, the group's statement built, request log written), on a database
-// handle that answers the statement storing the messages as if written, without sending it. Not
-// durable: what the API work alone leaves of bare Fastify's rate, a bound on any accept path that does
-// that work, however it stores the message.
+// The API floor (only with API_FLOOR=1, as bench/accept.ts asks: the other benchmarks measure this
+// process's memory and metrics): a second instance of Mailroom's own app doing all of its API work
+// (credential, rate limit, validation, preparation, the group's statement built, request log written),
+// on a database handle that answers the statement storing the messages as if written, without sending
+// it (so neither the quota check inside that statement nor the wake-up after it). Not durable: about
+// what the API work alone leaves of bare Fastify's rate. Its groups are smaller than Mailroom's (a
+// group is answered at once), which costs it a little more per message, not less.
 const storingStatement = 'stored_messages AS (';
 const storesNothing = new Proxy(db, {
   get(target, property) {
@@ -158,8 +161,9 @@ const storesNothing = new Proxy(db, {
     return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
   },
 });
-const apiFloorApp = await buildApp({ db: storesNothing, config, logger: false });
-const apiFloor = await apiFloorApp.listen({ port: 0, host: '127.0.0.1' });
+const apiFloorApp =
+  process.env.API_FLOOR === '1' ? await buildApp({ db: storesNothing, config, logger: false }) : undefined;
+const apiFloor = await apiFloorApp?.listen({ port: 0, host: '127.0.0.1' });
 
 process.stdout.write(
   `${JSON.stringify({ mailroom, bare: bareAddress, floor: floorAddress, storage: storageAddress, api: apiFloor, token: org.sendingKey, from, opens, clicks, database: created.url, organization: org.id, domain: org.domain })}\n`,
@@ -174,7 +178,7 @@ const stop = () =>
     await bare.close();
     await floor.close();
     await storage.close();
-    await apiFloorApp.close();
+    await apiFloorApp?.close();
     await floorPool.end();
     const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM emails');
     process.stderr.write(`messages stored during the run (Mailroom's and the storage floor's): ${rows[0]!.n}\n`);
