@@ -54,6 +54,12 @@ const bare = Fastify({ logger: false, routerOptions: { maxParamLength: 8192 } })
 bare.post('/emails', async () => ({ object: 'email', id: randomUUID() }));
 bare.get('/t/o/:token', async (_request, reply) => reply.type('image/gif').send(PIXEL));
 bare.get('/t/c/:token', async (_request, reply) => reply.redirect('https://shop.example.com/offer?id=42'));
+// How busy this process's one JavaScript thread has been so far (cumulative idle and active ms): read
+// before and after a measurement, it says whether that thread was what limited the rate.
+bare.get('/event-loop', async () => {
+  const { idle, active } = performance.eventLoopUtilization();
+  return { idle, active };
+});
 const bareAddress = await bare.listen({ port: 0, host: '127.0.0.1' });
 
 // The floor of a durable accept: the same bare route, answering only once the request's body is

@@ -48,7 +48,12 @@ const target = JSON.parse(first) as {
   from: string;
 };
 
+/** The server process's event loop: cumulative idle and active milliseconds (see accept-server.ts). */
+const eventLoop = async () =>
+  (await (await fetch(`${target.bare}/event-loop`)).json()) as { idle: number; active: number };
+
 async function measure(name: string, url: string, seconds: number) {
+  const loopBefore = await eventLoop();
   const before = readCpu(server.pid!);
   const result = await driveAccept({
     base: url,
@@ -58,11 +63,14 @@ async function measure(name: string, url: string, seconds: number) {
     seconds,
   });
   const after = readCpu(server.pid!);
+  const loopAfter = await eventLoop();
+  const active = loopAfter.active - loopBefore.active;
   const ok = result['2xx'];
   const perSecond = ok / (result.duration || seconds);
   return {
     name,
     cpu: before && after && ok > 0 ? cpuPerAnswer(before, after, ok) : undefined,
+    loopBusy: active / (active + loopAfter.idle - loopBefore.idle),
     perSecond,
     p99: result.latency.p99,
     p50: result.latency.p50,
@@ -104,6 +112,8 @@ for (let round = 1; round <= ROUNDS; round++) {
       `${r.name.padEnd(28)} ${r.perSecond.toFixed(0).padStart(7)} accepted/s   p50 ${r.p50} ms   p99 ${r.p99} ms   non-2xx ${r.non2xx}   errors ${r.errors}`,
     );
     if (r.cpu) console.log(`${''.padEnd(28)} per answer: ${describeCpu(r.cpu)}`);
+    // Near 100%: the server's one JavaScript thread, not the cores or PostgreSQL, set the rate.
+    console.log(`${''.padEnd(28)} server's event loop busy ${(100 * r.loopBusy).toFixed(0)}% of the time`);
   }
   // 0.40 of bare Fastify as the machine's time per answer: all its cores' time divided by that rate.
   const budget = (cpus().length * 1e6) / (0.4 * bare.perSecond);
