@@ -150,8 +150,9 @@ console.log(
 console.log(
   `storage floor / bare: ${median('storage')}${each('storage')}   Mailroom / storage floor: ${median('mailroomStorage')}`,
 );
-// The API floor does all of Mailroom's API work and stores nothing: a bound on any accept path doing
-// that work, however (and whenever) it stores the message.
+// The API floor does all of Mailroom's API work and stores nothing; its one JavaScript thread is what
+// holds it (busy nearly all the time): about the most one process doing that work can answer, however
+// (and whenever) it stores the message.
 console.log(`API floor / bare: ${median('api')}${each('api')}   Mailroom / API floor: ${median('mailroomApi')}`);
 // An estimate, not a bound, of what an accept path doing that API work and committing before it
 // answers could reach: the machine's time per answer of the API floor plus what the cheapest durable
