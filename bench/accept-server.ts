@@ -18,7 +18,8 @@ import { prepareMessage } from '../src/emails/prepare-message.ts';
 import { storeMessages, type MessageToStore } from '../src/emails/store-messages.ts';
 import { newRowId } from '../src/platform/ids.ts';
 import { createTestOrganization } from '../test/helpers/app.ts';
-import { createPostgresDatabase } from '../test/helpers/database.ts';
+import { createPostgresDatabase, withMethods } from '../test/helpers/database.ts';
+import type { Database } from '../src/platform/db/database.ts';
 import { acceptMessage } from './accept-message.ts';
 
 const created = await createPostgresDatabase();
@@ -155,18 +156,10 @@ const storageAddress = await storage.listen({ port: 0, host: '127.0.0.1' });
 // what the API work alone leaves of bare Fastify's rate. Its groups are smaller than Mailroom's (a
 // group is answered at once), which costs it a little more per message, not less.
 const storingStatement = 'stored_messages AS (';
-const storesNothing = new Proxy(db, {
-  get(target, property) {
-    if (property === 'query') {
-      return (text: string, params?: readonly unknown[]) =>
-        text.includes(storingStatement)
-          ? Promise.resolve({ rows: [{ ok: true }], rowCount: 1 })
-          : target.query(text, params);
-    }
-    const value = Reflect.get(target, property) as unknown;
-    return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-  },
-});
+const storesNothing = withMethods(db, {
+  query: (text: string, params?: readonly unknown[]) =>
+    text.includes(storingStatement) ? Promise.resolve({ rows: [{ ok: true }], rowCount: 1 }) : db.query(text, params),
+} as Partial<Database>);
 const apiFloorApp =
   process.env.API_FLOOR === '1' ? await buildApp({ db: storesNothing, config, logger: false }) : undefined;
 const apiFloor = await apiFloorApp?.listen({ port: 0, host: '127.0.0.1' });

@@ -11,7 +11,8 @@ import { startDnsServer, type DnsServer } from './helpers/dns-server.ts';
 import { startProvider, type Provider } from './helpers/simulated-provider.ts';
 import { message, send, sendBatch, setLimits } from './helpers/emails.ts';
 import { waitFor } from './helpers/wait.ts';
-import { onPostgres } from './helpers/database.ts';
+import { onPostgres, withMethods } from './helpers/database.ts';
+import type { Database } from '../src/platform/db/database.ts';
 import { runCli } from './helpers/cli.ts';
 import { createTransport } from '../src/delivery/transports/index.ts';
 import { startDelivery } from '../src/delivery/start-delivery.ts';
@@ -125,18 +126,12 @@ test('the connection limit of a site holds summed over two workers, and every me
 test('messages waiting for a busy site ask the database for a slot only when one can be free', async () => {
   // Each slot the database is asked for, counted: takeSlot's INSERT into destination_connections.
   let slotAsks = 0;
-  const counting = new Proxy(t.db, {
-    get(target, property) {
-      if (property === 'query') {
-        return (text: string, params?: unknown[]) => {
-          if (text.includes('INSERT INTO destination_connections')) slotAsks += 1;
-          return target.query(text, params);
-        };
-      }
-      const value = Reflect.get(target, property) as unknown;
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+  const counting = withMethods(t.db, {
+    query: (text: string, params?: readonly unknown[]) => {
+      if (text.includes('INSERT INTO destination_connections')) slotAsks += 1;
+      return t.db.query(text, params);
     },
-  });
+  } as Partial<Database>);
   const policy = compileShapingPolicy({ site: { google: { connection_limit: 2, max_deliveries_per_connection: 5 } } });
   const transport = createTransport(t.config, counting, { policy, shaping: { now: clock, waitMs: 500 } });
   const worker = await startDelivery(t.db, t.config, transport, silent);

@@ -5,7 +5,6 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { createSigner } from '../src/platform/signing.ts';
-import type { Database } from '../src/platform/db/database.ts';
 import { buildApp } from '../src/app.ts';
 import { publicBaseUrl } from '../src/platform/config.ts';
 import { addTracking, readTrackingToken, type TrackingOptions } from '../src/tracking/tracking-links.ts';
@@ -13,6 +12,7 @@ import { bearer, buildTestApp, createTestOrganization, type TestApp, type TestOr
 import { observeWebhookEvents, queuedEvents } from './helpers/webhook-events.ts';
 import { message, send } from './helpers/emails.ts';
 import { freePort } from './helpers/server-process.ts';
+import { withMethods } from './helpers/database.ts';
 import { startTestDelivery, type TestDelivery } from './helpers/delivery.ts';
 import { startSmtpSink, type SmtpSink } from './helpers/smtp-sink.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -541,13 +541,7 @@ describe('tracking over HTTP', () => {
 
   test('when the database fails, the reader still gets the redirect and the image', async () => {
     // The same database, except that every transaction fails.
-    const failing = new Proxy(t.db, {
-      get(target, property) {
-        if (property === 'transaction') return () => Promise.reject(new Error('database unavailable'));
-        const value = Reflect.get(target, property) as unknown;
-        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-      },
-    }) as Database;
+    const failing = withMethods(t.db, { transaction: () => Promise.reject(new Error('database unavailable')) });
     const app = await buildApp({ db: failing, config: t.config, logger: false });
     try {
       const { pixel, links } = copyFor('ann@example.com');

@@ -105,3 +105,17 @@ export async function migrateBefore(db: Database, id: number): Promise<void> {
     }
   });
 }
+
+/**
+ * The same database handle with some of its methods replaced (a failing transaction, a query that is
+ * counted or answered without being sent); every other method is the original's, bound to it.
+ */
+export function withMethods(db: Database, replaced: Partial<Database>): Database {
+  return new Proxy(db, {
+    get(target, property) {
+      if (Object.hasOwn(replaced, property)) return replaced[property as keyof Database];
+      const value = Reflect.get(target, property) as unknown;
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
